@@ -1,0 +1,292 @@
+/* pinwise preload library: pins the threads of an unmodified program as they are created.
+ *
+ * `pinwise run` loads this file with LD_PRELOAD and describes the placement in the environment:
+ *
+ *   PINWISE_PLAN    slots separated by ';', each a CPU list: "0;2;1,3". Slot k is for the k-th
+ *                   thread of the process in creation order, the main thread being thread 0;
+ *                   past the last slot the plan wraps round.
+ *   PINWISE_SKIP    hex mask (likwid-pin's -s): bit i set means the i-th pthread_create call
+ *                   (0-based, the main thread not counted) makes a helper thread that takes no
+ *                   slot; it may run on any CPU of the plan.
+ *   PINWISE_LOG     file to append one line per thread start and end: where it was asked to run
+ *                   and where it ran. `pinwise run --verify` reads it back.
+ *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
+ *                   Otherwise they get the affinity the program had before pinning.
+ *
+ * Rules, because this code lives inside somebody else's program: it never aborts or exits its
+ * host; an unusable plan gives one message on stderr and the program runs unpinned; it uses no
+ * stdio (only snprintf into stack buffers and write(2)); the pthread_create wrapper allocates one
+ * small block per thread, as pthread_create itself does.
+ */
+#define _GNU_SOURCE
+#include "plan.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static create_fn real_create;
+static struct pinwise_plan plan;
+static int active;                 /* pin the threads of this process */
+static int follow;                 /* pin programs exec'd from here too */
+static int log_fd = -1;
+static uint64_t skip_mask;
+static atomic_uint created;        /* pthread_create calls seen in this process */
+static atomic_uint next_slot;      /* next slot to hand out; the main thread holds slot 0 */
+static pthread_key_t exit_key;
+static int exit_key_ready;
+static cpu_set_t original;         /* the affinity before pinning: for children we do not follow */
+
+/* What a new thread needs before it runs user code. */
+struct start {
+    void *(*routine)(void *);
+    void *arg;
+    int slot;                      /* -1: a skipped helper thread */
+    unsigned index;                /* creation order, main thread = 0 */
+};
+
+static pid_t current_tid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* One message on stderr, once per process: the host's own output stays readable. */
+static void warn_once(const char *fmt, ...)
+{
+    static atomic_int warned;
+    if (atomic_exchange(&warned, 1))
+        return;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "pinwise: ");
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    write_all(2, buf, (size_t)n);
+    if (log_fd >= 0) {
+        char line[600];
+        int m = snprintf(line, sizeof line, "error %d %.*s", (int)getpid(), n - 9, buf + 9);
+        write_all(log_fd, line, (size_t)m);
+    }
+}
+
+/* start PID TID INDEX SLOT ERRNO CPU REQUESTED */
+static void log_start(unsigned index, int slot, int error)
+{
+    if (log_fd < 0)
+        return;
+    char cpus[256];
+    pinwise_cpulist_format(slot >= 0 ? &plan.slots[slot] : &plan.all, cpus, sizeof cpus);
+    char line[384];
+    int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s\n", (int)getpid(), (int)current_tid(),
+                     index, slot, error, sched_getcpu(), cpus);
+    write_all(log_fd, line, (size_t)n);
+}
+
+/* end PID TID CPU: the CPU the thread last ran on */
+static void log_end(pid_t tid, int cpu)
+{
+    if (log_fd < 0)
+        return;
+    char line[96];
+    int n = snprintf(line, sizeof line, "end %d %d %d\n", (int)getpid(), (int)tid, cpu);
+    write_all(log_fd, line, (size_t)n);
+}
+
+static int pin_calling_thread(int slot)
+{
+    const cpu_set_t *set = slot >= 0 ? &plan.slots[slot] : &plan.all;
+    if (sched_setaffinity(0, sizeof(cpu_set_t), set) != 0) {
+        int error = errno;
+        char cpus[128];
+        pinwise_cpulist_format(set, cpus, sizeof cpus);
+        warn_once("cannot pin thread to CPUs %s (%s); it runs where the OS puts it", cpus, strerror(error));
+        return error;
+    }
+    return 0;
+}
+
+static void thread_ended(void *value)
+{
+    (void)value;
+    log_end(current_tid(), sched_getcpu());
+}
+
+static void *trampoline(void *p)
+{
+    struct start start = *(struct start *)p;
+    free(p);
+    int error = pin_calling_thread(start.slot);
+    if (exit_key_ready)
+        pthread_setspecific(exit_key, (void *)1);
+    log_start(start.index, start.slot, error);
+    return start.routine(start.arg);
+}
+
+__attribute__((visibility("default"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                          void *(*routine)(void *), void *arg)
+{
+    if (real_create == NULL)
+        real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (real_create == NULL) /* cannot happen with a working libc; never crash the host */
+        return EAGAIN;
+    if (!active)
+        return real_create(thread, attr, routine, arg);
+    unsigned call = atomic_fetch_add(&created, 1);
+    int slot = -1;
+    if (!(call < 64 && ((skip_mask >> call) & 1)))
+        slot = (int)(atomic_fetch_add(&next_slot, 1) % (unsigned)plan.nslots);
+    struct start *start = malloc(sizeof *start);
+    if (start == NULL)
+        return real_create(thread, attr, routine, arg);
+    start->routine = routine;
+    start->arg = arg;
+    start->slot = slot;
+    start->index = call + 1;
+    int rc = real_create(thread, attr, trampoline, start);
+    if (rc != 0)
+        free(start);
+    return rc;
+}
+
+/* Threads still alive at exit (the main thread among them): read where they last ran. */
+static void log_live_threads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (dir == NULL)
+        return;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
+            continue;
+        char path[64], stat[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", entry->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, stat, sizeof stat - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        stat[n] = '\0';
+        /* Field 39 (processor) counted after the ')' that closes the command name. */
+        char *p = strrchr(stat, ')');
+        int field = 2, cpu = -1;
+        for (; p && *p; p++) {
+            if (*p == ' ' && ++field == 39) {
+                cpu = atoi(p + 1);
+                break;
+            }
+        }
+        log_end((pid_t)atoi(entry->d_name), cpu);
+    }
+    closedir(dir);
+}
+
+static void start_pinning_here(void)
+{
+    atomic_store(&created, 0);
+    atomic_store(&next_slot, 1);
+    active = 1;
+    int error = pin_calling_thread(0);
+    log_start(0, 0, error);
+}
+
+static void after_fork_in_child(void)
+{
+    if (!active)
+        return;
+    if (follow) {
+        start_pinning_here();
+    } else {
+        active = 0;
+        sched_setaffinity(0, sizeof(cpu_set_t), &original);
+    }
+}
+
+__attribute__((constructor)) static void pinwise_init(void)
+{
+    real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    const char *text = getenv("PINWISE_PLAN");
+    if (text == NULL)
+        return;
+    const char *follow_text = getenv("PINWISE_FOLLOW");
+    follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
+
+    /* The first process to load us owns the plan; programs it execs are its children. */
+    char own_pid[24];
+    snprintf(own_pid, sizeof own_pid, "%d", (int)getpid());
+    const char *owner = getenv("PINWISE_OWNER");
+    const char *original_text = getenv("PINWISE_ORIGINAL");
+    if (owner != NULL && strcmp(owner, own_pid) != 0 && !follow) {
+        if (original_text != NULL && pinwise_cpulist_parse(original_text, original_text + strlen(original_text),
+                                                           &original) == 0)
+            sched_setaffinity(0, sizeof(cpu_set_t), &original);
+        return;
+    }
+    sched_getaffinity(0, sizeof(cpu_set_t), &original);
+    if (owner == NULL) {
+        char cpus[1024];
+        pinwise_cpulist_format(&original, cpus, sizeof cpus);
+        setenv("PINWISE_OWNER", own_pid, 1);
+        setenv("PINWISE_ORIGINAL", cpus, 1);
+    }
+
+    const char *log_path = getenv("PINWISE_LOG");
+    if (log_path != NULL && *log_path)
+        log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+
+    char err[160];
+    if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
+        warn_once("unusable plan: %s; the program runs unpinned", err);
+        return;
+    }
+    const char *skip_text = getenv("PINWISE_SKIP");
+    if (skip_text != NULL && *skip_text) {
+        char *end;
+        errno = 0;
+        skip_mask = strtoull(skip_text, &end, 16);
+        if (errno != 0 || *end != '\0') {
+            warn_once("unusable skip mask PINWISE_SKIP=%s (want hex, at most 64 bits); the program runs unpinned",
+                      skip_text);
+            return;
+        }
+    }
+    exit_key_ready = pthread_key_create(&exit_key, thread_ended) == 0;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    start_pinning_here();
+}
+
+__attribute__((destructor)) static void pinwise_fini(void)
+{
+    if (active)
+        log_live_threads();
+}

@@ -1,0 +1,94 @@
+"""Drawing a topology on a terminal, compactly enough to read 96 PUs on one screen.
+
+One line per object small enough to print inline (at most ``LINE_PUS`` PUs): its chain of
+single-child ancestors as a header, then its PUs, with brackets around cache groups and ``+``
+between the hardware threads of a core. A legend line gives each level's count and cache size.
+PUs the process may not use are shown as ``(n)``; placed threads as ``n=t3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .model import TYPE_LABEL, Topology, TopoObject, format_size
+
+LINE_PUS = 16
+MAX_LINES = 80
+
+
+def legend(topology: Topology) -> str:
+    parts = []
+    for type_ in topology.level_types:
+        if type_ == "machine":
+            continue
+        objects = topology.objects(type_)
+        sizes = {o.cache_size for o in objects if o.cache_size}
+        size = f" {format_size(sizes.pop())}" if len(sizes) == 1 else ""
+        parts.append(f"{TYPE_LABEL[type_]}{size} x{len(objects)}")
+    return "  ".join(parts)
+
+
+_DOMAIN_TYPES = ("group", "package", "die", "numa")
+
+
+def _spans_domains(node: TopoObject) -> bool:
+    """Whether two or more packages/NUMA nodes/groups/dies lie below: those get a line each."""
+    stack = list(node.children)
+    count = 0
+    while stack:
+        child = stack.pop()
+        if child.type in _DOMAIN_TYPES:
+            count += 1
+            if count > 1:
+                return True
+        stack.extend(child.children)
+    return False
+
+
+def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = None) -> str:
+    """The picture as plain text. ``threads_on_pu`` maps a PU OS index to the threads placed there."""
+    threads_on_pu = threads_on_pu or {}
+    allowed = topology.allowed
+    lines = [f"Machine: {topology.nb_pus} PUs, {len(allowed)} allowed to this process"
+             f"  [{topology.source}]",
+             "  " + legend(topology)]
+    if topology.restriction:
+        forbidden = topology.cpulist_text(set(topology.root.cpuset) - allowed)
+        lines.append(f"  not allowed ({topology.restriction}): PU {forbidden}, shown as (n)")
+
+    def pu_text(pu: TopoObject) -> str:
+        text = str(pu.os_index)
+        if pu.os_index in threads_on_pu:
+            text += "=t" + ",t".join(str(t) for t in threads_on_pu[pu.os_index])
+        return text if pu.os_index in allowed else f"({text})"
+
+    def inline(node: TopoObject) -> str:
+        if node.type == "pu":
+            return pu_text(node)
+        parts = [inline(child) for child in node.children]
+        if node.type == "core":
+            return "+".join(parts)
+        if len(parts) == 1:
+            return parts[0]
+        return "[" + " ".join(parts) + "]"
+
+    body: list[str] = []
+
+    def walk(node: TopoObject, indent: str) -> None:
+        chain = [node]
+        while len(chain[-1].children) == 1 and chain[-1].type not in ("core", "pu"):
+            chain.append(chain[-1].children[0])
+        last = chain[-1]
+        header = " > ".join(x.label() for x in chain if x.type != "machine") or "Machine"
+        if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in ("core", "pu"):
+            content = inline(last) if last.type in ("core", "pu") else " ".join(inline(c) for c in last.children)
+            body.append(f"{indent}{header}: {content}")
+        else:
+            body.append(f"{indent}{header}")
+            for child in last.children:
+                walk(child, indent + "  ")
+
+    walk(topology.root, "")
+    if len(body) > MAX_LINES:
+        body = body[:MAX_LINES] + [f"... {len(body) - MAX_LINES} more lines (use --of xml or --of json for all of it)"]
+    return "\n".join(lines + body)

@@ -1,0 +1,230 @@
+"""Synthetic topologies in hwloc's syntax, and the named presets of the papers' machines.
+
+``"pack:2 l3:1 l2:4 core:1 pu:2"`` reads as: 2 packages, each with 1 L3, each with 4 L2, each with
+1 core of 2 PUs. Types are hwloc's names and abbreviations, case-insensitive; a level may carry
+``(size=8MiB)`` for caches; ``[NUMANode]`` in brackets (as ``lstopo --of synthetic`` writes it)
+attaches one NUMA node to each object of the level before it. PUs are numbered 0..N-1 in
+depth-first order, as hwloc numbers them. Like hwloc, a description without a NUMA level gets one
+NUMA node for the whole machine, and caches without a size get hwloc's default sizes, so that
+``lstopo --input STRING`` and :func:`parse_synthetic` describe the same machine.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import PinwiseError
+from .model import LEVEL_RANK, Topology, TopoObject
+
+#: Accepted spellings (lower case) -> our type. hwloc's own names, its short forms, and "socket".
+TYPE_ALIASES = {
+    **{name: "package" for name in ("package", "pack", "socket", "sock")},
+    **{name: "numa" for name in ("numa", "numanode", "node")},
+    **{name: "group" for name in ("group", "group0", "group1", "group2", "group3")},
+    "die": "die",
+    **{name: "l3" for name in ("l3", "l3cache", "l3d", "l3dcache", "l3u", "l3ucache")},
+    **{name: "l2" for name in ("l2", "l2cache", "l2d", "l2dcache", "l2u", "l2ucache")},
+    **{name: "l1" for name in ("l1", "l1cache", "l1d", "l1dcache", "l1u", "l1ucache")},
+    **{name: None for name in ("l1i", "l1icache", "l2i", "l2icache", "l3i", "l3icache")},
+    "core": "core",
+    **{name: "pu" for name in ("pu", "thread", "hwthread")},
+}
+
+#: hwloc's sizes for caches a synthetic description leaves unsized.
+DEFAULT_CACHE_SIZE = {"l1": 32 << 10, "l2": 4 << 20, "l3": 16 << 20}
+HWLOC_TYPE_NAME = {"group": "Group", "package": "Package", "die": "Die", "numa": "NUMANode",
+                   "l3": "L3Cache", "l2": "L2Cache", "l1": "L1dCache", "core": "Core", "pu": "PU"}
+
+MAX_SYNTHETIC_PUS = 1 << 20
+
+_TOKEN = re.compile(r"^(?P<type>[A-Za-z][A-Za-z0-9]*)(?::(?P<arity>[^()]*))?(?:\((?P<attrs>[^()]*)\))?$")
+_SIZE = re.compile(r"^(\d+)\s*([kmgt]?i?b?)?$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+          "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _parse_size(text: str, description: str) -> int:
+    match = _SIZE.match(text.strip())
+    if not match or match.group(2).lower() not in _UNITS:
+        raise PinwiseError(f"synthetic topology {description!r}: cannot read size {text!r} (e.g. 8MiB, 32KB, 1048576)")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]]:
+    """Read a synthetic string into levels (type, arity, cache size), top to bottom."""
+    if not description.strip():
+        raise PinwiseError("empty synthetic topology: give levels such as 'pack:2 core:4 pu:2'")
+    levels: list[tuple[str, int, int | None]] = []
+    for raw in description.split():
+        attached = raw.startswith("[") and raw.endswith("]")
+        token = raw[1:-1] if attached else raw
+        match = _TOKEN.match(token)
+        if not match:
+            raise PinwiseError(f"synthetic topology {description!r}: cannot read {raw!r} (expected TYPE:COUNT, e.g. core:4)")
+        name = match.group("type").lower()
+        if name not in TYPE_ALIASES:
+            raise PinwiseError(
+                f"synthetic topology {description!r}: unknown type {match.group('type')!r} "
+                "(use package/pack/socket, numa/numanode, group, die, l3, l2, l1/l1d, core, pu)"
+            )
+        type_ = TYPE_ALIASES[name]
+        arity_text = match.group("arity")
+        if attached:
+            arity = 1
+        elif arity_text is None or not arity_text.strip():
+            raise PinwiseError(f"synthetic topology {description!r}: {raw!r} needs a count, e.g. {name}:2")
+        else:
+            try:
+                arity = int(arity_text)
+            except ValueError:
+                raise PinwiseError(f"synthetic topology {description!r}: count {arity_text!r} of {name} is not a whole number") from None
+            if arity < 1:
+                raise PinwiseError(f"synthetic topology {description!r}: count of {name} must be at least 1, not {arity}")
+        size = None
+        for attr in filter(None, (a.strip() for a in (match.group("attrs") or "").split(","))):
+            key, _, value = attr.partition("=")
+            if key.strip().lower() == "size":
+                size = _parse_size(value, description)
+        if type_ is None:  # instruction caches: hwloc describes them, placement ignores them
+            if arity != 1:
+                raise PinwiseError(f"synthetic topology {description!r}: instruction cache level {raw!r} must have count 1 here")
+            continue
+        if type_ in DEFAULT_CACHE_SIZE and size is None:
+            size = DEFAULT_CACHE_SIZE[type_]
+        if attached and type_ == "numa" and levels and levels[-1][0] == "group":
+            # "Group:4 [NUMANode]" is how hwloc writes four NUMA nodes above packages.
+            levels[-1] = ("numa", levels[-1][1], None)
+            continue
+        levels.append((type_, arity, size))
+    if levels[-1][0] != "pu":
+        raise PinwiseError(f"synthetic topology {description!r}: the last level must be pu, e.g. '... core:4 pu:1'")
+    # NUMA nodes and groups may sit above or below packages (hwloc allows both); everything else
+    # keeps the hardware's order, each type once.
+    ordered = [t for t, _, _ in levels if t not in ("numa", "group")]
+    for upper, lower in zip(ordered, ordered[1:]):
+        if LEVEL_RANK[lower] <= LEVEL_RANK[upper]:
+            raise PinwiseError(
+                f"synthetic topology {description!r}: {lower} cannot be below {upper} "
+                "(order: package, die, l3, l2, l1, core, pu; numa and group anywhere above core)"
+            )
+    types = [t for t, _, _ in levels]
+    if types.count("numa") > 1:
+        raise PinwiseError(f"synthetic topology {description!r}: only one numa level is allowed")
+    for special in ("numa", "group"):
+        if special in types and "core" in types and types.index(special) > types.index("core"):
+            raise PinwiseError(f"synthetic topology {description!r}: {special} must be above core")
+    total = 1
+    for _, arity, _ in levels:
+        total *= arity
+        if total > MAX_SYNTHETIC_PUS:
+            raise PinwiseError(f"synthetic topology {description!r} has more than {MAX_SYNTHETIC_PUS} PUs")
+    return levels
+
+
+def parse_synthetic(description: str, source: str | None = None) -> Topology:
+    """Build the topology a synthetic string describes."""
+    levels = parse_synthetic_levels(description)
+    if not any(t == "numa" for t, _, _ in levels):
+        levels = [("numa", 1, None), *levels]
+    return topology_from_levels(levels, source or description)
+
+
+def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str) -> Topology:
+    """Build a symmetric tree level by level (no inclusion search: fast for 16k+ PUs)."""
+    root = TopoObject("machine", frozenset())
+    frontier = [root]
+    for type_, arity, size in levels:
+        next_frontier = []
+        for parent in frontier:
+            for _ in range(arity):
+                child = TopoObject(type_, frozenset(), cache_size=size, parent=parent)
+                parent.children.append(child)
+                next_frontier.append(child)
+        frontier = next_frontier
+    for os_index, pu in enumerate(frontier):
+        pu.os_index = os_index
+    # Give every object its cpuset bottom-up, and OS indices to NUMA nodes and packages.
+    counters: dict[str, int] = {}
+    _fill_cpusets(root, counters)
+    return Topology(root, None, source)
+
+
+def _fill_cpusets(root: TopoObject, counters: dict[str, int]) -> None:
+    order = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(node.children))
+    for node in order:  # pre-order: OS indices in depth-first order
+        if node.type in ("numa", "package", "die", "core"):
+            node.os_index = counters.get(node.type, 0)
+            counters[node.type] = node.os_index + 1
+    for node in reversed(order):
+        if node.type == "pu":
+            node.cpuset = frozenset([node.os_index])
+        else:
+            cpus: set[int] = set()
+            for child in node.children:
+                cpus |= child.cpuset
+            node.cpuset = frozenset(cpus)
+
+
+def to_synthetic(topology: Topology) -> str:
+    """Write a symmetric topology in hwloc's synthetic syntax (readable by ``lstopo --input``)."""
+    levels = topology.synthetic_levels()
+    if levels is None:
+        raise PinwiseError(
+            f"topology {topology.source!r} is not symmetric (objects of one level differ), so it has no "
+            "synthetic description: use --of xml or json instead"
+        )
+    if topology.compact_order(allowed_only=False) != sorted(topology.compact_order(allowed_only=False)):
+        raise PinwiseError(
+            f"topology {topology.source!r} numbers its PUs out of depth-first order, which a synthetic "
+            "description cannot express: use --of xml or json instead"
+        )
+    parts = []
+    for type_, arity, size in levels:
+        name = HWLOC_TYPE_NAME[type_]
+        text = f"{name}:{arity}"
+        if size:
+            text += f"(size={size})"
+        parts.append(text)
+    return " ".join(parts)
+
+
+#: The machines of the papers in seeds/, as synthetic strings (see each paper's machine section).
+PRESETS: dict[str, tuple[str, str]] = {
+    "core2": (
+        "pack:2 l2:2(size=4MiB) l1:2(size=32KiB) core:1 pu:1",
+        "Mazouz et al. 'Core2': 2 x Xeon E5345 (Clovertown), each pair of cores shares a 4 MB L2; 8 cores",
+    ),
+    "nehalem": (
+        "pack:2 numa:1 l3:1(size=8MiB) l2:4(size=256KiB) l1:1(size=32KiB) core:1 pu:1",
+        "Mazouz et al. 'Nehalem': 2 x Xeon X5570, 4 cores sharing an 8 MB L3 per socket, SMT off; 8 cores",
+    ),
+    "ccnuma96": (
+        "numa:4 pack:4 l3:1(size=16MiB) l2:3(size=3MiB) l1:2(size=32KiB) core:1 pu:1",
+        "Mazouz et al. 'ccNUMA': IBM x3950 M2, 4 nodes x 4 Xeon X7460, 16 MB L3 per socket, "
+        "3 MB L2 per pair of cores; 96 cores",
+    ),
+    "x7550": (
+        "pack:4 numa:1 l3:1(size=18MiB) l2:8(size=256KiB) l1:1(size=32KiB) core:1 pu:2",
+        "Diener et al.: 4 x Xeon X7550 (Nehalem-EX), 8 cores with 2 hardware threads sharing an "
+        "18 MB L3 per socket; 64 PUs",
+    ),
+    "e5620": (
+        "pack:2 numa:1 l3:1(size=12MiB) l2:4(size=256KiB) l1:1(size=32KiB) core:1 pu:1",
+        "NPB affinity study: 2 x Xeon E5620, 4 cores sharing a 12 MB L3 per socket, hyper-threading "
+        "unused; 8 cores",
+    ),
+}
+
+
+def preset(name: str) -> Topology:
+    try:
+        description, _ = PRESETS[name.lower()]
+    except KeyError:
+        raise PinwiseError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} (pinwise topo --presets)") from None
+    return parse_synthetic(description, source=name.lower())

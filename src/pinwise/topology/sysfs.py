@@ -1,0 +1,122 @@
+"""The live Linux machine, read from sysfs, restricted to the CPUs this process may use.
+
+Sources (all under ``/sys/devices/system``): ``cpu/online`` (offline CPUs are left out, as hwloc
+does), ``cpu/cpuN/topology/`` (package, die, core siblings), ``cpu/cpuN/cache/indexM/`` (data and
+unified caches and the CPUs sharing each), ``node/nodeN/cpulist`` (NUMA nodes). What the process may
+use is ``sched_getaffinity`` intersected with the cgroup's cpuset (v2 ``cpuset.cpus.effective``,
+v1 ``cpuset.effective_cpus``); both are reported so a user sees why a CPU is withheld.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..cpulist import parse_cpulist
+from ..errors import PinwiseError
+from .model import ObjectSpec, Topology, build_topology
+
+_CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _size(text: str | None) -> int | None:
+    if not text:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
+
+
+def cgroup_cpuset(proc_root: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> list[int] | None:
+    """CPUs the process's cgroup allows, or None when no cpuset controller restricts it."""
+    lines = _read(proc_root / "self" / "cgroup") or ""
+    for line in lines.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":  # cgroup v2
+            text = _read(cgroup_root / path.lstrip("/") / "cpuset.cpus.effective")
+        elif "cpuset" in controllers.split(","):  # cgroup v1
+            text = _read(cgroup_root / "cpuset" / path.lstrip("/") / "cpuset.effective_cpus")
+            text = text if text is not None else _read(cgroup_root / "cpuset" / path.lstrip("/") / "cpuset.cpus")
+        else:
+            continue
+        if text:
+            return parse_cpulist(text, "cgroup cpuset")
+    return None
+
+
+def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | None = None,
+               cgroup_cpus: list[int] | None = None) -> Topology:
+    """Read the machine. ``affinity`` and ``cgroup_cpus`` default to the calling process's own."""
+    root = Path(root)
+    cpu_dir = root / "cpu"
+    online_text = _read(cpu_dir / "online")
+    if online_text is None:
+        raise PinwiseError(f"cannot read {cpu_dir / 'online'}: is this Linux with sysfs mounted? "
+                           "Use --topology with an XML file, a preset or a synthetic string instead")
+    online = parse_cpulist(online_text, "online CPUs")
+    specs: list[ObjectSpec] = []
+    for cpu in online:
+        topo_dir = cpu_dir / f"cpu{cpu}" / "topology"
+        specs.append(ObjectSpec("pu", frozenset([cpu]), cpu))
+        package_id = _read(topo_dir / "physical_package_id")
+        for type_, names in (("package", ("package_cpus_list", "core_siblings_list")),
+                             ("die", ("die_cpus_list",)),
+                             ("core", ("core_cpus_list", "thread_siblings_list"))):
+            for name in names:
+                text = _read(topo_dir / name)
+                if text:
+                    cpus = frozenset(parse_cpulist(text)) & frozenset(online)
+                    os_index = None
+                    if type_ == "package" and package_id not in (None, "-1"):
+                        os_index = int(package_id)
+                    elif type_ == "core":
+                        core_id = _read(topo_dir / "core_id")
+                        os_index = int(core_id) if core_id and core_id.lstrip("-").isdigit() and int(core_id) >= 0 else None
+                    elif type_ == "die":
+                        die_id = _read(topo_dir / "die_id")
+                        os_index = int(die_id) if die_id and die_id.isdigit() else None
+                    specs.append(ObjectSpec(type_, cpus, os_index))
+                    break
+        cache_dir = cpu_dir / f"cpu{cpu}" / "cache"
+        if cache_dir.is_dir():
+            for index in sorted(cache_dir.glob("index*")):
+                if _read(index / "type") == "Instruction":
+                    continue
+                level = _read(index / "level")
+                shared = _read(index / "shared_cpu_list")
+                if not level or not level.isdigit() or int(level) not in _CACHE_TYPES or not shared:
+                    continue
+                cpus = frozenset(parse_cpulist(shared)) & frozenset(online)
+                specs.append(ObjectSpec(_CACHE_TYPES[int(level)], cpus, None, _size(_read(index / "size"))))
+    node_dir = root / "node"
+    for node in sorted(node_dir.glob("node[0-9]*")) if node_dir.is_dir() else []:
+        text = _read(node / "cpulist")
+        cpus = frozenset(parse_cpulist(text)) & frozenset(online) if text else frozenset()
+        if cpus:
+            specs.append(ObjectSpec("numa", cpus, int(node.name[4:])))
+    if not any(s.type == "numa" for s in specs):  # no NUMA support compiled in: one node, as hwloc
+        specs.append(ObjectSpec("numa", frozenset(online), 0))
+    # A die equal to its package says nothing new; hwloc hides it too.
+    package_sets = {s.cpuset for s in specs if s.type == "package"}
+    specs = [s for s in specs if not (s.type == "die" and s.cpuset in package_sets)]
+    affinity = set(os.sched_getaffinity(0)) if affinity is None else set(affinity)
+    if cgroup_cpus is None and root == Path("/sys/devices/system"):
+        cgroup_cpus = cgroup_cpuset()
+    allowed = affinity & set(online)
+    reasons = []
+    if allowed != set(online):
+        reasons.append("sched_getaffinity")
+    if cgroup_cpus is not None and not set(online) <= set(cgroup_cpus):
+        allowed &= set(cgroup_cpus)
+        reasons.append("cgroup cpuset")
+    return build_topology(specs, allowed=allowed, source="this machine (sysfs)",
+                          restriction=" and ".join(reasons) or None)

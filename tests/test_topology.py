@@ -1,0 +1,266 @@
+"""Capability 1: the topology tree from sysfs, hwloc XML, synthetic strings and presets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pinwise import PinwiseError
+from pinwise.topology import (PRESETS, from_json, load_topology, parse_synthetic, parse_xml, preset,
+                              read_sysfs, render, to_json, to_synthetic, to_xml)
+
+from conftest import assert_clean_failure, need, run_pinwise
+
+SYNTHETIC_STRINGS = [
+    "pack:2 l3:1 l2:4 core:1 pu:2",
+    "numa:4 pack:4 l3:1 l2:3 core:2 pu:1",
+    "pack:2 numa:1 l3:1 core:4 pu:1",
+    "socket:2 l1d:2 core:1 pu:1",
+    "group:2 pack:2 core:2 pu:1",
+    "pack:2 numa:2 core:2 pu:2",
+    "Package:2 [NUMANode] L3Cache:1(size=16777216) L2Cache:4(size=262144) Core:1 PU:2",
+    "pack:4 l3:1(size=18MiB) l2:8(size=256KiB) l1:1 core:1 pu:2",
+]
+
+
+def lstopo_xml(*args: str) -> bytes:
+    lstopo = need("lstopo-no-graphics")
+    return subprocess.run([lstopo, "--no-io", *args, "--of", "xml"], check=True, capture_output=True).stdout
+
+
+def shapes(topology, type_):
+    return sorted(tuple(sorted(o.cpuset)) for o in topology.objects(type_))
+
+
+# -- agreement with hwloc ---------------------------------------------------------------------
+
+def test_live_topology_equals_hwloc():
+    ours = read_sysfs()
+    theirs = parse_xml(lstopo_xml("--whole-system"), source="lstopo")
+    for type_ in ("package", "numa", "l3", "l2", "l1", "core", "pu"):
+        assert shapes(ours, type_) == shapes(theirs, type_), type_
+    for type_ in ("l3", "l2", "l1"):
+        assert sorted(o.cache_size for o in ours.objects(type_)) == sorted(o.cache_size for o in theirs.objects(type_))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("description", SYNTHETIC_STRINGS)
+def test_synthetic_builder_equals_hwloc(description):
+    theirs = parse_xml(lstopo_xml("--input", description), source="lstopo")
+    ours = parse_synthetic(description)
+    assert ours == theirs
+    assert ours.nb_pus == theirs.nb_pus
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_our_xml_reads_in_hwloc_and_back(name, tmp_path):
+    machine = preset(name)
+    path = tmp_path / f"{name}.xml"
+    path.write_text(to_xml(machine))
+    lstopo = need("lstopo-no-graphics")
+    synthetic = subprocess.run([lstopo, "--input", str(path), "--of", "synthetic"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    assert parse_synthetic(synthetic) == machine
+    assert parse_xml(path.read_bytes()) == machine
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_round_trips(name):
+    machine = preset(name)
+    assert parse_synthetic(to_synthetic(machine)) == machine
+    assert from_json(to_json(machine)) == machine
+    assert parse_xml(to_xml(machine)) == machine
+
+
+# -- presets match the papers -------------------------------------------------------------------
+
+def _sharing(machine, type_):
+    """How many PUs share each object of a type."""
+    return {len(o.cpuset) for o in machine.objects(type_)}
+
+
+def test_presets_match_papers():
+    core2 = preset("core2")  # Mazouz 2.1: 2 sockets x 4 cores, each pair of cores shares an L2
+    assert (core2.nb_pus, len(core2.objects("package")), len(core2.objects("l2"))) == (8, 2, 4)
+    assert _sharing(core2, "l2") == {2} and not core2.objects("l3")
+    nehalem = preset("nehalem")  # 2 sockets x 4 cores sharing one L3, private L2, no SMT
+    assert (nehalem.nb_pus, len(nehalem.objects("package")), len(nehalem.objects("core"))) == (8, 2, 8)
+    assert _sharing(nehalem, "l3") == {4} and _sharing(nehalem, "l2") == {1}
+    ccnuma = preset("ccnuma96")  # 4 nodes x 4 sockets x 6 cores, L3 per socket, L2 per core pair
+    assert (ccnuma.nb_pus, len(ccnuma.objects("numa")), len(ccnuma.objects("package"))) == (96, 4, 16)
+    assert _sharing(ccnuma, "numa") == {24} and _sharing(ccnuma, "l3") == {6} and _sharing(ccnuma, "l2") == {2}
+    x7550 = preset("x7550")  # 4 sockets x 8 cores x 2 hardware threads, L3 per socket
+    assert (x7550.nb_pus, len(x7550.objects("package")), len(x7550.objects("core"))) == (64, 4, 32)
+    assert _sharing(x7550, "l3") == {16} and _sharing(x7550, "core") == {2}
+    e5620 = preset("e5620")  # 2 sockets x 4 cores sharing a 12 MB L3
+    assert (e5620.nb_pus, len(e5620.objects("package"))) == (8, 2)
+    assert {o.cache_size for o in e5620.objects("l3")} == {12 << 20}
+
+
+# -- the ordering API the policies use --------------------------------------------------------
+
+def test_compact_and_scatter_orders():
+    nehalem = preset("nehalem")
+    assert nehalem.compact_order() == list(range(8))
+    assert nehalem.scatter_order() == [0, 4, 1, 5, 2, 6, 3, 7]
+    x7550 = preset("x7550")
+    compact = x7550.compact_order()
+    assert compact[:2] == [0, 1] and x7550.pu(0).parent is x7550.pu(1).parent  # both threads of a core
+    scatter = x7550.scatter_order()
+    packages = [next(a for a in x7550.pu(p).ancestors() if a.type == "package").logical_index for p in scatter[:4]]
+    assert packages == [0, 1, 2, 3]
+    assert len({x7550.pu(p).parent.logical_index for p in scatter[:32]}) == 32  # every core before any SMT sibling
+
+
+def test_distance_and_common_ancestor():
+    x7550 = preset("x7550")
+    assert x7550.distance(0, 0) == 0
+    assert x7550.distance(0, 1) == 1  # SMT siblings: the core
+    assert x7550.lowest_common_ancestor(0, 2).type == "l3"
+    assert x7550.lowest_common_ancestor(0, 16).type == "machine"
+    assert x7550.distance(0, 2) < x7550.distance(0, 16)
+    assert [c.type for c in x7550.shared_caches(0, 2)] == ["l3"]
+    assert x7550.coordinates(x7550.pu(17))[0] == 1  # second package
+    assert len(x7550.objects("l3")) == 4
+
+
+# -- the live machine's restrictions --------------------------------------------------------------
+
+def _fake_sysfs(root: Path, online: str, cpus: dict[int, tuple[int, int]]):
+    """A sysfs tree: cpu -> (package, core); one L2 per core, one L3 per package."""
+    (root / "cpu").mkdir(parents=True)
+    (root / "cpu" / "online").write_text(online + "\n")
+    for cpu, (package, core) in cpus.items():
+        siblings = ",".join(str(c) for c, (p, k) in cpus.items() if (p, k) == (package, core))
+        package_cpus = ",".join(str(c) for c, (p, _) in cpus.items() if p == package)
+        topo = root / "cpu" / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        for name, value in (("physical_package_id", package), ("core_id", core), ("core_cpus_list", siblings),
+                            ("package_cpus_list", package_cpus), ("die_cpus_list", package_cpus), ("die_id", 0)):
+            (topo / name).write_text(f"{value}\n")
+        for index, (level, type_, size, shared) in enumerate(
+                [(1, "Data", "32K", siblings), (1, "Instruction", "32K", siblings),
+                 (2, "Unified", "1024K", siblings), (3, "Unified", "16384K", package_cpus)]):
+            cache = root / "cpu" / f"cpu{cpu}" / "cache" / f"index{index}"
+            cache.mkdir(parents=True)
+            for name, value in (("level", level), ("type", type_), ("size", size), ("shared_cpu_list", shared)):
+                (cache / name).write_text(f"{value}\n")
+
+
+def test_sysfs_leaves_out_offline_cpus_and_shows_restriction(tmp_path):
+    cpus = {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0), 5: (1, 0), 6: (1, 1), 7: (1, 1)}
+    _fake_sysfs(tmp_path, "0-6", cpus)
+    machine = read_sysfs(tmp_path, affinity={0, 1, 2, 3, 4, 5, 6, 7}, cgroup_cpus=[0, 1, 2, 3, 4])
+    assert machine.nb_pus == 7  # CPU 7 offline
+    assert sorted(machine.allowed) == [0, 1, 2, 3, 4]
+    assert machine.restriction == "cgroup cpuset"
+    assert len(machine.objects("package")) == 2 and len(machine.objects("core")) == 4
+    assert {o.cache_size for o in machine.objects("l3")} == {16 << 20}
+    assert not machine.objects("die")  # a die equal to its package is hidden, as hwloc does
+    picture = render(machine)
+    assert "(5)" in picture and "(6)" in picture and "cgroup cpuset" in picture
+
+
+def test_taskset_restriction_visible_in_cli():
+    if 1 not in os.sched_getaffinity(0) or 0 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    taskset = need("taskset")
+    document = json.loads(subprocess.run([taskset, "-c", "1", run_pinwise.__globals__["PINWISE"], "topo", "--of", "json"],
+                                         check=True, capture_output=True, text=True).stdout)
+    assert document["allowed"] == [1]
+    assert document["restriction"] == "sched_getaffinity"
+    text = subprocess.run([taskset, "-c", "1", run_pinwise.__globals__["PINWISE"], "topo"], check=True,
+                          capture_output=True, text=True).stdout
+    assert "1 allowed" in text
+    assert "(0)" in text and "(1)" not in text
+
+
+# -- the CLI --------------------------------------------------------------------------------------
+
+def test_topo_cli_outputs(tmp_path):
+    assert "Package" in run_pinwise("topo", check=True).stdout
+    text = run_pinwise("topo", "-t", "ccnuma96", check=True).stdout
+    assert len(text.splitlines()) <= 30 and "95" in text  # 96 PUs on one screen
+    assert run_pinwise("topo", "-t", "nehalem", "--of", "synthetic", check=True).stdout.startswith("Package:2")
+    out = tmp_path / "m.xml"
+    run_pinwise("topo", "-t", "x7550", "--of", "xml", "-o", str(out), check=True)
+    assert load_topology(str(out)) == preset("x7550")
+    out_json = tmp_path / "m.json"
+    run_pinwise("topo", "-t", "x7550", "--of", "json", "-o", str(out_json), check=True)
+    assert load_topology(str(out_json)) == preset("x7550")
+    presets = run_pinwise("topo", "--presets", check=True).stdout
+    assert all(name in presets for name in PRESETS)
+
+
+@pytest.mark.parametrize("topology, words", [
+    ("pack:2 foo:2 pu:1", ["unknown type", "foo"]),
+    ("pack:0 pu:1", ["at least 1"]),
+    ("pack:-2 pu:1", ["at least 1"]),
+    ("pack:2 core:2", ["last level must be pu"]),
+    ("core:2 pack:2 pu:1", ["cannot be below"]),
+    ("nosuchpreset", ["unknown topology"]),
+    ("/nonexistent/machine.xml", ["does not exist"]),
+])
+def test_bad_topology_gives_one_clear_line(topology, words):
+    assert_clean_failure(run_pinwise("topo", "-t", topology), *words)
+
+
+def test_malformed_xml_gives_one_clear_line(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<topology><object type='Machine' cpuset='0x1'><object type='PU'")
+    assert_clean_failure(run_pinwise("topo", "-t", str(bad)), "not well-formed")
+    other = tmp_path / "other.xml"
+    other.write_text("<html/>")
+    assert_clean_failure(run_pinwise("topo", "-t", str(other)), "not an hwloc topology")
+
+
+def test_asymmetric_topology_has_no_synthetic_form(tmp_path):
+    xml = lstopo_xml("--input", "pack:2 core:2 pu:1", "--restrict", "0x7")
+    path = tmp_path / "asym.xml"
+    path.write_bytes(xml)
+    assert_clean_failure(run_pinwise("topo", "-t", str(path), "--of", "synthetic"), "not symmetric")
+
+
+# -- property tests: no input ever produces a traceback -----------------------------------------
+
+TYPE_WORDS = ["pack", "package", "socket", "numa", "numanode", "group", "die", "l3", "l2", "l1", "l1d",
+              "l1i", "core", "pu", "foo", "L3Cache", "PU", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(TYPE_WORDS), st.integers(-3, 5) | st.just(None),
+                          st.sampled_from(["", "(size=4MiB)", "(size=x)", "("])), max_size=6))
+def test_random_synthetic_strings_never_traceback(levels):
+    description = " ".join(f"{t}{'' if n is None else ':' + str(n)}{a}" for t, n, a in levels)
+    try:
+        machine = parse_synthetic(description)
+    except PinwiseError:
+        return
+    assert machine.nb_pus >= 1
+    assert parse_synthetic(to_synthetic(machine)) == machine
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.text(max_size=300))
+def test_random_bytes_never_traceback(blob):
+    for parser in (lambda b: parse_xml(b), lambda b: from_json(b if isinstance(b, str) else b.decode("latin-1")),
+                   lambda b: parse_synthetic(b if isinstance(b, str) else b.decode("latin-1"))):
+        try:
+            parser(blob)
+        except PinwiseError:
+            pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="<>/=\"' objectypePUMachinecpuset0x1f,", max_size=200))
+def test_random_xml_like_text_never_traceback(text):
+    try:
+        parse_xml("<topology>" + text)
+    except PinwiseError:
+        pass
