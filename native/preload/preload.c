@@ -12,6 +12,7 @@
  *                   and where it ran. `pinwise run --verify` reads it back.
  *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
  *                   Otherwise they get the affinity the program had before pinning.
+ *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
  *
  * Rules, because this code lives inside somebody else's program: it never aborts or exits its
  * host; an unusable plan gives one message on stderr and the program runs unpinned; it uses no
@@ -41,6 +42,7 @@ static create_fn real_create;
 static struct pinwise_plan plan;
 static int active;                 /* pin the threads of this process */
 static int follow;                 /* pin programs exec'd from here too */
+static int observe_only;           /* PINWISE_OBSERVE=1: log where threads run, pin nothing */
 static int log_fd = -1;
 static uint64_t skip_mask;
 static atomic_uint created;        /* pthread_create calls seen in this process */
@@ -124,6 +126,8 @@ static void log_end(pid_t tid, int cpu)
 static int pin_calling_thread(int slot)
 {
     const cpu_set_t *set = slot >= 0 ? &plan.slots[slot] : &plan.all;
+    if (observe_only)
+        return 0;
     if (sched_setaffinity(0, sizeof(cpu_set_t), set) != 0) {
         int error = errno;
         char cpus[128];
@@ -236,7 +240,9 @@ __attribute__((constructor)) static void pinwise_init(void)
 {
     real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     const char *text = getenv("PINWISE_PLAN");
-    if (text == NULL)
+    const char *observe_text = getenv("PINWISE_OBSERVE");
+    observe_only = observe_text != NULL && strcmp(observe_text, "1") == 0;
+    if (text == NULL && !observe_only)
         return;
     const char *follow_text = getenv("PINWISE_FOLLOW");
     follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
@@ -265,7 +271,11 @@ __attribute__((constructor)) static void pinwise_init(void)
         log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 
     char err[160];
-    if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
+    if (observe_only) { /* no plan: record where the OS puts each thread (policy "os") */
+        plan.slots = &plan.all;
+        plan.nslots = 1;
+        plan.all = original;
+    } else if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
         warn_once("unusable plan: %s; the program runs unpinned", err);
         return;
     }

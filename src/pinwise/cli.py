@@ -9,6 +9,117 @@ from . import __version__
 from .errors import PinwiseError
 from .files import write_text_atomic
 from . import topology as topo_mod
+from .cpulist import format_cpulist
+
+
+def _placement_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("placement (choose one)")
+    group.add_argument("--cpus", "-c", metavar="LIST", help="explicit CPU per thread in creation order: 0,4,1-3")
+    group.add_argument("--expr", "-e", metavar="EXPR",
+                       help="likwid-pin expression: N:0-3, S0:0-3, C0:, M0:, E:N:8:1:2, S:scatter, joined with @")
+    group.add_argument("--policy", "-p", metavar="NAME",
+                       help="os (no pinning), compact, scatter, random, or OpenMP's close, spread, primary")
+    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map'")
+    parser.add_argument("-n", "--threads", type=int, metavar="N",
+                        help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
+    parser.add_argument("--skip", "-s", metavar="MASK",
+                        help="hex mask of created threads that take no slot (likwid-pin -s), e.g. 0x1")
+    parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
+    _add_topology_option(parser)
+
+
+def _resolve_plan(args: argparse.Namespace, topology):
+    from .pinning import resolve_plan
+
+    return resolve_plan(topology, cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping,
+                        threads=args.threads, skip=args.skip, seed=args.seed)
+
+
+def _print_plan(plan, topology) -> None:
+    threads_on_pu: dict[int, list[int]] = {}
+    for slot, cpus in enumerate(plan.slots):
+        for cpu in cpus:
+            threads_on_pu.setdefault(cpu, []).append(slot)
+    print(topo_mod.render(topology, threads_on_pu))
+    print(f"\nplan: {plan.nb_slots} threads ({plan.source}); thread k runs on the k-th CPU, "
+          "wrapping round past the last" + (f"; skip mask {plan.skip_mask:#x}" if plan.skip_mask else ""))
+    width = max(len(name) for name, _ in plan.job_script_lines())
+    for name, line in plan.job_script_lines():
+        print(f"  {name:<{width}}  {line}")
+
+
+def _verify_table(result, plan) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True, highlight=False)
+    table = Table(title="where each thread ran", title_justify="left")
+    for column in ("thread", "slot", "TID", "asked", "ran on", ""):
+        table.add_column(column, justify="right" if column in ("thread", "slot", "TID") else "left")
+    for record in result.threads:
+        ran = str(record.start_cpu) if record.end_cpu in (None, record.start_cpu) else f"{record.start_cpu} -> {record.end_cpu}"
+        if plan is None:
+            status = "not pinned (os)"
+        elif record.slot < 0:
+            status = "skipped helper"
+        elif record.ran_where_asked:
+            status = "ok"
+        else:
+            status = "[bold red]NOT WHERE ASKED[/]" + (f" (error {record.error})" if record.error else "")
+        table.add_row(str(record.index), "-" if record.slot < 0 or plan is None else str(record.slot), str(record.tid),
+                      format_cpulist(record.requested), ran, status)
+    console.print(table)
+    if plan is not None:
+        wrong = [r for r in result.misplaced if r.slot >= 0]
+        console.print(f"pinwise: {len(result.threads)} threads, "
+                      + (f"{len(wrong)} not where asked" if wrong else "all where asked"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .pinning import run_program
+    from .pinning.launcher import find_program
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    topology = topo_mod.load_topology(args.topology)
+    if not args.print and args.topology not in (None, "live", "this", "sysfs"):
+        raise PinwiseError(f"a plan for {topology.source} can only be printed here: add --print, or drop --topology to run")
+    try:
+        plan = _resolve_plan(args, topology)
+    except PinwiseError as err:
+        if not args.allow_unpinned or args.print:
+            raise
+        print(f"pinwise: warning: {err}; running unpinned (--allow-unpinned)", file=sys.stderr)
+        plan = None
+    if args.print:
+        if plan is None:
+            print("policy os: no pinning; the OS places the threads")
+        else:
+            _print_plan(plan, topology)
+        return 0
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
+    find_program(argv)
+    verify = args.verify if args.verify is not None else sys.stderr.isatty()
+    result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
+    if verify:
+        _verify_table(result, plan)
+    if result.signal_name:
+        print(f"pinwise: error: {argv[0]} was killed by signal {result.signal_name}", file=sys.stderr)
+        return 128 - result.returncode
+    return result.returncode
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from .pinning import pin_threads
+
+    topology = topo_mod.load_topology(None)
+    plan = _resolve_plan(args, topology)
+    if plan is None:
+        raise PinwiseError("policy os means no pinning: nothing to do")
+    done = pin_threads(plan, args.pid)
+    for tid, cpus in done.items():
+        print(f"TID {tid}: CPU {format_cpulist(sorted(cpus))}")
+    return 0
 
 
 def _add_topology_option(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +172,28 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     topo.add_argument("--presets", action="store_true", help="list the named presets of the papers' machines")
     topo.set_defaults(handler=cmd_topo)
+
+    run = commands.add_parser(
+        "run", help="run a program with its threads pinned and show where they ran",
+        description="Run an unmodified program with thread k (main thread = 0, then in creation order) "
+                    "pinned to the k-th CPU of the placement. Example: pinwise run --expr S0:0-3 -- ./app",
+    )
+    _placement_options(run)
+    run.add_argument("--omp", action="store_true",
+                     help="give the placement to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of preloading")
+    run.add_argument("--print", action="store_true", help="show the plan and the job-script lines, do not run")
+    run.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
+                     help="after the run, print where each thread ran (default: on when stderr is a terminal)")
+    run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
+    run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
+    run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    run.set_defaults(handler=cmd_run)
+
+    pin = commands.add_parser("pin", help="pin the threads of a running process",
+                              description="Pin the threads of a running process, in TID order, to the placement.")
+    pin.add_argument("--pid", type=int, required=True, help="process to pin")
+    _placement_options(pin)
+    pin.set_defaults(handler=cmd_pin)
     return parser
 
 

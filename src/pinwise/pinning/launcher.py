@@ -1,0 +1,174 @@
+"""Running an unmodified program with its threads pinned, and reading back where they ran.
+
+The preload library (native/preload) does the pinning inside the program; this module prepares
+its environment, starts the program with the user's terminal, passes signals on, and parses the
+library's log into one :class:`ThreadRecord` per thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..cpulist import parse_cpulist
+from ..errors import PinwiseError
+from .plan import Plan
+
+NATIVE_DIR = Path(os.environ.get("PINWISE_NATIVE_DIR", Path(__file__).resolve().parent.parent / "_native"))
+PRELOAD_LIBRARY = NATIVE_DIR / "libpinwise_preload.so"
+API_LIBRARY = NATIVE_DIR / "libpinwise.so"
+API_HEADER = NATIVE_DIR / "include" / "pinwise.h"
+
+
+@dataclass
+class ThreadRecord:
+    """One thread of the program: its slot, where it was asked to run, where it ran."""
+
+    pid: int
+    tid: int
+    index: int                # creation order, main thread = 0
+    slot: int                 # -1 for a skipped helper thread
+    requested: list[int]
+    start_cpu: int            # the CPU it ran on right after pinning
+    end_cpu: int | None = None  # the CPU it last ran on (None if it never reported, e.g. killed)
+    error: int = 0            # errno of sched_setaffinity, 0 when pinning worked
+
+    @property
+    def ran_where_asked(self) -> bool:
+        cpus = [self.start_cpu] + ([self.end_cpu] if self.end_cpu is not None else [])
+        return self.error == 0 and all(cpu in self.requested for cpu in cpus if cpu >= 0)
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    threads: list[ThreadRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    signal_name: str | None = None
+
+    @property
+    def misplaced(self) -> list[ThreadRecord]:
+        return [t for t in self.threads if not t.ran_where_asked]
+
+
+def find_program(argv: list[str]) -> str:
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
+    program = argv[0]
+    if os.sep in program:
+        path = Path(program)
+        if not path.exists():
+            raise PinwiseError(f"program {program!r} not found")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise PinwiseError(f"program {program!r} is not executable")
+        return str(path)
+    found = shutil.which(program)
+    if found is None:
+        raise PinwiseError(f"program {program!r} not found on PATH")
+    return found
+
+
+def is_static_executable(path: str) -> bool:
+    """An ELF file without a program interpreter: LD_PRELOAD cannot reach it."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(64)
+            if header[:4] != b"\x7fELF" or header[4] != 2:  # not ELF64: a script, or something else
+                return False
+            phoff = int.from_bytes(header[32:40], "little")
+            phentsize = int.from_bytes(header[54:56], "little")
+            phnum = int.from_bytes(header[56:58], "little")
+            handle.seek(phoff)
+            table = handle.read(phentsize * phnum)
+    except OSError:
+        return False
+    types = [int.from_bytes(table[i * phentsize:i * phentsize + 4], "little") for i in range(phnum)]
+    return 3 not in types  # PT_INTERP
+
+
+def preload_environment(plan: Plan | None, log_path: str | None, follow_children: bool,
+                        base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes the preload library pin (or, without a plan, only observe)."""
+    if not PRELOAD_LIBRARY.exists():
+        raise PinwiseError(f"the preload library is missing ({PRELOAD_LIBRARY}); reinstall pinwise with its native part")
+    env = dict(os.environ if base is None else base)
+    for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_LOG", "PINWISE_FOLLOW", "PINWISE_OWNER",
+                 "PINWISE_ORIGINAL", "PINWISE_OBSERVE"):
+        env.pop(name, None)
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{PRELOAD_LIBRARY} {preload}".strip()
+    if plan is None:
+        env["PINWISE_OBSERVE"] = "1"
+    else:
+        env.update(plan.environment())
+    if log_path:
+        env["PINWISE_LOG"] = log_path
+    if follow_children:
+        env["PINWISE_FOLLOW"] = "1"
+    return env
+
+
+def parse_log(text: str) -> tuple[list[ThreadRecord], list[str]]:
+    threads: dict[tuple[int, int], ThreadRecord] = {}
+    errors: list[str] = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            if fields[0] == "start" and len(fields) == 8:
+                pid, tid, index, slot, error, cpu = (int(f) for f in fields[1:7])
+                threads[(pid, tid)] = ThreadRecord(pid, tid, index, slot, parse_cpulist(fields[7]), cpu, None, error)
+            elif fields[0] == "end" and len(fields) == 4:
+                pid, tid, cpu = (int(f) for f in fields[1:4])
+                if (pid, tid) in threads and cpu >= 0:
+                    threads[(pid, tid)].end_cpu = cpu
+            elif fields[0] == "error":
+                errors.append(" ".join(fields[2:]))
+        except (ValueError, PinwiseError):
+            continue  # a line cut short by a crash: the rest of the log still counts
+    return sorted(threads.values(), key=lambda t: (t.pid, t.index)), errors
+
+
+def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
+                extra_env: dict[str, str] | None = None, observe: bool = True) -> RunResult:
+    """Run ``argv`` with ``plan`` (None: unpinned, only observed) and report where its threads ran.
+
+    With ``omp``, the plan is given to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of
+    the preload library, which then only observes.
+    """
+    program = find_program(argv)
+    if is_static_executable(program):
+        raise PinwiseError(
+            f"{argv[0]} is statically linked, so the preload library cannot reach its threads: use --omp for an "
+            "OpenMP program, or 'pinwise pin --pid' once it runs"
+        )
+    fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
+    os.close(fd)
+    try:
+        env = preload_environment(None if omp else plan, log_path if observe else None, follow_children)
+        if omp and plan is not None:
+            env.update(plan.omp_environment())
+        if plan is not None and "OMP_NUM_THREADS" not in env:
+            env["OMP_NUM_THREADS"] = str(plan.nb_slots)  # as likwid-pin does
+        env.update(extra_env or {})
+        try:
+            process = subprocess.Popen([program, *argv[1:]], env=env)
+        except OSError as err:
+            raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+        while True:
+            try:
+                returncode = process.wait()
+                break
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)  # the program decides what Ctrl-C means
+        threads, errors = parse_log(Path(log_path).read_text(errors="replace"))
+    finally:
+        Path(log_path).unlink(missing_ok=True)
+    result = RunResult(returncode, threads, errors)
+    if returncode < 0:
+        result.signal_name = signal.Signals(-returncode).name
+    return result

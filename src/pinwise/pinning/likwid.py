@@ -1,0 +1,162 @@
+"""likwid-pin's CPU expressions, evaluated on a pinwise Topology.
+
+Affinity domains (only CPUs this process may use count): ``N`` the node, ``S<i>`` sockets,
+``D<i>`` dies (sockets when the machine has no dies), ``C<i>`` last-level caches, ``M<i>`` NUMA
+memory domains. A domain's CPU list is in topology order (hardware threads of a core together);
+its *logical* numbering puts physical cores first, then the second hardware threads, and so on.
+
+Forms, joined with ``@``:
+  ``0,2,4-6``             physical CPU numbers;
+  ``S0:0-3``, ``L:S0:0-3``, ``N:0-3``, ``L:0-3``   logical indices inside a domain (``N`` if none);
+  ``C0:`` or ``C0``       the whole domain, physical cores first;
+  ``E:N:8`` / ``E:N:8:1:2``   8 CPUs from the domain's list, in chunks of 1 with a stride of 2;
+  ``S:scatter``           physical-cores-first lists of every socket, dealt round-robin.
+(likwid-pin(1), "CPU EXPRESSION".)
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..cpulist import parse_cpulist
+from ..errors import PinwiseError
+from ..topology import Topology, TopoObject
+
+_DOMAIN = re.compile(r"^([NSDCM])(\d*)$")
+
+
+def _domain_objects(topology: Topology, letter: str) -> list[TopoObject]:
+    if letter == "N":
+        return [topology.root]
+    if letter == "S":
+        return topology.objects("package") or [topology.root]
+    if letter == "D":
+        return topology.objects("die") or topology.objects("package") or [topology.root]
+    if letter == "M":
+        return topology.objects("numa") or [topology.root]
+    for cache in ("l3", "l2", "l1"):  # C: the last-level cache
+        if topology.objects(cache):
+            return topology.objects(cache)
+    return topology.objects("package") or [topology.root]
+
+
+def domains(topology: Topology) -> dict[str, list[int]]:
+    """Every affinity domain's CPU list (topology order), like ``likwid-pin -p``; empty ones left out."""
+    found: dict[str, list[int]] = {}
+    for letter in "NSDCM":
+        index = 0
+        for obj in _domain_objects(topology, letter):
+            cpus = [pu for pu in topology.compact_order() if pu in obj.cpuset]
+            if cpus:
+                found[letter if letter == "N" else f"{letter}{index}"] = cpus
+                index += 1
+    return found
+
+
+def physical_first(topology: Topology, cpus: list[int]) -> list[int]:
+    """Reorder a domain's CPUs: the first hardware thread of every core, then the second, ..."""
+    def rank(cpu: int) -> tuple[int, int]:
+        pu = topology.pu(cpu)
+        siblings = [c.os_index for c in pu.parent.children] if pu.parent is not None and pu.parent.type == "core" else [cpu]
+        return (siblings.index(cpu), cpus.index(cpu))
+    return sorted(cpus, key=rank)
+
+
+def _domain(topology: Topology, name: str, expression: str) -> list[int]:
+    table = domains(topology)
+    if name not in table:
+        letter = name[:1]
+        known = [d for d in table if d.startswith(letter)] if letter in "NSDCM" else []
+        hint = f"this machine has {', '.join(known)}" if known else "domains are N, S<i>, D<i>, C<i>, M<i>"
+        raise PinwiseError(f"likwid expression {expression!r}: affinity domain {name!r} does not exist ({hint})")
+    return table[name]
+
+
+def _logical(topology: Topology, domain_name: str, indices: str, expression: str) -> list[int]:
+    cpus = physical_first(topology, _domain(topology, domain_name, expression))
+    if not indices:
+        return cpus
+    selected = []
+    for index in parse_cpulist(indices, f"index list of {expression!r}"):
+        if index >= len(cpus):
+            raise PinwiseError(
+                f"likwid expression {expression!r}: index {index} is out of range, domain {domain_name} "
+                f"has {len(cpus)} CPUs (0-{len(cpus) - 1})"
+            )
+        selected.append(cpus[index])
+    return selected
+
+
+def _select(topology: Topology, fields: list[str], expression: str) -> list[int]:
+    """E:<domain>:<count>[:<chunk>:<stride>]"""
+    if len(fields) not in (3, 5):
+        raise PinwiseError(f"likwid expression {expression!r}: use E:<domain>:<count> or E:<domain>:<count>:<chunk>:<stride>")
+    try:
+        count, chunk, stride = int(fields[2]), *(int(f) for f in (fields[3:5] if len(fields) == 5 else ("1", "1")))
+    except ValueError:
+        raise PinwiseError(f"likwid expression {expression!r}: count, chunk and stride must be whole numbers") from None
+    if count < 1 or chunk < 1 or stride < chunk:
+        raise PinwiseError(f"likwid expression {expression!r}: need count >= 1, chunk >= 1 and stride >= chunk")
+    cpus = _domain(topology, fields[1], expression)
+    selected: list[int] = []
+    start = 0
+    while len(selected) < count:
+        if start >= len(cpus):
+            raise PinwiseError(
+                f"likwid expression {expression!r}: domain {fields[1]} has {len(cpus)} CPUs, not enough for "
+                f"{count} in chunks of {chunk} with stride {stride}"
+            )
+        selected.extend(cpus[start:start + chunk][: count - len(selected)])
+        start += stride
+    return selected
+
+
+def _scatter(topology: Topology, letter: str, expression: str) -> list[int]:
+    table = domains(topology)
+    lists = [physical_first(topology, cpus) for name, cpus in table.items() if name[0] == letter]
+    if not lists:
+        raise PinwiseError(f"likwid expression {expression!r}: no {letter} domains on this machine")
+    out: list[int] = []
+    seen: set[int] = set()
+    for depth in range(max(len(x) for x in lists)):
+        for cpus in lists:
+            if depth < len(cpus) and cpus[depth] not in seen:
+                out.append(cpus[depth])
+                seen.add(cpus[depth])
+    return out
+
+
+def evaluate(expression: str, topology: Topology) -> list[int]:
+    """The CPU list a likwid-pin expression selects, in order."""
+    text = expression.strip()
+    if not text:
+        raise PinwiseError("empty likwid expression: try N:0-3, S0:0-3, E:N:4:1:2 or S:scatter")
+    cpus: list[int] = []
+    for part in text.split("@"):
+        part = part.strip()
+        fields = part.split(":")
+        if re.fullmatch(r"[\d,\-]+", part):
+            cpus.extend(parse_cpulist(part, "CPU list"))
+            continue
+        head = fields[0]
+        if head == "E":
+            cpus.extend(_select(topology, fields, expression))
+        elif head == "L":
+            if len(fields) == 2:
+                cpus.extend(_logical(topology, "N", fields[1], expression))
+            elif len(fields) == 3:
+                cpus.extend(_logical(topology, fields[1], fields[2], expression))
+            else:
+                raise PinwiseError(f"likwid expression {expression!r}: use L:<indices> or L:<domain>:<indices>")
+        elif len(fields) == 2 and fields[1] == "scatter" and head in ("N", "S", "D", "C", "M"):
+            cpus.extend(_scatter(topology, head, expression))
+        elif _DOMAIN.match(head) and len(fields) <= 2:
+            if head != "N" and not head[1:]:
+                raise PinwiseError(f"likwid expression {expression!r}: domain {head!r} needs a number, e.g. {head}0")
+            cpus.extend(_logical(topology, head, fields[1] if len(fields) == 2 else "", expression))
+        else:
+            raise PinwiseError(
+                f"cannot read likwid expression {expression!r} at {part!r}: try 0,2,4-6, N:0-3, S0:0-3, "
+                "C0:, M0:, E:N:8:1:2 or S:scatter, joined with @"
+            )
+    return cpus

@@ -1,0 +1,307 @@
+"""Capability 2: real programs pinned by the preload library, read back from /proc while they run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pinwise import PinwiseError
+from pinwise.cpulist import parse_cpulist
+from pinwise.pinning import (API_HEADER, API_LIBRARY, current_placement, likwid_evaluate, pin_self,
+                             resolve_plan)
+from pinwise.topology import preset, read_sysfs
+
+from conftest import PINWISE, PROGRAMS, assert_clean_failure, compile_program, need, run_pinwise
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+pytestmark = pytest.mark.skipif(ALLOWED[:2] != [0, 1], reason="needs CPUs 0 and 1")
+
+
+@pytest.fixture(scope="session")
+def threads_exe(build_dir):
+    return compile_program("threads.c", build_dir)
+
+
+def read_allowed(pid: int, tid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{tid}/status") as status:
+        for line in status:
+            if line.startswith("Cpus_allowed_list:"):
+                return sorted(parse_cpulist(line.split(":", 1)[1]))
+    raise AssertionError("no Cpus_allowed_list")
+
+
+def run_and_read(command: list[str], env: dict | None = None) -> dict[int, list[int]]:
+    """Start a test program (through pinwise or a peer), read each thread's allowed CPUs from
+    /proc while it runs, then let it finish. Returns thread index -> CPUs."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    placement: dict[int, list[int]] = {}
+    pid = None
+    try:
+        for line in process.stdout:
+            words = line.split()
+            if words[:1] == ["ready"]:
+                pid = int(words[1])
+            elif words[:1] == ["thread"]:
+                placement[int(words[1])] = read_allowed(pid, int(words[2]))
+            elif words[:1] == ["end"]:
+                break
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+    assert pid is not None, process.stderr.read()
+    assert process.returncode == 0, process.stderr.read()
+    return placement
+
+
+def pinwise_run(*options: str) -> list[str]:
+    return [PINWISE, "run", "--no-verify", *options, "--"]
+
+
+def expected(cpus: list[int], count: int) -> dict[int, list[int]]:
+    return {k: [cpus[k % len(cpus)]] for k in range(count)}
+
+
+# -- placements on a C pthreads program --------------------------------------------------------
+
+@pytest.mark.parametrize("options, cpus", [
+    (["--cpus", "1,0,1,0,1"], [1, 0, 1, 0, 1]),
+    (["--cpus", "0-1"], [0, 1]),
+    (["--expr", "N:0-1"], [0, 1]),
+    (["--expr", "S0:1@S0:0"], [1, 0]),
+    (["--expr", "E:N:2:1:1"], [0, 1]),
+    (["--expr", "C0:"], [0, 1]),
+    (["--expr", "M0:"], [0, 1]),
+    (["--expr", "N:scatter"], [0, 1]),
+    (["--policy", "compact"], [0, 1]),
+    (["--policy", "scatter"], [0, 1]),
+    (["--policy", "spread", "-n", "2"], [0, 1]),
+    (["--policy", "primary", "-n", "3"], [0, 0, 0]),
+])
+def test_pthreads_program_is_pinned_as_planned(threads_exe, options, cpus):
+    placement = run_and_read(pinwise_run(*options) + [str(threads_exe), "4"])
+    assert placement == expected(cpus, 5)
+
+
+def test_more_threads_than_cpus_wrap_round(threads_exe):
+    placement = run_and_read(pinwise_run("--cpus", "1,0") + [str(threads_exe), "9"])
+    assert placement == expected([1, 0], 10)
+
+
+def test_random_policy_is_a_permutation_fixed_by_its_seed(threads_exe):
+    first = run_and_read(pinwise_run("--policy", "random", "--seed", "7") + [str(threads_exe), "1"])
+    second = run_and_read(pinwise_run("--policy", "random", "--seed", "7") + [str(threads_exe), "1"])
+    assert first == second
+    assert sorted(cpu for cpus in first.values() for cpu in cpus) == [0, 1]
+
+
+def test_skip_mask_gives_helper_threads_no_slot(threads_exe):
+    # Created thread 0 (process thread 1) is a helper: it may run on every CPU of the plan and takes
+    # no slot, so process thread 2 gets slot 1 and thread 3 wraps round to slot 0.
+    placement = run_and_read(pinwise_run("--cpus", "1,0", "--skip", "0x1") + [str(threads_exe), "3"])
+    assert placement == {0: [1], 1: [0, 1], 2: [0], 3: [1]}
+
+
+def test_taskset_restriction_is_respected(threads_exe):
+    taskset = need("taskset")
+    result = subprocess.run([taskset, "-c", "1", *pinwise_run("--cpus", "0,1"), str(threads_exe), "1"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert_clean_failure(result, "CPU 0", "not allowed")
+    placement = run_and_read([taskset, "-c", "1", *pinwise_run("--policy", "compact"), str(threads_exe), "3"])
+    assert placement == expected([1], 4)
+
+
+def test_allow_unpinned_runs_the_program_anyway(threads_exe):
+    result = subprocess.run(pinwise_run("--cpus", "0,99", "--allow-unpinned") + [str(threads_exe), "1"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and "running unpinned" in result.stderr
+
+
+# -- other thread libraries ---------------------------------------------------------------------
+
+def test_openmp_program_through_preload(build_dir):
+    exe = compile_program("omp_threads.c", build_dir, "-fopenmp")
+    env = {**os.environ, "OMP_NUM_THREADS": "4"}
+    placement = run_and_read(pinwise_run("--cpus", "1,0,0,1") + [str(exe)], env=env)
+    assert placement == {0: [1], 1: [0], 2: [0], 3: [1]}
+
+
+def test_openmp_program_through_omp_places(build_dir):
+    exe = compile_program("omp_threads.c", build_dir, "-fopenmp")
+    env = {**os.environ, "OMP_NUM_THREADS": "4"}
+    placement = run_and_read(pinwise_run("--omp", "--cpus", "1,0,0,1") + [str(exe)], env=env)
+    assert placement == {0: [1], 1: [0], 2: [0], 3: [1]}
+
+
+def test_python_threads(tmp_path):
+    placement = run_and_read(pinwise_run("--cpus", "1,0") + [sys.executable, str(PROGRAMS / "py_threads.py"), "3"])
+    assert placement == expected([1, 0], 4)
+
+
+def test_cxx_std_threads(build_dir):
+    exe = compile_program("cxx_threads.cpp", build_dir, cxx=True)
+    placement = run_and_read(pinwise_run("--expr", "N:1@N:0") + [str(exe), "4"])
+    assert placement == expected([1, 0], 5)
+
+
+def test_children_are_followed_only_when_asked(threads_exe):
+    # The shell is the pinned program; the program it starts in a child process keeps the
+    # affinity the shell had before pinning, unless children are followed.
+    shell = ["/bin/sh", "-c", f"{threads_exe} 2; exit $?"]
+    not_followed = run_and_read(pinwise_run("--cpus", "1") + shell)
+    assert all(cpus == ALLOWED for cpus in not_followed.values()), not_followed
+    followed = run_and_read(pinwise_run("--cpus", "1", "--follow-children") + shell)
+    assert followed == expected([1], 3)
+
+
+# -- agreement with likwid-pin --------------------------------------------------------------------
+
+@pytest.mark.parametrize("expression", ["N:0-1", "E:N:2:1:1", "1,0", "S0:1@S0:0", "N:scatter"])
+def test_same_cpus_as_likwid_pin(threads_exe, expression):
+    likwid_pin = need("likwid-pin")
+    theirs = run_and_read([likwid_pin, "-q", "-c", expression, str(threads_exe), "3"])
+    ours = run_and_read(pinwise_run("--expr", expression) + [str(threads_exe), "3"])
+    assert ours == theirs
+
+
+# -- verification output, pin --pid, the in-process APIs ---------------------------------------------
+
+def test_verify_table_reports_where_threads_ran(threads_exe):
+    result = subprocess.run([PINWISE, "run", "--verify", "--cpus", "1,0", "--", str(threads_exe), "2"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "where each thread ran" in result.stderr
+    assert "3 threads, all where asked" in result.stderr
+
+
+def test_print_shows_plan_and_job_script_lines():
+    out = run_pinwise("run", "--topology", "nehalem", "--policy", "scatter", "-n", "4", "--print", check=True).stdout
+    assert "0=t0" in out and "4=t1" in out
+    assert "likwid-pin -c 0,4,1,5" in out
+    assert 'OMP_PLACES="{0},{4},{1},{5}"' in out
+    assert "KMP_AFFINITY" in out and "GOMP_CPU_AFFINITY=\"0 4 1 5\"" in out
+
+
+def test_pin_running_process(threads_exe):
+    process = subprocess.Popen([str(threads_exe), "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stdout.readline() for _ in range(5)]
+        pid = int(lines[0].split()[1])
+        tids = [int(line.split()[2]) for line in lines[1:4]]
+        run_pinwise("pin", "--pid", str(pid), "--cpus", "1,0", check=True)
+        assert [read_allowed(pid, tid) for tid in tids] == [[1], [0], [1]]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    assert_clean_failure(run_pinwise("pin", "--pid", "999999999", "--cpus", "0"), "no process")
+
+
+def test_python_api_pins_calling_thread():
+    seen = {}
+
+    def body():
+        pin_self([1])
+        seen.update(current_placement())
+        seen["self"] = sorted(os.sched_getaffinity(0))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert seen["self"] == [1]
+    assert sorted(os.sched_getaffinity(0)) == ALLOWED  # the caller is untouched
+
+
+def test_c_api_reads_the_plan(tmp_path):
+    source = tmp_path / "api.c"
+    source.write_text(
+        '#define _GNU_SOURCE\n#include <sched.h>\n#include <stdio.h>\n#include "pinwise.h"\n'
+        "int main(void){ if (pinwise_pin_self(3) != 0) return 2; cpu_set_t s; sched_getaffinity(0, sizeof s, &s);"
+        " printf(\"%d %d %d\\n\", pinwise_plan_slots(), CPU_ISSET(0, &s), CPU_ISSET(1, &s)); return 0; }\n")
+    exe = tmp_path / "api"
+    subprocess.run([need("gcc"), "-o", str(exe), str(source), f"-I{API_HEADER.parent}", str(API_LIBRARY),
+                    f"-Wl,-rpath,{API_LIBRARY.parent}"], check=True)
+    out = subprocess.run([str(exe)], env={**os.environ, "PINWISE_PLAN": "0;0;0;1"}, capture_output=True, text=True)
+    assert out.stdout.split() == ["4", "0", "1"]  # slot 3 is CPU 1
+    assert subprocess.run([str(exe)], env={k: v for k, v in os.environ.items() if k != "PINWISE_PLAN"}).returncode == 2
+
+
+# -- placement syntax, evaluated on presets ------------------------------------------------------
+
+def test_likwid_expressions_on_a_two_socket_smt_machine():
+    machine = preset("x7550")  # 4 sockets x 8 cores x 2 threads; PU 2k and 2k+1 share a core
+    assert likwid_evaluate("S0:0-3", machine) == [0, 2, 4, 6]  # physical cores first
+    assert likwid_evaluate("S1:8", machine) == [17]  # the second thread of S1's first core
+    assert likwid_evaluate("E:N:4:1:2", machine) == [0, 2, 4, 6]  # one thread per core
+    assert likwid_evaluate("E:S0:4:2:4", machine) == [0, 1, 4, 5]
+    assert likwid_evaluate("S:scatter", machine)[:5] == [0, 16, 32, 48, 2]
+    assert likwid_evaluate("M1:0@M2:0", machine) == [16, 32]
+    assert likwid_evaluate("0,5,2-3", machine) == [0, 5, 2, 3]
+    assert likwid_evaluate("C3:", machine)[0] == 48
+
+
+def test_policies_on_presets():
+    nehalem = preset("nehalem")
+    assert resolve_plan(nehalem, policy="scatter").cpulist() == "0,4,1,5,2,6,3,7"
+    assert resolve_plan(nehalem, policy="compact", threads=3).cpulist() == "0,1,2"
+    assert resolve_plan(nehalem, policy="spread", threads=2).cpulist() == "0,4"
+    assert resolve_plan(nehalem, policy="close", threads=16).cpulist() == "0,0,1,1,2,2,3,3,4,4,5,5,6,6,7,7"
+    assert resolve_plan(nehalem, policy="os") is None
+    plan = resolve_plan(nehalem, cpus="1,3", threads=5)
+    assert plan.cpulist() == "1,3,1,3,1"
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--cpus", "7"], ["CPU 7 does not exist"]),
+    (["--cpus", "0,,1"], ["malformed"]),
+    (["--cpus", "a"], ["malformed"]),
+    (["--cpus", ""], ["empty"]),
+    (["--expr", "S9:0"], ["S9", "does not exist"]),
+    (["--expr", "X:1"], ["cannot read likwid expression"]),
+    (["--expr", "N:5"], ["out of range"]),
+    (["--cpus", "0", "--skip", "0x" + "f" * 17], ["beyond 64 bits"]),
+    (["--cpus", "0", "--skip", "zz"], ["not a hex number"]),
+    (["--policy", "fastest"], ["unknown policy"]),
+    (["--cpus", "0", "--policy", "compact"], ["only one placement"]),
+    (["--cpus", "0", "-n", "0"], ["at least 1"]),
+])
+def test_bad_placement_is_refused_before_running(threads_exe, options, words):
+    result = subprocess.run([PINWISE, "run", *options, "--", str(threads_exe), "1"], capture_output=True,
+                            text=True, stdin=subprocess.DEVNULL)
+    assert_clean_failure(result, *words)
+    assert "ready" not in result.stdout
+
+
+def test_missing_and_crashing_programs(build_dir):
+    assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", "no-such-program-xyz"), "not found")
+    assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", "./no/such/path"), "not found")
+    assert_clean_failure(run_pinwise("run", "--cpus", "0"), "no program")
+    crash = compile_program("crash.c", build_dir)
+    result = run_pinwise("run", "--cpus", "0,1", "--", str(crash))
+    assert_clean_failure(result, "killed by signal SIGSEGV")
+    assert result.returncode == 128 + 11
+
+
+def test_static_program_is_refused_with_advice(tmp_path):
+    source = tmp_path / "s.c"
+    source.write_text("int main(void){return 0;}\n")
+    exe = tmp_path / "s"
+    if subprocess.run([need("gcc"), "-static", "-o", str(exe), str(source)], capture_output=True).returncode != 0:
+        pytest.skip("no static libc to link a static test program")
+    assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", str(exe)), "statically linked")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="NSDCMEL0123456789:,-@scatter ", max_size=24))
+def test_random_expressions_never_traceback(text):
+    machine = read_sysfs()
+    try:
+        cpus = likwid_evaluate(text, machine)
+    except PinwiseError:
+        return
+    assert all(isinstance(c, int) for c in cpus)
