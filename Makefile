@@ -10,6 +10,7 @@ SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CM
 
 demo: install
 	$(VENV)/bin/pinwise topo
+	$(PY) benchmarks/pairs.py --runs 10
 
 test: install
 	$(PY) -m pytest -q tests
