@@ -191,7 +191,7 @@ static void log_live_threads(void)
     while ((entry = readdir(dir)) != NULL) {
         if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
             continue;
-        char path[64], stat[1024];
+        char path[300], stat[1024];
         snprintf(path, sizeof path, "/proc/self/task/%s/stat", entry->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
