@@ -109,6 +109,104 @@ def cmd_run(args: argparse.Namespace) -> int:
     return result.returncode
 
 
+MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likwid", "taskset", "json")
+
+
+def _read_comm_with_warnings(path: str):
+    import warnings
+
+    from .comm import read_comm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comm = read_comm(path)
+    for warning in caught:
+        print(f"pinwise: warning: {warning.message}", file=sys.stderr)
+    return comm
+
+
+def _mapping_table(mapping, topology, cost) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"policy {mapping.policy}: {mapping.threads} threads on {topology.source}", title_justify="left")
+    for column in ("thread", "PU", "core", "shared caches", "package"):
+        table.add_column(column, justify="right" if column in ("thread", "PU") else "left")
+    for thread, pu in enumerate(mapping.pus):
+        node = topology.pu(pu)
+        chain = node.ancestors()
+        core = next((a.logical_index for a in chain if a.type == "core"), "-")
+        caches = " ".join(f"{a.label()}" for a in chain if a.is_cache)
+        package = next((a.os_index if a.os_index is not None else a.logical_index for a in chain if a.type == "package"), "-")
+        table.add_row(str(thread), str(pu), str(core), caches, str(package))
+    from rich.text import Text
+
+    console = Console(highlight=False, width=max(120, Console().width))
+    console.print(table)
+    imbalance = ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items() if k != "pu")
+    console.print(Text(f"cost: {cost.hops:g} (sum of M[i][j] x tree distance); communication max/avg per level: {imbalance}"))
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    from .mapping import compare, compute_mapping, mapping_cost, write_mapping
+
+    comm = _read_comm_with_warnings(args.comm_file)
+    topology = topo_mod.load_topology(args.topology)
+    if args.compare:
+        return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1), topology)
+    if args.policy is None:
+        raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
+    mapping = compute_mapping(args.policy, comm, topology, seed=args.seed, threads=args.threads)
+    if args.output:
+        write_mapping(mapping, args.output)
+        print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
+    plan = mapping.to_plan()
+    if plan is None:
+        print("policy os: no pinning; the OS places the threads")
+        return 0
+    if args.format == "table":
+        _mapping_table(mapping, topology, mapping_cost(comm.matrix, topology, mapping.pus))
+    elif args.format == "picture":
+        _print_plan(plan, topology)
+    elif args.format == "json":
+        print(mapping.to_json())
+    else:
+        print({"cpulist": plan.cpulist, "omp-places": plan.omp_places, "gomp": plan.gomp_cpu_affinity,
+               "kmp": plan.kmp_affinity, "likwid": plan.likwid_pin, "taskset": plan.taskset}[args.format]())
+    return 0
+
+
+def _print_comparison(rows, topology) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .mapping import POLICIES
+
+    costs = [r.cost.hops for r in rows if r.cost is not None]
+    best = min(costs) if costs else 0
+    # Levels whose objects hold several threads: elsewhere max/avg says nothing.
+    levels = [t for t in topo_mod.LEVEL_ORDER if t != "pu"
+              and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
+    from rich.text import Text
+
+    table = Table(title=Text(f"every policy on {topology.source}: cost = sum of M[i][j] x tree distance (lower is better)"),
+                  title_justify="left")
+    for column in ["policy", "family", "cost", "vs best"] + [f"{t} max/avg" for t in levels] + ["ms", "CPU list"]:
+        table.add_column(column, justify="left" if column in ("policy", "family", "CPU list") else "right")
+    for row in rows:
+        family = POLICIES[row.mapping.policy][0]
+        if row.cost is None:
+            table.add_row(row.mapping.policy, family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}", "(not pinned)")
+            continue
+        ratio = row.cost.hops / best if best else 1.0
+        cpus = format_cpulist(row.mapping.pus)
+        table.add_row(row.mapping.policy, family, f"{row.cost.hops:g}", f"{ratio:.2f}",
+                      *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
+                      cpus if len(cpus) <= 40 else cpus[:37] + "...")
+    Console(highlight=False, width=max(160, Console().width)).print(table)
+    return 0
+
+
 def cmd_pin(args: argparse.Namespace) -> int:
     from .pinning import pin_threads
 
@@ -188,6 +286,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     run.set_defaults(handler=cmd_run)
+
+    from .mapping import POLICIES
+
+    mapper = commands.add_parser(
+        "map", help="compute a placement from a communication matrix with a policy of the papers",
+        description="Map threads to PUs from a communication matrix (JSON from 'pinwise trace', or CSV). "
+                    "Policies: " + ", ".join(POLICIES) + ".",
+    )
+    mapper.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
+    mapper.add_argument("--policy", "-p", metavar="NAME", help="mapping policy (see the list above)")
+    mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
+    mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
+    mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")
+    mapper.add_argument("--threads", "-n", type=int, help="expected thread count (checked against the matrix)")
+    mapper.add_argument("--seed", type=int, help="seed of the random policy")
+    _add_topology_option(mapper)
+    mapper.set_defaults(handler=cmd_map)
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")

@@ -1,0 +1,236 @@
+// Hot kernels of the mapping policies, bound to Python as pinwise._kernels.
+//
+// - max_weight_matching: exact maximum-weight matching of the threads (Edmonds' blossom algorithm,
+//   through LEMON's MaxWeightedPerfectMatching on the complete graph; with non-negative weights a
+//   maximum-weight perfect matching has the weight of a maximum-weight matching). Mazouz et al.,
+//   section 3.2: "maximum-weight matching in general graphs ... algorithm of Edmonds".
+// - greedy_groups: one level of EagerMap's bottom-up grouping (Cruz et al.; Diener et al. section 4,
+//   "Locality"): groups of `size` elements, each seeded by the heaviest free element and grown by the
+//   element with the most communication to the group.
+// - refine_swaps: local search on a placement: swap two threads, or move one to a free slot,
+//   whenever that lowers sum M[i][j] * dist(slot i, slot j).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <queue>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#ifdef PINWISE_HAVE_LEMON
+#include <lemon/matching.h>
+#include <lemon/smart_graph.h>
+#endif
+
+namespace py = pybind11;
+
+namespace {
+
+using IntArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using Int32Array = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+bool have_exact_matching()
+{
+#ifdef PINWISE_HAVE_LEMON
+    return true;
+#else
+    return false;
+#endif
+}
+
+// weights: n x n, symmetric, non-negative integers. Returns mate[i] (or -1 for the odd one out).
+py::array_t<int32_t> max_weight_matching(IntArray weights)
+{
+    if (weights.ndim() != 2 || weights.shape(0) != weights.shape(1))
+        throw std::invalid_argument("weights must be a square matrix");
+    const int64_t n = weights.shape(0);
+    py::array_t<int32_t> mate(n);
+    auto out = mate.mutable_unchecked<1>();
+    for (int64_t i = 0; i < n; i++)
+        out(i) = -1;
+    if (n < 2)
+        return mate;
+#ifdef PINWISE_HAVE_LEMON
+    auto w = weights.unchecked<2>();
+    const int64_t m = n + (n % 2);  // an isolated dummy vertex makes the count even
+    lemon::SmartGraph graph;
+    graph.reserveNode(static_cast<int>(m));
+    graph.reserveEdge(static_cast<int>(m * (m - 1) / 2));
+    std::vector<lemon::SmartGraph::Node> nodes;
+    for (int64_t i = 0; i < m; i++)
+        nodes.push_back(graph.addNode());
+    lemon::SmartGraph::EdgeMap<int64_t> cost(graph);
+    {
+        py::gil_scoped_release release;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = i + 1; j < m; j++) {
+                auto edge = graph.addEdge(nodes[i], nodes[j]);
+                cost[edge] = (i < n && j < n) ? w(i, j) : 0;
+            }
+        lemon::MaxWeightedPerfectMatching<lemon::SmartGraph, lemon::SmartGraph::EdgeMap<int64_t>> matching(graph, cost);
+        if (!matching.run())
+            throw std::runtime_error("no perfect matching on a complete graph: cannot happen");
+        for (int64_t i = 0; i < n; i++) {
+            auto other = matching.mate(nodes[i]);
+            int64_t j = graph.id(other);
+            out(i) = (j < n) ? static_cast<int32_t>(j) : -1;
+        }
+    }
+    return mate;
+#else
+    throw std::runtime_error("pinwise was built without LEMON (apt-get install liblemon-dev), so exact matching is unavailable here");
+#endif
+}
+
+// One grouping level on a sparse symmetric graph (CSR). Returns the group of each element.
+py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, DoubleArray data_in, int64_t n, int64_t size)
+{
+    if (size < 1)
+        throw std::invalid_argument("group size must be at least 1");
+    if (indptr_in.size() != n + 1 || indices_in.size() != data_in.size())
+        throw std::invalid_argument("malformed CSR arrays");
+    const int64_t *indptr = indptr_in.data();
+    const int64_t *indices = indices_in.data();
+    const double *data = data_in.data();
+    py::array_t<int32_t> labels_out(n);
+    int32_t *labels = labels_out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        std::vector<double> total(n, 0.0), gain(n, 0.0);
+        std::vector<char> assigned(n, 0);
+        for (int64_t i = 0; i < n; i++) {
+            labels[i] = -1;
+            for (int64_t k = indptr[i]; k < indptr[i + 1]; k++)
+                if (indices[k] != i)
+                    total[i] += data[k];
+        }
+        // Seeds: heaviest first, lowest index on ties (deterministic).
+        std::vector<int64_t> by_total(n);
+        for (int64_t i = 0; i < n; i++)
+            by_total[i] = i;
+        std::stable_sort(by_total.begin(), by_total.end(), [&](int64_t a, int64_t b) { return total[a] > total[b]; });
+        size_t next_seed = 0;
+        using Entry = std::pair<double, int64_t>;  // (gain, -index) so that ties prefer low indices
+        int32_t group = 0;
+        int64_t remaining = n;
+        std::vector<int64_t> touched;
+        while (remaining > 0) {
+            std::priority_queue<Entry> candidates;
+            touched.clear();
+            auto take = [&](int64_t v) {
+                assigned[v] = 1;
+                labels[v] = group;
+                remaining--;
+                for (int64_t k = indptr[v]; k < indptr[v + 1]; k++) {
+                    int64_t u = indices[k];
+                    if (assigned[u] || data[k] <= 0)
+                        continue;
+                    if (gain[u] == 0.0)
+                        touched.push_back(u);
+                    gain[u] += data[k];
+                    candidates.push({gain[u], -u});
+                }
+            };
+            while (assigned[by_total[next_seed]])
+                next_seed++;
+            take(by_total[next_seed]);
+            for (int64_t member = 1; member < size && remaining > 0; member++) {
+                int64_t pick = -1;
+                while (!candidates.empty()) {
+                    auto [g, neg] = candidates.top();
+                    candidates.pop();
+                    int64_t u = -neg;
+                    if (!assigned[u] && g == gain[u]) {
+                        pick = u;
+                        break;
+                    }
+                }
+                if (pick < 0) {  // nobody talks to the group: the heaviest free element joins
+                    while (assigned[by_total[next_seed]])
+                        next_seed++;
+                    pick = by_total[next_seed];
+                }
+                take(pick);
+            }
+            for (int64_t u : touched)
+                gain[u] = 0.0;
+            group++;
+        }
+    }
+    return labels_out;
+}
+
+// Local search. m: T x T communication; dist: S x S slot distances; slot_of: T slots (distinct).
+py::array_t<int32_t> refine_swaps(DoubleArray m_in, Int32Array dist_in, Int32Array slot_in, int max_passes)
+{
+    const int64_t t = m_in.shape(0), s = dist_in.shape(0);
+    if (m_in.ndim() != 2 || m_in.shape(1) != t || dist_in.ndim() != 2 || dist_in.shape(1) != s || slot_in.size() != t)
+        throw std::invalid_argument("refine_swaps: shapes do not match");
+    const double *m = m_in.data();
+    const int32_t *dist = dist_in.data();
+    py::array_t<int32_t> result(t);
+    int32_t *slot = result.mutable_data();
+    std::copy(slot_in.data(), slot_in.data() + t, slot);
+    {
+        py::gil_scoped_release release;
+        std::vector<char> used(s, 0);
+        for (int64_t i = 0; i < t; i++)
+            used[slot[i]] = 1;
+        const double eps = 1e-9;
+        for (int pass = 0; pass < max_passes; pass++) {
+            bool improved = false;
+            for (int64_t a = 0; a < t; a++) {
+                for (int64_t b = a + 1; b < t; b++) {
+                    const int32_t sa = slot[a], sb = slot[b];
+                    double delta = 0.0;
+                    for (int64_t k = 0; k < t; k++) {
+                        if (k == a || k == b)
+                            continue;
+                        const int32_t sk = slot[k];
+                        delta += (m[a * t + k] - m[b * t + k]) * (dist[sb * s + sk] - dist[sa * s + sk]);
+                    }
+                    if (delta < -eps) {
+                        slot[a] = sb;
+                        slot[b] = sa;
+                        improved = true;
+                    }
+                }
+                if (s > t) {
+                    for (int64_t f = 0; f < s; f++) {
+                        if (used[f])
+                            continue;
+                        const int32_t sa = slot[a];
+                        double delta = 0.0;
+                        for (int64_t k = 0; k < t; k++)
+                            if (k != a)
+                                delta += m[a * t + k] * (dist[f * s + slot[k]] - dist[sa * s + slot[k]]);
+                        if (delta < -eps) {
+                            used[sa] = 0;
+                            used[f] = 1;
+                            slot[a] = static_cast<int32_t>(f);
+                            improved = true;
+                        }
+                    }
+                }
+            }
+            if (!improved)
+                break;
+        }
+    }
+    return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kernels, module)
+{
+    module.doc() = "pinwise's native mapping kernels";
+    module.def("have_exact_matching", &have_exact_matching);
+    module.def("max_weight_matching", &max_weight_matching, py::arg("weights"));
+    module.def("greedy_groups", &greedy_groups, py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("n"),
+               py::arg("size"));
+    module.def("refine_swaps", &refine_swaps, py::arg("m"), py::arg("dist"), py::arg("slot_of"), py::arg("max_passes") = 20);
+}

@@ -1,0 +1,145 @@
+"""Capability 5: mapping threads to PUs with the policies of the papers, and scoring mappings.
+
+Every policy is a pure function ``(matrix, topology, options) -> Mapping`` through
+:func:`compute_mapping`; nothing here reads the live machine. A mapping file
+(``{"format": "pinwise-mapping", ...}``) is what ``pinwise run --mapping`` consumes.
+"""
+
+from __future__ import annotations
+
+import json
+import random as random_module
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..comm import CommMatrix
+from ..errors import PinwiseError
+from ..files import write_text_atomic
+from ..pinning.placement import MAPPING_FORMAT, read_mapping, simple_policy_order
+from ..pinning.plan import Plan
+from ..topology import Topology
+from . import grouping, pairing
+from .cost import CostReport, mapping_cost
+from .tree import SlotTree
+
+#: Policy name -> (family, one-line description), in the order `--compare` shows them.
+POLICIES: dict[str, tuple[str, str]] = {
+    "os": ("independent", "no pinning: the OS places threads (baseline)"),
+    "random": ("independent", "a random permutation of the PUs, new for every seed"),
+    "compact": ("independent", "depth-first PU order, like KMP_AFFINITY=compact"),
+    "scatter": ("independent", "one PU per package first, like KMP_AFFINITY=scatter"),
+    "close": ("independent", "OpenMP proc_bind close over PU places"),
+    "spread": ("independent", "OpenMP proc_bind spread over PU places"),
+    "lp-compact": ("Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order"),
+    "lp-scatter": ("Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order"),
+    "gp": ("Mazouz", "balanced k-way partition (METIS), one part per package"),
+    "lpgp": ("Mazouz", "pairs first, then the pairs partitioned onto packages"),
+    "gplp": ("Mazouz", "packages first (partition), then pairs inside each package"),
+    "locality": ("Diener", "hierarchical grouping maximising communication inside each object (EagerMap)"),
+    "distance": ("Diener", "locality on the inverted matrix max(M) - M"),
+    "balance": ("Diener", "threads by decreasing CommV, each where the least communication is so far"),
+    "balanced-locality": ("Diener", "locality, no object above its level's average communication"),
+}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """Thread i (creation order, main = 0) runs on PU ``pus[i]``; ``pus`` is None for ``os``."""
+
+    policy: str
+    pus: tuple[int, ...] | None
+    threads: int
+    topology: str
+    details: dict = field(default_factory=dict, compare=False)
+
+    def to_plan(self) -> Plan | None:
+        if self.pus is None:
+            return None
+        return Plan(tuple((pu,) for pu in self.pus), 0, f"policy {self.policy}", self.details)
+
+    def to_json(self) -> str:
+        return json.dumps({"format": MAPPING_FORMAT, "version": 1, "policy": self.policy,
+                           "threads": self.threads, "topology": self.topology,
+                           "pus": list(self.pus) if self.pus is not None else None, **self.details}, indent=1)
+
+
+def write_mapping(mapping: Mapping, path: str | Path) -> None:
+    if mapping.pus is None:
+        raise PinwiseError("policy os places nothing, so it has no mapping file: run the program without pinning")
+    write_text_atomic(path, mapping.to_json() + "\n")
+
+
+def load_mapping(path: str | Path) -> Mapping:
+    document = read_mapping(path)
+    return Mapping(document.get("policy", "?"), tuple(document["pus"]), len(document["pus"]),
+                   document.get("topology", ""))
+
+
+def _matrix(comm) -> np.ndarray:
+    return comm.matrix if isinstance(comm, CommMatrix) else comm
+
+
+def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,
+                    threads: int | None = None) -> Mapping:
+    """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
+    allowed PUs of ``topology`` with ``policy``."""
+    name = policy.strip().lower()
+    if name not in POLICIES:
+        raise PinwiseError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    matrix = _matrix(comm)
+    count = matrix.shape[0]
+    if threads is not None and threads != count:
+        raise PinwiseError(f"--threads {threads} does not match the matrix, which has {count} threads")
+    if name == "os":
+        return Mapping(name, None, count, topology.source)
+    tree = SlotTree(topology, count)
+    details: dict = {}
+    if name in ("random", "compact", "scatter", "close", "spread"):
+        if name == "random":
+            seed = seed if seed is not None else random_module.SystemRandom().randrange(1 << 31)
+            details["seed"] = seed
+        pus = simple_policy_order(name, topology, count, seed)
+    elif name in ("lp-compact", "lp-scatter"):
+        pus = pairing.lp(matrix, tree, scatter=name == "lp-scatter")
+    elif name == "gp":
+        pus = pairing.gp(matrix, tree)
+    elif name == "lpgp":
+        pus = pairing.lpgp(matrix, tree)
+    elif name == "gplp":
+        pus = pairing.gplp(matrix, tree)
+    elif name == "locality":
+        pus = grouping.locality(matrix, tree)
+    elif name == "distance":
+        pus = grouping.distance(matrix, tree)
+    elif name == "balance":
+        pus = grouping.balance(matrix, tree)
+    else:
+        pus = grouping.balanced_locality(matrix, tree)
+    return Mapping(name, tuple(int(p) for p in pus), count, topology.source, details)
+
+
+@dataclass
+class Comparison:
+    mapping: Mapping
+    cost: CostReport | None
+    seconds: float
+
+
+def compare(comm, topology: Topology, policies: list[str] | None = None, seed: int = 1) -> list[Comparison]:
+    """Every policy's mapping with its cost, for ``pinwise map --compare``."""
+    rows = []
+    matrix = _matrix(comm)
+    for name in policies or list(POLICIES):
+        start = time.perf_counter()
+        mapping = compute_mapping(name, matrix, topology, seed=seed)
+        seconds = time.perf_counter() - start
+        cost = mapping_cost(matrix, topology, mapping.pus) if mapping.pus is not None else None
+        rows.append(Comparison(mapping, cost, seconds))
+    return rows
+
+
+__all__ = ["Comparison", "CostReport", "Mapping", "POLICIES", "compare", "compute_mapping", "load_mapping",
+           "mapping_cost", "write_mapping"]

@@ -1,0 +1,233 @@
+"""Diener et al.'s communication-aware policies (section 4): Locality, Distance, Balance and
+Balanced Locality.
+
+Locality follows EagerMap (Cruz et al.): bottom-up over the levels of the tree, threads are
+grouped greedily into groups of the level's arity (seed: the heaviest free element; then the
+element with the most communication to the group), groups become the elements of the next level
+with their communication summed; then the groups are placed top-down on the topology. Small
+problems (T <= REFINE_LIMIT) are then improved by a swap local search on the cost model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _kernels
+from ..topology import TopoObject
+from .tree import SlotTree
+
+REFINE_LIMIT = 256
+
+
+def _csr(matrix) -> sp.csr_matrix:
+    csr = sp.csr_matrix(matrix, dtype=np.float64)
+    csr.setdiag(0)
+    csr.eliminate_zeros()
+    return csr
+
+
+def group_hierarchy(matrix, arities: list[int]):
+    """EagerMap's bottom-up grouping. Returns the top elements; an element is a thread (int) or a
+    list of elements."""
+    elements: list = list(range(matrix.shape[0]))
+    current = _csr(matrix)
+    for arity in arities:
+        if len(elements) <= 1:
+            break
+        labels = _kernels.greedy_groups(current.indptr.astype(np.int64), current.indices.astype(np.int64),
+                                        current.data, current.shape[0], arity)
+        count = int(labels.max()) + 1
+        groups: list[list] = [[] for _ in range(count)]
+        for element, label in zip(elements, labels):
+            groups[label].append(element)
+        aggregate = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), count))
+        current = _csr(aggregate.T @ current @ aggregate)
+        elements = groups
+    return elements
+
+
+def _size(element) -> int:
+    return 1 if isinstance(element, (int, np.integer)) else sum(_size(e) for e in element)
+
+
+def place_hierarchy(tree: SlotTree, elements: list) -> list[int]:
+    """Top-down: each element goes whole into the child object with the most free slots that can
+    hold it; an element too big for any child is opened into its parts."""
+    placement: dict[int, int] = {}
+
+    def place(node: TopoObject, items: list) -> None:
+        if node.type == "pu":
+            for item in items:
+                for thread in _threads(item):
+                    placement[thread] = node.os_index
+            return
+        children = tree.children(node)
+        free = {id(c): tree.capacity(c) for c in children}
+        assigned: dict[int, list] = {id(c): [] for c in children}
+        queue = sorted(items, key=_size, reverse=True)
+        while queue:
+            item = queue.pop(0)
+            size = _size(item)
+            fitting = [c for c in children if free[id(c)] >= size]
+            if fitting:
+                target = max(fitting, key=lambda c: free[id(c)])
+            elif not isinstance(item, (int, np.integer)):
+                queue = sorted(queue + list(item), key=_size, reverse=True)
+                continue
+            else:
+                target = max(children, key=lambda c: free[id(c)])
+            assigned[id(target)].append(item)
+            free[id(target)] -= size
+        for child in children:
+            if assigned[id(child)]:
+                place(child, assigned[id(child)])
+
+    place(tree.topology.root, elements)
+    return [placement[t] for t in range(tree.threads)]
+
+
+def _threads(element):
+    if isinstance(element, (int, np.integer)):
+        yield int(element)
+    else:
+        for part in element:
+            yield from _threads(part)
+
+
+def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) -> list[int]:
+    """Swap local search for small problems: each swap or move lowers the cost model. Small
+    problems also restart from random placements (seeded, so results are reproducible) and keep
+    the best local optimum: local search alone stops short of the optimum on flat matrices."""
+    if tree.threads > REFINE_LIMIT or tree.threads < 2:
+        return pus
+    dense = matrix.toarray() if sp.issparse(matrix) else np.array(matrix, dtype=np.float64)
+    np.fill_diagonal(dense, 0)
+    position = {pu: i for i, pu in enumerate(tree.pus)}
+    taken: dict[int, int] = {}
+    slots = []
+    for pu in pus:  # give each thread a distinct slot of its PU
+        slots.append(position[pu] * tree.per_pu + taken.get(pu, 0))
+        taken[pu] = taken.get(pu, 0) + 1
+    distances = tree.slot_distance_matrix()
+    rows, cols = np.triu_indices(tree.threads, k=1)
+
+    def cost(assignment: np.ndarray) -> float:
+        return float(np.sum(dense[rows, cols] * distances[assignment[rows], assignment[cols]]))
+
+    if restarts is None:
+        restarts = 64 if tree.threads <= 16 else 8 if tree.threads <= 64 else 0
+    rng = np.random.default_rng(0)
+    best = _kernels.refine_swaps(dense, distances, np.array(slots, dtype=np.int32))
+    best_cost = cost(best)
+    for _ in range(restarts):
+        start = rng.permutation(tree.nb_slots)[: tree.threads].astype(np.int32)
+        candidate = _kernels.refine_swaps(dense, distances, start)
+        candidate_cost = cost(candidate)
+        if candidate_cost < best_cost - 1e-9:
+            best, best_cost = candidate, candidate_cost
+    return [tree.slot_pu(int(s)) for s in best]
+
+
+def locality(matrix, tree: SlotTree) -> list[int]:
+    elements = group_hierarchy(matrix, tree.level_arities())
+    return refine(matrix, tree, place_hierarchy(tree, elements))
+
+
+def inverted(matrix) -> np.ndarray:
+    """Diener et al.'s inversion for Distance: every cell becomes max(M) - M (diagonal kept 0)."""
+    dense = matrix.toarray() if sp.issparse(matrix) else np.array(matrix, dtype=np.float64)
+    np.fill_diagonal(dense, 0)
+    out = dense.max() - dense
+    np.fill_diagonal(out, 0)
+    return out
+
+
+def distance(matrix, tree: SlotTree) -> list[int]:
+    return locality(inverted(matrix), tree)
+
+
+def comm_vector(matrix) -> np.ndarray:
+    """CommV[i] = sum_j M[i][j], the diagonal left out (Diener et al., equation 2)."""
+    diagonal = matrix.diagonal()
+    return np.asarray(matrix.sum(axis=1)).ravel() - diagonal
+
+
+class _Loads:
+    """Communication load carried by every object so far, and free slots per object."""
+
+    def __init__(self, tree: SlotTree):
+        self.tree = tree
+        self.load: dict[int, float] = {}
+        self.free: dict[int, int] = {}
+        stack = [tree.topology.root]
+        while stack:
+            node = stack.pop()
+            self.free[id(node)] = tree.capacity(node)
+            stack.extend(tree.children(node))
+
+    def add(self, pu: int, amount: float) -> None:
+        node = self.tree.topology.pu(pu)
+        for obj in [node, *node.ancestors()]:
+            self.load[id(obj)] = self.load.get(id(obj), 0.0) + amount
+            self.free[id(obj)] -= 1
+
+
+def balance(matrix, tree: SlotTree) -> list[int]:
+    """Threads in decreasing CommV order; each goes down the tree into the child with free slots
+    that carries the least communication so far (ties: topology order)."""
+    comm_v = comm_vector(matrix)
+    loads = _Loads(tree)
+    placement = [0] * tree.threads
+    for thread in sorted(range(tree.threads), key=lambda t: (-comm_v[t], t)):
+        node = tree.topology.root
+        while node.type != "pu":
+            node = min((c for c in tree.children(node) if loads.free[id(c)] > 0),
+                       key=lambda c: loads.load.get(id(c), 0.0))
+        placement[thread] = node.os_index
+        loads.add(node.os_index, comm_v[thread])
+    return placement
+
+
+def balanced_locality(matrix, tree: SlotTree) -> list[int]:
+    """Locality's placement, but no object of any level takes more than the average
+    communication per object of its level: threads, in the order Locality lays them out, go down
+    the tree towards Locality's PU, turning to the least loaded child with free slots wherever the
+    preferred child has already reached its level's average."""
+    comm_v = comm_vector(matrix)
+    preferred = locality(matrix, tree)
+    total = float(comm_v.sum())
+    depth_count: dict[int, int] = {}
+    stack = [(tree.topology.root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        depth_count[depth] = depth_count.get(depth, 0) + 1
+        stack.extend((c, depth + 1) for c in tree.children(node))
+    loads = _Loads(tree)
+    position = {pu: i for i, pu in enumerate(tree.pus)}
+    order = sorted(range(tree.threads), key=lambda t: (position[preferred[t]], t))
+    placement = [0] * tree.threads
+    for thread in order:
+        target = tree.topology.pu(preferred[thread])
+        on_path = {id(o) for o in [target, *target.ancestors()]}
+        node, depth = tree.topology.root, 0
+        while node.type != "pu":
+            options = [c for c in tree.children(node) if loads.free[id(c)] > 0]
+            average = total / depth_count[depth + 1]
+
+            def within_average(child: TopoObject) -> bool:
+                # "We add threads to the leaves until the amount of communication is higher than
+                # the average" (Diener et al.): an object takes threads while it is below average.
+                # An object that holds one thread cannot be balanced: only shared ones are capped.
+                return tree.capacity(child) < 2 or loads.load.get(id(child), 0.0) < average * (1 - 1e-9)
+
+            wanted = [c for c in options if id(c) in on_path]
+            if wanted and within_average(wanted[0]):
+                node = wanted[0]
+            else:
+                fitting = [c for c in options if within_average(c)]
+                node = min(fitting or options, key=lambda c: loads.load.get(id(c), 0.0))
+            depth += 1
+        placement[thread] = node.os_index
+        loads.add(node.os_index, comm_v[thread])
+    return placement
