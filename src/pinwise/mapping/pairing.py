@@ -153,7 +153,7 @@ def balanced_partition(weights: np.ndarray, sizes: list[int], vertex_weights: np
         return np.zeros(n, dtype=np.int64)
     import pymetis
 
-    upper = sp.csr_matrix(weights)
+    upper = sp.csr_matrix(weights)  # both triangles: METIS wants every edge from both ends
     upper.eliminate_zeros()
     if upper.nnz == 0:
         part = np.repeat(np.arange(k), sizes)[:n]
@@ -161,40 +161,44 @@ def balanced_partition(weights: np.ndarray, sizes: list[int], vertex_weights: np
         options = pymetis.Options(seed=1)
         fractions = np.array(sizes, dtype=np.float64) / max(1, sum(sizes))
         _, membership = pymetis.part_graph(
-            k, xadj=upper.indptr, adjncy=upper.indices, eweights=upper.data.astype(np.int64),
+            k, pymetis.CSRAdjacency(upper.indptr, upper.indices), eweights=upper.data.astype(np.int64),
             vweights=vw, recursive=True, options=options, tpwgts=fractions.tolist())
         part = np.array(membership, dtype=np.int64)
     return _repair(weights, part, sizes, vw)
 
 
 def _repair(weights: np.ndarray, part: np.ndarray, sizes: list[int], vw: np.ndarray) -> np.ndarray:
+    """Move vertices out of over-full parts into parts with room, best gain first. Every move
+    lowers the total overflow, so this ends; with vertex weights (pairs) odd sizes may be out of
+    reach, and the closest partition is returned."""
     k = len(sizes)
     dense = weights.toarray() if sp.issparse(weights) else weights
     load = np.bincount(part, weights=vw, minlength=k)
     # connection[v, p]: weight from v to part p
     connection = np.stack([dense[:, part == p].sum(axis=1) for p in range(k)], axis=1).astype(np.float64)
     while True:
-        over = [p for p in range(k) if load[p] > sizes[p]]
-        if not over:
-            return part
-        source = over[0]
-        targets = [p for p in range(k) if load[p] < sizes[p]]
         best = None
-        for v in np.nonzero(part == source)[0]:
-            for t in targets:
-                if load[t] + vw[v] > sizes[t] and len(targets) > 1:
-                    continue
-                gain = connection[v, t] - connection[v, source]
-                if best is None or gain > best[0]:
-                    best = (gain, v, t)
-        if best is None:  # vertex weights (pairs) cannot meet odd sizes exactly: closest it gets
+        room = np.array(sizes, dtype=np.float64) - load
+        for source in (p for p in range(k) if load[p] > sizes[p]):
+            members = np.nonzero(part == source)[0]
+            gains = connection[members] - connection[members, source][:, None]
+            feasible = vw[members][:, None] <= room[None, :]
+            feasible[:, source] = False
+            if not feasible.any():
+                continue
+            gains = np.where(feasible, gains, -np.inf)
+            flat = int(np.argmax(gains))
+            row, target = divmod(flat, k)
+            if best is None or gains[row, target] > best[0]:
+                best = (gains[row, target], members[row], source, target)
+        if best is None:
             return part
-        _, v, t = best
-        part[v] = t
+        _, v, source, target = best
+        part[v] = target
         load[source] -= vw[v]
-        load[t] += vw[v]
+        load[target] += vw[v]
         connection[:, source] -= dense[:, v]
-        connection[:, t] += dense[:, v]
+        connection[:, target] += dense[:, v]
 
 
 def gp(matrix, tree: SlotTree) -> list[int]:

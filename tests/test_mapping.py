@@ -1,0 +1,284 @@
+"""Capability 5: the mapping policies against their definitions, exact references and planted answers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pinwise import PinwiseError
+from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm
+from pinwise.mapping import POLICIES, compute_mapping, mapping_cost
+from pinwise.mapping.pairing import balanced_partition, max_weight_matching
+from pinwise.mapping.tree import SlotTree
+from pinwise.topology import parse_synthetic, preset
+
+from conftest import assert_clean_failure, run_pinwise
+
+
+def random_matrix(rng, threads, high=100):
+    values = rng.integers(0, high, (threads, threads))
+    values = values + values.T
+    np.fill_diagonal(values, 0)
+    return values
+
+
+def planted(rng, threads, cluster, strong=1000, noise=3):
+    """Clusters of `cluster` threads talking heavily, on shuffled thread ids; light noise elsewhere."""
+    order = rng.permutation(threads)
+    values = rng.integers(0, noise + 1, (threads, threads)).astype(float)
+    values = values + values.T
+    for start in range(0, threads, cluster):
+        members = order[start:start + cluster]
+        values[np.ix_(members, members)] += strong
+    np.fill_diagonal(values, 0)
+    return values, [sorted(order[s:s + cluster]) for s in range(0, threads, cluster)]
+
+
+def enclosing(topology, pu, type_):
+    return next(a for a in [topology.pu(pu), *topology.pu(pu).ancestors()] if a.type == type_)
+
+
+# -- definitions ---------------------------------------------------------------------------------
+
+def test_scatter_and_compact_definitions():
+    zero = np.zeros((8, 8))
+    nehalem = preset("nehalem")
+    assert compute_mapping("scatter", zero, nehalem).pus == (0, 4, 1, 5, 2, 6, 3, 7)  # the NPB paper's fix
+    assert compute_mapping("compact", zero, nehalem).pus == tuple(range(8))
+    x7550 = preset("x7550")
+    compact = compute_mapping("compact", np.zeros((4, 4)), x7550).pus
+    assert enclosing(x7550, compact[0], "core") is enclosing(x7550, compact[1], "core")  # both hyperthreads first
+    scatter = compute_mapping("scatter", np.zeros((4, 4)), x7550).pus
+    assert len({enclosing(x7550, pu, "package").logical_index for pu in scatter}) == 4  # one per package
+
+
+# -- exact references ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", [2, 3, 7, 16, 33, 64, 128])
+def test_matching_weight_equals_networkx(threads):
+    rng = np.random.default_rng(threads)
+    weights = random_matrix(rng, threads)
+    weights[rng.random((threads, threads)) < 0.3] = 0  # some pairs never talk
+    weights = np.triu(weights, 1) + np.triu(weights, 1).T
+    graph = nx.Graph()
+    graph.add_weighted_edges_from((i, j, int(weights[i, j])) for i in range(threads) for j in range(i + 1, threads)
+                                  if weights[i, j] > 0)
+    theirs = sum(weights[i, j] for i, j in nx.max_weight_matching(graph))
+    groups = max_weight_matching(weights)
+    ours = sum(weights[g[0], g[1]] for g in groups if len(g) == 2)
+    assert ours == theirs
+    assert sorted(t for g in groups for t in g) == list(range(threads))
+
+
+def brute_force_cost(matrix, topology, threads):
+    tree = SlotTree(topology, threads)
+    pus = tree.pus
+    distances = np.array([[topology.distance(a, b) for b in pus] for a in pus])
+    rows, cols = np.triu_indices(threads, 1)
+    best = None
+    for chosen in itertools.permutations(range(len(pus)), threads):
+        chosen = np.array(chosen)
+        cost = float(np.sum(matrix[rows, cols] * distances[chosen[rows], chosen[cols]]))
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("threads", [8, 6])
+def test_locality_reaches_brute_force_optimum(seed, threads):
+    topology = parse_synthetic("pack:2 l2:2 core:2 pu:1")  # the 2x2x2 tree
+    matrix = random_matrix(np.random.default_rng(seed), threads)
+    mapping = compute_mapping("locality", matrix, topology)
+    assert mapping_cost(matrix, topology, mapping.pus).hops == brute_force_cost(matrix, topology, threads)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_gp_reaches_the_minimum_balanced_cut(seed):
+    rng = np.random.default_rng(100 + seed)
+    matrix = random_matrix(rng, 8)
+    topology = parse_synthetic("pack:2 l2:2 core:2 pu:1")
+    mapping = compute_mapping("gp", matrix, topology)
+    side = np.array([enclosing(topology, pu, "package").logical_index for pu in mapping.pus])
+    assert np.bincount(side).tolist() == [4, 4]
+    cut = matrix[np.ix_(side == 0, side == 1)].sum()
+    best = min(matrix[np.ix_(list(a), [t for t in range(8) if t not in a])].sum()
+               for a in itertools.combinations(range(8), 4))
+    assert cut == best
+
+
+def test_partition_repair_meets_exact_sizes():
+    rng = np.random.default_rng(5)
+    weights = random_matrix(rng, 40).astype(np.int64)
+    part = balanced_partition(weights, [13, 11, 9, 7])
+    assert np.bincount(part, minlength=4).tolist() == [13, 11, 9, 7]
+
+
+# -- planted answers -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_locality_recovers_planted_cache_clusters(seed):
+    topology = parse_synthetic("pack:4 l3:1 l2:4 core:2 pu:1")  # 32 PUs, 8 per L3, 2 per L2
+    matrix, clusters = planted(np.random.default_rng(seed), 32, 8)
+    mapping = compute_mapping("locality", matrix, topology)
+    for cluster in clusters:
+        assert len({enclosing(topology, mapping.pus[t], "l3").logical_index for t in cluster}) == 1
+
+
+@pytest.mark.parametrize("policy", ["gp", "lpgp", "gplp", "balanced-locality"])
+def test_package_policies_recover_planted_package_clusters(policy):
+    topology = parse_synthetic("pack:4 l3:1 l2:4 core:2 pu:1")
+    matrix, clusters = planted(np.random.default_rng(7), 32, 8)
+    mapping = compute_mapping(policy, matrix, topology)
+    for cluster in clusters:
+        assert len({enclosing(topology, mapping.pus[t], "package").logical_index for t in cluster}) == 1
+
+
+@pytest.mark.parametrize("policy", ["lp-compact", "lp-scatter", "locality"])
+def test_pairing_policies_recover_planted_pairs(policy):
+    topology = preset("core2")  # pairs of cores share an L2
+    matrix, pairs = planted(np.random.default_rng(11), 8, 2)
+    mapping = compute_mapping(policy, matrix, topology)
+    for a, b in pairs:
+        assert enclosing(topology, mapping.pus[a], "l2") is enclosing(topology, mapping.pus[b], "l2")
+
+
+def test_balance_spreads_the_heavy_communicators():
+    # Master/reduction: thread 0 talks to everyone; the heaviest threads go to different packages.
+    matrix = np.zeros((8, 8))
+    matrix[0, 1:] = matrix[1:, 0] = 100
+    matrix[1, 2:] = matrix[2:, 1] = 50
+    topology = preset("nehalem")
+    mapping = compute_mapping("balance", matrix, topology)
+    assert enclosing(topology, mapping.pus[0], "package") is not enclosing(topology, mapping.pus[1], "package")
+
+
+def test_distance_separates_what_locality_joins():
+    topology = preset("core2")
+    matrix, pairs = planted(np.random.default_rng(3), 8, 2)
+    mapping = compute_mapping("distance", matrix, topology)
+    for a, b in pairs:
+        assert enclosing(topology, mapping.pus[a], "l2") is not enclosing(topology, mapping.pus[b], "l2")
+
+
+def test_cost_model_by_hand():
+    # machine > numa > package > core > pu: two cores of a package are 2 levels from their
+    # common package, PUs of different packages 3 levels from the machine-wide NUMA node.
+    topology = parse_synthetic("pack:2 core:2 pu:1")
+    matrix = np.array([[0, 5, 1, 0], [5, 0, 0, 2], [1, 0, 0, 3], [0, 2, 3, 0]])
+    report = mapping_cost(matrix, topology, [0, 1, 2, 3])
+    assert report.hops == 5 * 2 + 1 * 3 + 2 * 3 + 3 * 2
+    assert report.imbalance["package"] == pytest.approx(max(6 + 7, 4 + 5) / ((6 + 7 + 4 + 5) / 2))
+    weighted = mapping_cost(matrix, topology, [0, 1, 2, 3], level_weights={"package": 10, "numa": 100})
+    assert weighted.hops == 5 * 10 + 1 * 100 + 2 * 100 + 3 * 10
+
+
+# -- invariants of every policy --------------------------------------------------------------------
+
+SHAPES = ["pack:2 core:2 pu:2", "pack:2 l3:1 l2:2 core:1 pu:1", "numa:2 pack:2 core:3 pu:1", "pack:3 core:2 pu:1"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SHAPES), st.integers(1, 20), st.integers(0, 10_000), st.sampled_from(sorted(POLICIES)),
+       st.data())
+def test_policy_invariants(shape, threads, seed, policy, data):
+    topology = parse_synthetic(shape)
+    allowed = data.draw(st.sets(st.sampled_from(sorted(topology.allowed)), min_size=1))
+    topology.allowed = frozenset(allowed)
+    matrix = random_matrix(np.random.default_rng(seed), threads)
+    mapping = compute_mapping(policy, matrix, topology, seed=seed)
+    if policy == "os":
+        assert mapping.pus is None
+        return
+    assert len(mapping.pus) == threads
+    assert set(mapping.pus) <= allowed
+    counts = np.bincount(list(mapping.pus), minlength=max(allowed) + 1)[sorted(allowed)]
+    if threads <= len(allowed):
+        assert counts.max() == 1  # no PU doubly used while a free one remains
+    else:
+        assert counts.max() <= -(-threads // len(allowed))
+    assert compute_mapping(policy, matrix, topology, seed=seed).pus == mapping.pus
+
+
+# -- files and the CLI -------------------------------------------------------------------------------
+
+def test_comm_files_json_and_csv(tmp_path):
+    matrix = np.array([[0, 3, 1], [3, 0, 2], [1, 2, 0]])
+    comm = CommMatrix.from_array(matrix, accesses=np.array([10.0, 20, 30]))
+    again = parse_comm(comm.to_json())
+    assert np.array_equal(again.matrix, matrix) and again.accesses.tolist() == [10, 20, 30]
+    assert np.array_equal(parse_comm("# numalize\n0,3,1\n3,0,2\n1,2,0\n").matrix, matrix)
+    with pytest.warns(SymmetrisedWarning):
+        assert parse_comm("0 4\n2 0\n").matrix[0, 1] == 3
+
+
+def test_map_then_run_with_the_mapping(tmp_path, build_dir):
+    from conftest import compile_program
+    from test_pinning import pinwise_run, run_and_read
+
+    csv = tmp_path / "m.csv"
+    csv.write_text("0,1,9\n1,0,1\n9,1,0\n")
+    mapping_file = tmp_path / "mapping.json"
+    result = run_pinwise("map", str(csv), "-p", "compact", "-o", str(mapping_file), check=True)
+    assert "thread" in result.stdout
+    document = json.loads(mapping_file.read_text())
+    assert document["format"] == "pinwise-mapping" and len(document["pus"]) == 3
+    exe = compile_program("threads.c", build_dir)
+    placement = run_and_read(pinwise_run("--mapping", str(mapping_file)) + [str(exe), "2"])
+    assert [cpus[0] for _, cpus in sorted(placement.items())] == document["pus"]
+
+
+def test_map_formats_and_compare(tmp_path):
+    csv = tmp_path / "m.csv"
+    matrix, _ = planted(np.random.default_rng(1), 8, 2)
+    np.savetxt(csv, matrix, fmt="%d", delimiter=",")
+    assert run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "cpulist", check=True).stdout.strip() == "0,4,1,5,2,6,3,7"
+    assert "OMP_PLACES" not in run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "omp-places", check=True).stdout
+    assert run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "kmp", check=True).stdout.startswith("granularity=fine,explicit")
+    compare = run_pinwise("map", str(csv), "-t", "core2", "--compare", check=True).stdout
+    assert all(name in compare for name in POLICIES)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("0,1\n1,0,2\n", ["different lengths"]),
+    ("0,1,2\n1,0,2\n", ["not square"]),
+    ("0,-1\n-1,0\n", ["negative"]),
+    ("0,nan\nnan,0\n", ["NaN"]),
+    ("", ["empty"]),
+    ("0,x\n1,0\n", ["not a row of numbers"]),
+    ('{"format": "pinwise-comm", "matrix": []}', ["non-empty"]),
+    ('{"format": "other"}', ["not a pinwise communication matrix"]),
+])
+def test_bad_matrices_give_one_clear_line(tmp_path, content, words):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    assert_clean_failure(run_pinwise("map", str(path), "-p", "locality", "-t", "core2"), *words)
+
+
+def test_bad_map_arguments(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("0,1\n1,0\n")
+    assert_clean_failure(run_pinwise("map", str(csv), "-p", "locality", "--threads", "4"), "does not match")
+    assert_clean_failure(run_pinwise("map", str(csv), "-p", "nosuch"), "unknown policy")
+    assert_clean_failure(run_pinwise("map", str(tmp_path / "missing.csv"), "-p", "locality"), "does not exist")
+    assert_clean_failure(run_pinwise("map", str(csv)), "choose a policy")
+    asym = tmp_path / "asym.csv"
+    asym.write_text("0,4\n2,0\n")
+    result = run_pinwise("map", str(asym), "-p", "compact", "-t", "core2")
+    assert result.returncode == 0 and "not symmetric" in result.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="0123456789,.-; \n#{}[]\"e", max_size=80))
+def test_random_matrix_text_never_traceback(text):
+    try:
+        comm = parse_comm(text)
+    except PinwiseError:
+        return
+    assert comm.matrix.shape[0] == comm.matrix.shape[1]
