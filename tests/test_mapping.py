@@ -61,7 +61,7 @@ def test_scatter_and_compact_definitions():
 
 # -- exact references ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("threads", [2, 3, 7, 16, 33, 64, 128])
+@pytest.mark.parametrize("threads", [2, 3, 7, 16, 33, 64, 97, 128, 200])
 def test_matching_weight_equals_networkx(threads):
     rng = np.random.default_rng(threads)
     weights = random_matrix(rng, threads)
@@ -232,6 +232,20 @@ def test_map_then_run_with_the_mapping(tmp_path, build_dir):
     exe = compile_program("threads.c", build_dir)
     placement = run_and_read(pinwise_run("--mapping", str(mapping_file)) + [str(exe), "2"])
     assert [cpus[0] for _, cpus in sorted(placement.items())] == document["pus"]
+
+
+def test_run_with_a_communication_aware_policy(tmp_path):
+    csv = tmp_path / "pairs.csv"
+    matrix = np.zeros((8, 8), dtype=int)
+    for a, b in [(0, 5), (1, 6), (2, 7), (3, 4)]:
+        matrix[a, b] = matrix[b, a] = 100
+    np.savetxt(csv, matrix, fmt="%d", delimiter=",")
+    out = run_pinwise("run", "-t", "core2", "--policy", "lp-compact", "--comm", str(csv), "--print", check=True).stdout
+    cpus = [int(c) for c in out.split("pinwise run --cpus ")[1].split()[0].split(",")]
+    topology = preset("core2")
+    for a, b in [(0, 5), (1, 6), (2, 7), (3, 4)]:
+        assert enclosing(topology, cpus[a], "l2") is enclosing(topology, cpus[b], "l2")
+    assert_clean_failure(run_pinwise("run", "-t", "core2", "--policy", "locality", "--print"), "--comm")
 
 
 def test_map_formats_and_compare(tmp_path):

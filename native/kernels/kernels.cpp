@@ -41,45 +41,117 @@ bool have_exact_matching()
 #endif
 }
 
+#ifdef PINWISE_HAVE_LEMON
+using Graph = lemon::SmartGraph;
+using Matching = lemon::MaxWeightedPerfectMatching<Graph, Graph::EdgeMap<int64_t>>;
+
+// Solve on the edges marked in `present` (m x m); fill mate. Returns false if some edge left out
+// violates the dual solution (those edges are then marked present, for another round).
+template <class Weight>
+bool solve_on(int64_t m, std::vector<uint8_t> &present, const Weight &weight, std::vector<int32_t> &mate)
+{
+    Graph graph;
+    graph.reserveNode(static_cast<int>(m));
+    std::vector<Graph::Node> nodes;
+    for (int64_t i = 0; i < m; i++)
+        nodes.push_back(graph.addNode());
+    Graph::EdgeMap<int64_t> cost(graph);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = i + 1; j < m; j++)
+            if (present[i * m + j]) {
+                auto edge = graph.addEdge(nodes[i], nodes[j]);
+                cost[edge] = weight(i, j);
+            }
+    Matching matching(graph, cost);
+    if (!matching.run())
+        throw std::runtime_error("no perfect matching on the candidate edges: cannot happen");
+    for (int64_t i = 0; i < m; i++)
+        mate[i] = graph.id(matching.mate(nodes[i]));
+    // Dual feasibility on every edge left out proves optimality on the complete graph:
+    // y_u + y_v + sum of z_B over blossoms holding both u and v >= dualScale * w_uv.
+    std::vector<int64_t> y(m);
+    for (int64_t i = 0; i < m; i++)
+        y[i] = matching.nodeValue(nodes[i]);
+    std::vector<std::vector<std::pair<int, int64_t>>> blossoms_of(m);
+    for (int b = 0; b < matching.blossomNum(); b++) {
+        int64_t z = matching.blossomValue(b);
+        for (Matching::BlossomIt it(matching, b); it != lemon::INVALID; ++it)
+            blossoms_of[graph.id(it)].push_back({b, z});
+    }
+    for (auto &list : blossoms_of)
+        std::sort(list.begin(), list.end());
+    bool optimal = true;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = i + 1; j < m; j++) {
+            if (present[i * m + j])
+                continue;
+            int64_t slack = y[i] + y[j] - Matching::dualScale * weight(i, j);
+            const auto &a = blossoms_of[i], &b = blossoms_of[j];
+            for (size_t p = 0, q = 0; p < a.size() && q < b.size();) {
+                if (a[p].first == b[q].first) {
+                    slack += a[p].second;
+                    p++;
+                    q++;
+                } else if (a[p].first < b[q].first) {
+                    p++;
+                } else {
+                    q++;
+                }
+            }
+            if (slack < 0) {
+                present[i * m + j] = 1;
+                optimal = false;
+            }
+        }
+    return optimal;
+}
+#endif
+
 // weights: n x n, symmetric, non-negative integers. Returns mate[i] (or -1 for the odd one out).
+// Large problems are solved on each thread's heaviest edges first; the dual solution then proves
+// the result optimal for the complete graph, or names the edges to add for another round.
 py::array_t<int32_t> max_weight_matching(IntArray weights)
 {
     if (weights.ndim() != 2 || weights.shape(0) != weights.shape(1))
         throw std::invalid_argument("weights must be a square matrix");
     const int64_t n = weights.shape(0);
-    py::array_t<int32_t> mate(n);
-    auto out = mate.mutable_unchecked<1>();
+    py::array_t<int32_t> mate_out(n);
+    auto out = mate_out.mutable_unchecked<1>();
     for (int64_t i = 0; i < n; i++)
         out(i) = -1;
     if (n < 2)
-        return mate;
+        return mate_out;
 #ifdef PINWISE_HAVE_LEMON
     auto w = weights.unchecked<2>();
     const int64_t m = n + (n % 2);  // an isolated dummy vertex makes the count even
-    lemon::SmartGraph graph;
-    graph.reserveNode(static_cast<int>(m));
-    graph.reserveEdge(static_cast<int>(m * (m - 1) / 2));
-    std::vector<lemon::SmartGraph::Node> nodes;
-    for (int64_t i = 0; i < m; i++)
-        nodes.push_back(graph.addNode());
-    lemon::SmartGraph::EdgeMap<int64_t> cost(graph);
+    auto weight = [&](int64_t i, int64_t j) -> int64_t { return (i < n && j < n) ? w(i, j) : 0; };
+    std::vector<int32_t> mate(m, -1);
     {
         py::gil_scoped_release release;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = i + 1; j < m; j++) {
-                auto edge = graph.addEdge(nodes[i], nodes[j]);
-                cost[edge] = (i < n && j < n) ? w(i, j) : 0;
+        const int64_t keep = 24;
+        std::vector<uint8_t> present(m * m, m <= 4 * keep ? 1 : 0);
+        if (m > 4 * keep) {
+            std::vector<int64_t> order(m);
+            for (int64_t i = 0; i < m; i++) {
+                for (int64_t j = 0; j < m; j++)
+                    order[j] = j;
+                std::partial_sort(order.begin(), order.begin() + keep + 1, order.end(),
+                                  [&](int64_t a, int64_t b) { return weight(i, a) > weight(i, b); });
+                for (int64_t k = 0; k <= keep; k++) {
+                    int64_t j = order[k];
+                    if (j != i)
+                        present[std::min(i, j) * m + std::max(i, j)] = 1;
+                }
             }
-        lemon::MaxWeightedPerfectMatching<lemon::SmartGraph, lemon::SmartGraph::EdgeMap<int64_t>> matching(graph, cost);
-        if (!matching.run())
-            throw std::runtime_error("no perfect matching on a complete graph: cannot happen");
-        for (int64_t i = 0; i < n; i++) {
-            auto other = matching.mate(nodes[i]);
-            int64_t j = graph.id(other);
-            out(i) = (j < n) ? static_cast<int32_t>(j) : -1;
+            for (int64_t i = 0; i + 1 < m; i += 2)  // a perfect matching always exists
+                present[i * m + i + 1] = 1;
+        }
+        while (!solve_on(m, present, weight, mate)) {
         }
     }
-    return mate;
+    for (int64_t i = 0; i < n; i++)
+        out(i) = mate[i] < n ? mate[i] : -1;
+    return mate_out;
 #else
     throw std::runtime_error("pinwise was built without LEMON (apt-get install liblemon-dev), so exact matching is unavailable here");
 #endif

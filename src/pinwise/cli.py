@@ -18,19 +18,41 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--expr", "-e", metavar="EXPR",
                        help="likwid-pin expression: N:0-3, S0:0-3, C0:, M0:, E:N:8:1:2, S:scatter, joined with @")
     group.add_argument("--policy", "-p", metavar="NAME",
-                       help="os (no pinning), compact, scatter, random, or OpenMP's close, spread, primary")
+                       help="os (no pinning), compact, scatter, random, OpenMP's close, spread, primary, or a "
+                            "communication-aware policy of 'pinwise map' with --comm")
     group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map'")
     parser.add_argument("-n", "--threads", type=int, metavar="N",
                         help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
     parser.add_argument("--skip", "-s", metavar="MASK",
                         help="hex mask of created threads that take no slot (likwid-pin -s), e.g. 0x1")
     parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
+    parser.add_argument("--comm", metavar="FILE",
+                        help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
     _add_topology_option(parser)
 
 
 def _resolve_plan(args: argparse.Namespace, topology):
-    from .pinning import resolve_plan
+    from .mapping import POLICIES, compute_mapping
+    from .pinning import SIMPLE_POLICIES, resolve_plan
 
+    name = (args.policy or "").strip().lower()
+    if name in POLICIES and name not in SIMPLE_POLICIES:
+        if any(value is not None for value in (args.cpus, args.expr, args.mapping)):
+            raise PinwiseError("give only one placement: --policy, --cpus, --expr or --mapping")
+        if args.comm is None:
+            raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE "
+                               "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
+        mapping = compute_mapping(name, _read_comm_with_warnings(args.comm), topology, seed=args.seed,
+                                  threads=args.threads)
+        plan = mapping.to_plan()
+        if args.skip:
+            from .pinning.plan import Plan, parse_skip_mask
+
+            plan = Plan(plan.slots, parse_skip_mask(args.skip), plan.source, plan.details)
+        plan.validate(topology)
+        return plan
+    if args.comm is not None and name not in POLICIES:
+        raise PinwiseError("--comm goes with a communication-aware --policy (locality, lp-compact, gp, ...)")
     return resolve_plan(topology, cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping,
                         threads=args.threads, skip=args.skip, seed=args.seed)
 
@@ -143,7 +165,8 @@ def _mapping_table(mapping, topology, cost) -> None:
 
     console = Console(highlight=False, width=max(120, Console().width))
     console.print(table)
-    imbalance = ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items() if k != "pu")
+    imbalance = ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items()
+                          if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(k)))
     console.print(Text(f"cost: {cost.hops:g} (sum of M[i][j] x tree distance); communication max/avg per level: {imbalance}"))
 
 
@@ -185,7 +208,9 @@ def _print_comparison(rows, topology) -> int:
     costs = [r.cost.hops for r in rows if r.cost is not None]
     best = min(costs) if costs else 0
     # Levels whose objects hold several threads: elsewhere max/avg says nothing.
-    levels = [t for t in topo_mod.LEVEL_ORDER if t != "pu"
+    shared = {t for t in topo_mod.LEVEL_ORDER
+              if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(t))}
+    levels = [t for t in topo_mod.LEVEL_ORDER if t in shared and t != "machine"
               and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
     from rich.text import Text
 
