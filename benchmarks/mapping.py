@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
 from common import console, table
+
 from pinwise.mapping import compute_mapping, mapping_cost
 from pinwise.mapping.pairing import max_weight_matching
 from pinwise.topology import parse_synthetic

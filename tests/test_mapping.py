@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import assert_clean_failure, run_pinwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +18,6 @@ from pinwise.mapping import POLICIES, compute_mapping, mapping_cost
 from pinwise.mapping.pairing import balanced_partition, max_weight_matching
 from pinwise.mapping.tree import SlotTree
 from pinwise.topology import parse_synthetic, preset
-
-from conftest import assert_clean_failure, run_pinwise
 
 
 def random_matrix(rng, threads, high=100):

@@ -8,16 +8,28 @@ import sys
 import threading
 
 import pytest
+from conftest import (
+    PINWISE,
+    PROGRAMS,
+    assert_clean_failure,
+    compile_program,
+    need,
+    run_pinwise,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pinwise import PinwiseError
 from pinwise.cpulist import parse_cpulist
-from pinwise.pinning import (API_HEADER, API_LIBRARY, current_placement, likwid_evaluate, pin_self,
-                             resolve_plan)
+from pinwise.pinning import (
+    API_HEADER,
+    API_LIBRARY,
+    current_placement,
+    likwid_evaluate,
+    pin_self,
+    resolve_plan,
+)
 from pinwise.topology import preset, read_sysfs
-
-from conftest import PINWISE, PROGRAMS, assert_clean_failure, compile_program, need, run_pinwise
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 pytestmark = pytest.mark.skipif(ALLOWED[:2] != [0, 1], reason="needs CPUs 0 and 1")

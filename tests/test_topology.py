@@ -8,14 +8,24 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import assert_clean_failure, need, run_pinwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pinwise import PinwiseError
-from pinwise.topology import (PRESETS, from_json, load_topology, parse_synthetic, parse_xml, preset,
-                              read_sysfs, render, to_json, to_synthetic, to_xml)
-
-from conftest import assert_clean_failure, need, run_pinwise
+from pinwise.topology import (
+    PRESETS,
+    from_json,
+    load_topology,
+    parse_synthetic,
+    parse_xml,
+    preset,
+    read_sysfs,
+    render,
+    to_json,
+    to_synthetic,
+    to_xml,
+)
 
 SYNTHETIC_STRINGS = [
     "pack:2 l3:1 l2:4 core:1 pu:2",

@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from . import __version__
-from .errors import PinwiseError
-from .files import write_text_atomic
 from . import topology as topo_mod
 from .cpulist import format_cpulist
+from .errors import PinwiseError
+from .files import write_text_atomic
 
 
 def _placement_options(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PinwiseError
-from .files import write_text_atomic
+from .files import read_input, write_text_atomic
 
 COMM_FORMAT = "pinwise-comm"
 
@@ -134,14 +134,7 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
 
 
 def read_comm(path: str | Path) -> CommMatrix:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise PinwiseError(f"communication matrix file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise PinwiseError(f"cannot read communication matrix file {str(path)!r}: {err}") from None
-    return parse_comm(text, str(path))
+    return parse_comm(read_input(path, "communication matrix file"), str(path))
 
 
 def write_comm(comm: CommMatrix, path: str | Path) -> None:

@@ -24,3 +24,18 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_input(path: str | Path, what: str, binary: bool = False) -> str | bytes:
+    """Read a user's input file, turning every way it can fail into one clear PinwiseError."""
+    path = Path(path)
+    try:
+        return path.read_bytes() if binary else path.read_text()
+    except FileNotFoundError:
+        raise PinwiseError(f"{what} {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise PinwiseError(f"{what} {str(path)!r} is a directory, not a file") from None
+    except OSError as err:
+        raise PinwiseError(f"cannot read {what} {str(path)!r}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise PinwiseError(f"{what} {str(path)!r} is not text") from None

@@ -45,6 +45,20 @@ POLICIES: dict[str, tuple[str, str]] = {
 }
 
 
+#: The policies that read the matrix: (matrix, SlotTree) -> PU of each thread.
+_COMM_AWARE = {
+    "lp-compact": lambda matrix, tree: pairing.lp(matrix, tree, scatter=False),
+    "lp-scatter": lambda matrix, tree: pairing.lp(matrix, tree, scatter=True),
+    "gp": pairing.gp,
+    "lpgp": pairing.lpgp,
+    "gplp": pairing.gplp,
+    "locality": grouping.locality,
+    "distance": grouping.distance,
+    "balance": grouping.balance,
+    "balanced-locality": grouping.balanced_locality,
+}
+
+
 @dataclass(frozen=True)
 class Mapping:
     """Thread i (creation order, main = 0) runs on PU ``pus[i]``; ``pus`` is None for ``os``."""
@@ -102,22 +116,8 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
             seed = seed if seed is not None else random_module.SystemRandom().randrange(1 << 31)
             details["seed"] = seed
         pus = simple_policy_order(name, topology, count, seed)
-    elif name in ("lp-compact", "lp-scatter"):
-        pus = pairing.lp(matrix, tree, scatter=name == "lp-scatter")
-    elif name == "gp":
-        pus = pairing.gp(matrix, tree)
-    elif name == "lpgp":
-        pus = pairing.lpgp(matrix, tree)
-    elif name == "gplp":
-        pus = pairing.gplp(matrix, tree)
-    elif name == "locality":
-        pus = grouping.locality(matrix, tree)
-    elif name == "distance":
-        pus = grouping.distance(matrix, tree)
-    elif name == "balance":
-        pus = grouping.balance(matrix, tree)
     else:
-        pus = grouping.balanced_locality(matrix, tree)
+        pus = _COMM_AWARE[name](matrix, tree)
     return Mapping(name, tuple(int(p) for p in pus), count, topology.source, details)
 
 

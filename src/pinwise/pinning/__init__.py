@@ -1,6 +1,13 @@
 """Capability 2: run programs with their threads pinned, and prove where they ran."""
 
-from .launcher import API_HEADER, API_LIBRARY, PRELOAD_LIBRARY, RunResult, ThreadRecord, run_program
+from .launcher import (
+           API_HEADER,
+           API_LIBRARY,
+           PRELOAD_LIBRARY,
+           RunResult,
+           ThreadRecord,
+           run_program,
+)
 from .likwid import domains as likwid_domains
 from .likwid import evaluate as likwid_evaluate
 from .live import current_placement, pin_self, pin_threads

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
+from ..files import read_input
 from ..topology import Topology
 from . import likwid
 from .plan import Plan, parse_skip_mask
@@ -53,11 +54,9 @@ def read_mapping(path: str | Path) -> dict:
     """A mapping file written by ``pinwise map``: JSON with "format": "pinwise-mapping" and
     "pus", the PU OS index of each thread in creation order."""
     try:
-        document = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise PinwiseError(f"mapping file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PinwiseError(f"cannot read mapping file {str(path)!r}: {err}") from None
+        document = json.loads(read_input(path, "mapping file"))
+    except json.JSONDecodeError as err:
+        raise PinwiseError(f"mapping file {str(path)!r} is not valid JSON ({err})") from None
     if not isinstance(document, dict) or document.get("format") != MAPPING_FORMAT:
         raise PinwiseError(f"{path} is not a pinwise mapping file (expected \"format\": \"{MAPPING_FORMAT}\")")
     pus = document.get("pus")

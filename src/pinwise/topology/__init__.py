@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import PinwiseError
+from ..files import read_input
 from .hwloc_xml import parse_xml, read_xml, to_xml
 from .model import LEVEL_ORDER, ObjectSpec, Topology, TopoObject, build_topology
 from .render import render
@@ -74,13 +75,7 @@ def to_json(topology: Topology) -> str:
 
 
 def read_json(path: str | Path) -> Topology:
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise PinwiseError(f"topology file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise PinwiseError(f"cannot read topology file {str(path)!r}: {err}") from None
-    return from_json(text, source=str(path))
+    return from_json(read_input(path, "topology file"), source=str(path))
 
 
 def from_json(text: str, source: str = "<json>") -> Topology:

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..errors import PinwiseError
+from ..files import read_input
 from .model import ObjectSpec, Topology, TopoObject, build_topology
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
@@ -65,14 +66,7 @@ def format_cpuset(cpus: frozenset[int]) -> str:
 
 
 def read_xml(path: str | Path) -> Topology:
-    path = Path(path)
-    try:
-        text = path.read_bytes()
-    except FileNotFoundError:
-        raise PinwiseError(f"topology file {str(path)!r} does not exist") from None
-    except OSError as err:
-        raise PinwiseError(f"cannot read topology file {str(path)!r}: {err.strerror}") from None
-    return parse_xml(text, source=str(path))
+    return parse_xml(read_input(path, "topology file", binary=True), source=str(path))
 
 
 def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
