@@ -232,6 +232,81 @@ def _print_comparison(rows, topology) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import build_candidates, interrupted_message, open_db, run_bench
+    from .mapping import POLICIES
+    from .pinning import SIMPLE_POLICIES
+    from .report import print_report, summarize
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise bench -r 35 -- ./prog args")
+    if args.topology not in (None, "live", "this", "sysfs"):
+        raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
+    topology = topo_mod.load_topology(None)
+    comm = _read_comm_with_warnings(args.comm) if args.comm else None
+    if args.policies.strip().lower() == "all":
+        policies = [p for p in POLICIES if p in SIMPLE_POLICIES or comm is not None]
+        policies = [p for p in policies if p not in ("close", "spread")]  # same as compact/scatter here
+    else:
+        policies = [p for p in args.policies.split(",") if p.strip()]
+    candidates = build_candidates(policies, args.placement or [], topology, args.threads, comm)
+    try:
+        experiment = run_bench(argv, candidates, topology, args.runs, args.db, warmup=args.warmup,
+                               time_regex=args.time_regex, timeout=args.timeout, new=args.new, seed=args.seed,
+                               progress=False if args.quiet else None,
+                               extra_config={"threads": args.threads, "comm": args.comm})
+    except KeyboardInterrupt:
+        print(f"pinwise: {interrupted_message(args.db)}", file=sys.stderr)
+        return 130
+    connection = open_db(args.db, create=False)
+    try:
+        summary = summarize(connection, experiment, args.baseline, args.confidence)
+    finally:
+        connection.close()
+    print_report([summary])
+    print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
+    empty = [p for p in summary.policies if not len(p.times)]
+    if empty:
+        reasons = "; ".join(f"{p.name}: " + ", ".join(f"{n} x {r}" for r, n in p.failures.items()) for p in empty)
+        print(f"pinwise: error: no successful run of {', '.join(p.name for p in empty)} ({reasons})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .bench import db
+    from .report import print_report, save_plots, summarize, write_html
+
+    if not 0.5 <= args.confidence < 1:
+        raise PinwiseError(f"--confidence must be between 0.5 and 1, e.g. 0.95, not {args.confidence}")
+    connection = db.open_db(args.db, create=False)
+    try:
+        experiments = db.experiments(connection)
+        if args.experiment is not None:
+            experiments = [e for e in experiments if e.id == args.experiment]
+            if not experiments:
+                raise PinwiseError(f"{args.db} has no experiment {args.experiment}")
+        if not experiments:
+            raise PinwiseError(f"{args.db} holds no experiment yet: run pinwise bench --db {args.db} -- program")
+        summaries = [summarize(connection, e, args.baseline, args.confidence) for e in experiments]
+        summaries = [s for s in summaries if any(len(p.times) for p in s.policies) or sum(p.runs for p in s.policies)]
+        if not summaries:
+            raise PinwiseError(f"{args.db} holds no finished run yet")
+    finally:
+        connection.close()
+    print_report(summaries)
+    if args.png:
+        for summary in summaries:
+            prefix = f"experiment{summary.experiment.id}-" if len(summaries) > 1 else ""
+            for path in save_plots(summary, args.png, prefix):
+                print(f"wrote {path}", file=sys.stderr)
+    if args.html:
+        write_html(summaries, args.html)
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
 def cmd_pin(args: argparse.Namespace) -> int:
     from .pinning import pin_threads
 
@@ -328,6 +403,42 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--seed", type=int, help="seed of the random policy")
     _add_topology_option(mapper)
     mapper.set_defaults(handler=cmd_map)
+
+    bench = commands.add_parser(
+        "bench", help="run a program many times under several placements and test the speedups",
+        description="Run the program under each placement, -r times, in shuffled blocks; every run is saved "
+                    "in the SQLite database at once, and the same command resumes an interrupted experiment.",
+    )
+    bench.add_argument("--policies", default="os,compact,scatter",
+                       help="comma-separated policies, or 'all' (default: os,compact,scatter)")
+    bench.add_argument("--placement", action="append", metavar="NAME=CPUS",
+                       help="your own placement, a CPU list or likwid expression (repeatable), e.g. together=1,0,0,1")
+    bench.add_argument("-r", "--runs", type=int, default=35, help="measured runs per placement (default 35, as the papers)")
+    bench.add_argument("--warmup", type=int, default=0, help="warm-up blocks before measuring (default 0)")
+    bench.add_argument("-n", "--threads", type=int, help="threads to plan for (default: every allowed CPU)")
+    bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
+    bench.add_argument("--time-regex", metavar="RE",
+                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
+    bench.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds and record it as failed")
+    bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
+    bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
+    bench.add_argument("--seed", type=int, help="seed of the run order and of random placements")
+    bench.add_argument("--baseline", default="os", help="placement the speedups are measured against (default os)")
+    bench.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
+    bench.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_topology_option(bench)
+    bench.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    bench.set_defaults(handler=cmd_bench)
+
+    report = commands.add_parser("report", help="tables, plots and an HTML report of a results database",
+                                 description="Report the experiments of a results database with the Speedup-Test.")
+    report.add_argument("db", metavar="DB", help="results database written by pinwise bench")
+    report.add_argument("--html", metavar="FILE", help="write one self-contained HTML file")
+    report.add_argument("--png", metavar="DIR", help="write PNG and SVG plots into DIR")
+    report.add_argument("--baseline", default="os", help="placement to compare against (default os)")
+    report.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
+    report.add_argument("--experiment", type=int, help="only this experiment of the database")
+    report.set_defaults(handler=cmd_report)
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")

@@ -1,0 +1,144 @@
+"""The results database: one SQLite file, every run committed the moment it ends.
+
+Tables:
+  experiments(id, created, command, config, machine, cpuset, environment, version, seed)
+      command: JSON list (the program and its arguments); config: JSON (policies, runs, warmup,
+      threads, time regex, timeout, comm file); machine: the topology as pinwise JSON.
+  runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
+       user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced)
+      one row per run; (experiment, block, policy, warmup) is unique, which is what makes a
+      re-run resume instead of repeating. Times in seconds; failure is NULL for a good run.
+
+A crash, kill -9 or Ctrl-C of the bench loses at most the run in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PinwiseError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiments (
+    id INTEGER PRIMARY KEY,
+    created TEXT NOT NULL,
+    command TEXT NOT NULL,
+    config TEXT NOT NULL,
+    machine TEXT,
+    cpuset TEXT,
+    environment TEXT,
+    version TEXT,
+    seed INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    experiment INTEGER NOT NULL REFERENCES experiments(id),
+    block INTEGER NOT NULL,
+    policy TEXT NOT NULL,
+    warmup INTEGER NOT NULL DEFAULT 0,
+    position INTEGER,
+    placement TEXT,
+    seed INTEGER,
+    started TEXT,
+    wall REAL,
+    program_time REAL,
+    user REAL,
+    sys REAL,
+    max_rss_kb INTEGER,
+    migrations INTEGER,
+    context_switches INTEGER,
+    energy_j REAL,
+    exit_status INTEGER,
+    failure TEXT,
+    misplaced INTEGER,
+    UNIQUE (experiment, block, policy, warmup)
+);
+"""
+
+RUN_FIELDS = ("block", "policy", "warmup", "position", "placement", "seed", "started", "wall", "program_time",
+              "user", "sys", "max_rss_kb", "migrations", "context_switches", "energy_j", "exit_status", "failure",
+              "misplaced")
+
+
+@dataclass
+class Experiment:
+    id: int
+    created: str
+    command: list[str]
+    config: dict
+    machine: str | None
+    cpuset: str | None
+    environment: dict
+    version: str | None
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return " ".join([Path(self.command[0]).name, *self.command[1:]]) if self.command else "?"
+
+
+def open_db(path: str | Path, create: bool = True) -> sqlite3.Connection:
+    path = Path(path)
+    if not create and not path.exists():
+        raise PinwiseError(f"results database {str(path)!r} does not exist (pinwise bench --db {path} creates it)")
+    if path.is_dir():
+        raise PinwiseError(f"{str(path)!r} is a directory, not a results database")
+    try:
+        connection = sqlite3.connect(str(path), isolation_level=None)  # autocommit: every run lands at once
+        connection.execute("PRAGMA journal_mode=WAL")
+        if create:
+            connection.executescript(SCHEMA)
+        else:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not {"experiments", "runs"} <= tables:
+                raise PinwiseError(f"{str(path)!r} is an SQLite file but not a pinwise results database")
+    except sqlite3.DatabaseError as err:
+        raise PinwiseError(f"{str(path)!r} is not a readable results database ({err})") from None
+    connection.row_factory = sqlite3.Row
+    return connection
+
+
+def _experiment(row: sqlite3.Row) -> Experiment:
+    return Experiment(row["id"], row["created"], json.loads(row["command"]), json.loads(row["config"]), row["machine"],
+                      row["cpuset"], json.loads(row["environment"] or "{}"), row["version"], row["seed"])
+
+
+def experiments(connection: sqlite3.Connection) -> list[Experiment]:
+    return [_experiment(row) for row in connection.execute("SELECT * FROM experiments ORDER BY id")]
+
+
+def latest_experiment(connection: sqlite3.Connection) -> Experiment | None:
+    row = connection.execute("SELECT * FROM experiments ORDER BY id DESC LIMIT 1").fetchone()
+    return _experiment(row) if row else None
+
+
+def create_experiment(connection: sqlite3.Connection, command: list[str], config: dict, machine: str, cpuset: str,
+                      environment: dict, version: str, seed: int) -> Experiment:
+    created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    cursor = connection.execute(
+        "INSERT INTO experiments (created, command, config, machine, cpuset, environment, version, seed) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (created, json.dumps(command), json.dumps(config, sort_keys=True), machine, cpuset, json.dumps(environment),
+         version, seed))
+    return Experiment(cursor.lastrowid, created, command, config, machine, cpuset, environment, version, seed)
+
+
+def done_runs(connection: sqlite3.Connection, experiment: int) -> set[tuple[int, str, int]]:
+    return {(row["block"], row["policy"], row["warmup"]) for row in
+            connection.execute("SELECT block, policy, warmup FROM runs WHERE experiment = ?", (experiment,))}
+
+
+def record_run(connection: sqlite3.Connection, experiment: int, run: dict) -> None:
+    names = ", ".join(("experiment",) + RUN_FIELDS)
+    marks = ", ".join("?" for _ in range(len(RUN_FIELDS) + 1))
+    connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})",
+                       (experiment, *(run.get(name) for name in RUN_FIELDS)))
+
+
+def runs(connection: sqlite3.Connection, experiment: int, include_warmup: bool = False) -> list[dict]:
+    query = "SELECT * FROM runs WHERE experiment = ?" + ("" if include_warmup else " AND warmup = 0") + " ORDER BY id"
+    return [dict(row) for row in connection.execute(query, (experiment,))]

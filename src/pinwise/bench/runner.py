@@ -1,0 +1,295 @@
+"""Capability 6: run a program under several placements many times, in shuffled blocks, and
+record every run in the results database as soon as it ends.
+
+Each block runs every placement once, in a new random order derived from the experiment's seed,
+so the schedule of a re-run is the same and only the missing runs are done. Never are all runs
+of one placement back to back (Mazouz et al. ran them back to back; interleaving spreads the
+machine's drift over all placements instead of charging it to one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..cpulist import format_cpulist
+from ..errors import PinwiseError
+from ..pinning.launcher import (
+    find_program,
+    is_static_executable,
+    parse_log,
+    preload_environment,
+)
+from ..pinning.placement import SIMPLE_POLICIES, simple_policy_order
+from ..pinning.plan import Plan
+from ..topology import Topology
+from ..topology import to_json as topology_json
+from . import db
+from .counters import SoftwareCounters, rapl_energy_uj
+
+#: Environment variables that change how a program runs, kept with the experiment.
+RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
+                "LD_PRELOAD", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
+STDERR_TAIL = 400
+
+
+@dataclass
+class Candidate:
+    """One placement under test: a policy name or a user's NAME=CPUS placement."""
+
+    name: str
+    plan: Plan | None            # None: the OS places the threads
+    random_threads: int = 0      # > 0: the `random` policy, drawn anew for every run
+
+    def plan_for_run(self, topology: Topology, seed: int) -> Plan | None:
+        if not self.random_threads:
+            return self.plan
+        order = simple_policy_order("random", topology, self.random_threads, seed)
+        return Plan(tuple((cpu,) for cpu in order), 0, f"policy random (seed {seed})", {"seed": seed})
+
+
+def build_candidates(policies: list[str], placements: list[str], topology: Topology, threads: int | None,
+                     comm=None) -> list[Candidate]:
+    """Policies by name (comm-aware ones need ``comm``) and NAME=SPEC placements, where SPEC is a
+    CPU list or a likwid-pin expression."""
+    from ..mapping import POLICIES, compute_mapping
+    from ..pinning import likwid
+
+    candidates: list[Candidate] = []
+    for name in policies:
+        name = name.strip().lower()
+        if not name:
+            continue
+        if name not in POLICIES:
+            raise PinwiseError(f"unknown policy {name!r}: choose from {', '.join(POLICIES)} "
+                               "(or give your own with --placement NAME=CPUS)")
+        count = threads or (comm.threads if comm is not None else len(topology.allowed))
+        if name == "os":
+            candidates.append(Candidate(name, None))
+        elif name == "random":
+            candidates.append(Candidate(name, None, random_threads=count))
+        elif name in SIMPLE_POLICIES:
+            order = simple_policy_order(name, topology, count)
+            candidates.append(Candidate(name, Plan(tuple((c,) for c in order), 0, f"policy {name}")))
+        else:
+            if comm is None:
+                raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE")
+            candidates.append(Candidate(name, compute_mapping(name, comm, topology, threads=threads).to_plan()))
+    for text in placements:
+        label, sep, spec = text.partition("=")
+        if not sep or not label.strip() or not spec.strip():
+            raise PinwiseError(f"placement {text!r} must look like NAME=CPUS, e.g. together=1,0,0,1 or spread=S:scatter")
+        cpus = likwid.evaluate(spec, topology)
+        candidates.append(Candidate(label.strip(), Plan(tuple((c,) for c in cpus), 0, f"--placement {text}")))
+    names = [c.name for c in candidates]
+    if not candidates:
+        raise PinwiseError("nothing to compare: give --policies and/or --placement")
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise PinwiseError(f"placement names must differ: {', '.join(sorted(duplicates))} appears twice")
+    for candidate in candidates:
+        if candidate.plan is not None:
+            candidate.plan.validate(topology)
+    return candidates
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
+             counters: SoftwareCounters) -> dict:
+    """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates."""
+    with tempfile.TemporaryDirectory(prefix="pinwise-bench-") as tmp:
+        log_path = str(Path(tmp) / "threads.log")
+        env = preload_environment(plan, log_path, follow_children=False)
+        if plan is not None and "OMP_NUM_THREADS" not in env:
+            env["OMP_NUM_THREADS"] = str(plan.nb_slots)
+        out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        timed_out = threading.Event()
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            before, energy_before = counters.read(), rapl_energy_uj()
+            started = time.strftime("%Y-%m-%dT%H:%M:%S")
+            start = time.perf_counter()
+            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                       start_new_session=True)
+            watchdog = None
+            if timeout:
+                def expire():
+                    timed_out.set()
+                    _kill_group(process)
+                watchdog = threading.Timer(timeout, expire)
+                watchdog.start()
+            try:
+                _, status, usage = os.wait4(process.pid, 0)
+            except BaseException:
+                _kill_group(process)
+                process.wait()
+                raise
+            finally:
+                if watchdog:
+                    watchdog.cancel()
+            wall = time.perf_counter() - start
+            process.returncode = os.waitstatus_to_exitcode(status)
+            after, energy_after = counters.read(), rapl_energy_uj()
+        stdout = out_path.read_text(errors="replace")
+        stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
+        threads, _ = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
+    code = process.returncode
+    failure = None
+    if timed_out.is_set():
+        failure = f"timeout after {timeout:g} s"
+    elif code < 0:
+        failure = f"killed by {signal.Signals(-code).name}"
+    elif code > 0:
+        failure = f"exit status {code}" + (f": {stderr_tail.strip().splitlines()[-1][:200]}" if stderr_tail.strip() else "")
+    program_time = None
+    if time_regex is not None and failure is None:
+        match = time_regex.search(stdout)
+        if match is None:
+            failure = f"time regex {time_regex.pattern!r} found nothing in the output"
+        else:
+            try:
+                program_time = float(match.group(1) if match.groups() else match.group(0))
+            except ValueError:
+                failure = f"time regex matched {match.group(0)!r}, which is not a number"
+
+    def delta(name):
+        return after[name] - before[name] if after[name] is not None and before[name] is not None else None
+
+    context_switches = delta("context_switches")
+    if context_switches is None:
+        context_switches = usage.ru_nvcsw + usage.ru_nivcsw
+    energy = None
+    if energy_before is not None and energy_after is not None:
+        energy = (energy_after - energy_before) / 1e6
+    return {
+        "started": started, "wall": wall, "program_time": program_time, "user": usage.ru_utime,
+        "sys": usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "migrations": delta("migrations"),
+        "context_switches": context_switches, "energy_j": energy, "exit_status": code, "failure": failure,
+        "misplaced": sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
+        "placement": "os" if plan is None else plan.cpulist(),
+    }
+
+
+def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[str]:
+    order = list(names)
+    random.Random(seed * 1_000_003 + block * 2 + int(warmup)).shuffle(order)
+    return order
+
+
+def open_experiment(connection, argv: list[str], config: dict, topology: Topology, new: bool, db_path: str,
+                    seed: int | None) -> db.Experiment:
+    """Resume the database's experiment if it is this one; refuse to mix; start one if asked."""
+    latest = db.latest_experiment(connection)
+    identity = {k: v for k, v in config.items() if k != "runs"}
+    if latest is not None and not new:
+        if latest.command == argv and {k: v for k, v in latest.config.items() if k != "runs"} == identity:
+            if latest.config.get("runs") != config["runs"]:
+                connection.execute("UPDATE experiments SET config = ? WHERE id = ?",
+                                   (json.dumps(config, sort_keys=True), latest.id))
+                latest.config = config
+            return latest
+        raise PinwiseError(
+            f"{db_path} holds an experiment of another command or configuration ({latest.label!r}, "
+            f"policies {','.join(latest.config.get('candidates', []))}); add --new to start a new experiment in it, "
+            "or give another --db"
+        )
+    environment = {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ}
+    return db.create_experiment(connection, argv, config, topology_json(topology),
+                                format_cpulist(sorted(topology.allowed)), environment, __version__,
+                                seed if seed is not None else random.SystemRandom().randrange(1 << 31))
+
+
+def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, runs: int, db_path: str,
+              warmup: int = 0, time_regex: str | None = None, timeout: float | None = None, new: bool = False,
+              seed: int | None = None, progress: bool | None = None, extra_config: dict | None = None) -> db.Experiment:
+    if runs < 1:
+        raise PinwiseError(f"-r/--runs must be at least 1, not {runs}")
+    if warmup < 0:
+        raise PinwiseError(f"--warmup must be 0 or more, not {warmup}")
+    if timeout is not None and timeout <= 0:
+        raise PinwiseError(f"--timeout must be positive, not {timeout}")
+    program = find_program(argv)
+    if is_static_executable(program):
+        raise PinwiseError(f"{argv[0]} is statically linked: the preload library cannot pin its threads")
+    pattern = None
+    if time_regex is not None:
+        try:
+            pattern = re.compile(time_regex)
+        except re.error as err:
+            raise PinwiseError(f"--time-regex {time_regex!r} is not a regular expression ({err})") from None
+    argv = [program, *argv[1:]]
+    names = [c.name for c in candidates]
+    config = {"candidates": names, "plans": {c.name: (c.plan.cpulist() if c.plan else None) for c in candidates},
+              "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **(extra_config or {})}
+    connection = db.open_db(db_path)
+    try:
+        experiment = open_experiment(connection, argv, config, topology, new, db_path, seed)
+        done = db.done_runs(connection, experiment.id)
+        schedule = [(b, name, 1) for b in range(warmup) for name in block_order(names, experiment.seed, b, True)]
+        schedule += [(b, name, 0) for b in range(runs) for name in block_order(names, experiment.seed, b, False)]
+        todo = [item for item in schedule if item not in done]
+        _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout, progress)
+        return experiment
+    finally:
+        connection.close()
+
+
+def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress) -> None:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    by_name = {c.name: c for c in candidates}
+    console = Console(stderr=True)
+    show = console.is_terminal if progress is None else progress
+    medians: dict[str, list[float]] = {}
+    counters = SoftwareCounters()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   TextColumn("{task.fields[medians]}"), console=console, disable=not show, transient=False)
+    try:
+        with bar:
+            task = bar.add_task("bench", total=total, completed=total - len(todo), medians="")
+            for block, name, warm in todo:
+                candidate = by_name[name]
+                run_seed = experiment.seed * 7919 + block * 2 + warm
+                plan = candidate.plan_for_run(topology, run_seed)
+                bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
+                result = run_once(argv, plan, pattern, timeout, counters)
+                result.update(block=block, policy=name, warmup=warm, seed=run_seed if candidate.random_threads else None,
+                              position=schedule_position(block, name, candidates, experiment.seed, warm))
+                db.record_run(connection, experiment.id, result)
+                if not warm and result["failure"] is None:
+                    medians.setdefault(name, []).append(result["program_time"] or result["wall"])
+                text = "  ".join(f"{n} {sorted(v)[len(v) // 2] * 1e3:.1f}ms" for n, v in medians.items())
+                bar.update(task, advance=1, medians=text)
+    finally:
+        counters.close()
+
+
+def schedule_position(block: int, name: str, candidates: list[Candidate], seed: int, warm: int) -> int:
+    return block_order([c.name for c in candidates], seed, block, bool(warm)).index(name)
+
+
+def interrupted_message(db_path: str) -> str:
+    return (f"interrupted: every finished run is saved in {db_path}; run the same command again to resume "
+            "(only the missing runs are done)")

@@ -1,0 +1,132 @@
+"""What a bench experiment showed: per placement, its times, spread and Speedup-Test decisions."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import stats
+from ..bench import db
+
+
+@dataclass
+class PolicyResult:
+    name: str
+    placement: str
+    times: np.ndarray                      # seconds, successful measured runs
+    failures: Counter = field(default_factory=Counter)
+    spread: stats.Spread | None = None
+    mean: stats.MeanTest | None = None     # None for the baseline itself
+    median: stats.MedianTest | None = None
+    mean_ci: stats.Interval | None = None
+    median_ci: stats.Interval | None = None
+    ratio: tuple[float, float] | None = None
+    migrations: float | None = None        # median per run
+    context_switches: float | None = None
+    max_rss_kb: float | None = None
+    misplaced_runs: int = 0
+
+    @property
+    def runs(self) -> int:
+        return len(self.times) + sum(self.failures.values())
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.median and self.median.significant) or bool(self.mean and self.mean.significant)
+
+
+@dataclass
+class ExperimentSummary:
+    experiment: db.Experiment
+    metric: str
+    baseline: str
+    confidence: float
+    policies: list[PolicyResult]
+
+    def result(self, name: str) -> PolicyResult | None:
+        return next((p for p in self.policies if p.name == name), None)
+
+    def winner(self) -> PolicyResult | None:
+        """The placement with the best median speedup among those significantly faster than the
+        baseline on both the mean and the median tests (or the median alone when the mean test could
+        not conclude), if any."""
+        faster = [p for p in self.policies if p.median and p.median.significant and p.median.speedup > 1
+                  and (p.mean is None or not p.mean.concluded or p.mean.significant)]
+        return max(faster, key=lambda p: p.median.speedup, default=None)
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else None
+
+
+def summarize(connection, experiment: db.Experiment, baseline: str = "os", confidence: float = 0.95,
+              seed: int = 0) -> ExperimentSummary:
+    rows = db.runs(connection, experiment.id)
+    names = experiment.config.get("candidates") or sorted({r["policy"] for r in rows})
+    if baseline not in names:
+        baseline = names[0]
+    use_program_time = bool(experiment.config.get("time_regex"))
+    metric = "program time" if use_program_time else "wall time"
+    results = []
+    for name in names:
+        mine = [r for r in rows if r["policy"] == name]
+        good = [r for r in mine if r["failure"] is None]
+        times = np.array([r["program_time"] if use_program_time else r["wall"] for r in good], dtype=np.float64)
+        placement = next((r["placement"] for r in mine if r["placement"]), experiment.config.get("plans", {}).get(name) or "os")
+        result = PolicyResult(name, placement if name != "random" else "new random permutation per run", times,
+                              Counter(r["failure"] for r in mine if r["failure"] is not None))
+        if len(times):
+            result.spread = stats.spread(times)
+        result.migrations = _median(r["migrations"] for r in good)
+        result.context_switches = _median(r["context_switches"] for r in good)
+        result.max_rss_kb = _median(r["max_rss_kb"] for r in good)
+        result.misplaced_runs = sum(1 for r in good if r["misplaced"])
+        results.append(result)
+    base = next(r for r in results if r.name == baseline)
+    for result in results:
+        if result is base or len(result.times) < 2 or len(base.times) < 2:
+            continue
+        result.mean = stats.mean_test(base.times, result.times, confidence)
+        result.median = stats.median_test(base.times, result.times, confidence)
+        result.mean_ci = stats.speedup_interval(base.times, result.times, "mean", confidence, seed)
+        result.median_ci = stats.speedup_interval(base.times, result.times, "median", confidence, seed)
+        result.ratio = stats.ratio_error(base.times, result.times)
+    return ExperimentSummary(experiment, metric, baseline, confidence, results)
+
+
+@dataclass
+class OverallRow:
+    policy: str
+    overall: stats.Overall
+    variance_min: float
+    variance_max: float
+
+
+def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:
+    """Across programs (experiments), like the papers' Tables 1-3: geometric mean of the median
+    speedups, share significantly faster, and the smallest and largest variance observed."""
+    names = [p.name for p in summaries[0].policies] if summaries else []
+    rows = []
+    for name in names:
+        found = [s.result(name) for s in summaries]
+        if any(r is None or r.spread is None for r in found):
+            continue
+        speedups = [r.median.speedup if r.median else 1.0 for r in found]
+        significant = [bool(r.median and r.median.significant) for r in found]
+        variances = [r.spread.variance for r in found]
+        rows.append(OverallRow(name, stats.overall(speedups, significant, summaries[0].confidence),
+                               min(variances), max(variances)))
+    return rows
+
+
+def fmt_seconds(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"

@@ -1,0 +1,115 @@
+"""Terminal tables shaped like the papers' Table 1, and hyperfine's closing lines."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .summary import ExperimentSummary, OverallRow, fmt_seconds
+
+
+def _decision(result, which: str) -> str:
+    test = getattr(result, which)
+    if test is None:
+        return "-"
+    if which == "mean" and not test.concluded:
+        return "no conclusion"
+    word = "yes" if test.significant else "no"
+    return f"{word} (p={test.pvalue:.2g})"
+
+
+def _short_decision(result) -> str:
+    if result.mean is None:
+        return "-"
+    mean = "?" if not result.mean.concluded else "yes" if result.mean.significant else "no"
+    return f"{mean}/{'yes' if result.median.significant else 'no'}"
+
+
+def summary_table(summary: ExperimentSummary) -> Table:
+    confidence = f"{summary.confidence:.0%}"
+    table = Table(title=Text(f"{summary.experiment.label}  [{summary.metric}, baseline {summary.baseline}, "
+                             f"one-sided tests at {confidence}]"), title_justify="left")
+    columns = ["policy", "runs", "failed", "mean", "median", "speedup mean [CI]", "speedup median [CI]",
+               "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("policy", "faster? mean/median") else "right")
+    for p in summary.policies:
+        if p.spread is None:
+            table.add_row(p.name, str(p.runs), str(sum(p.failures.values())), *["-"] * 9)
+            continue
+        mean_cell = median_cell = "1 (baseline)" if p.name == summary.baseline else "-"
+        if p.mean_ci:
+            mean_cell = f"{p.mean.speedup:.2f} [{p.mean_ci.low:.2f}, {p.mean_ci.high:.2f}]"
+            median_cell = f"{p.median.speedup:.2f} [{p.median_ci.low:.2f}, {p.median_ci.high:.2f}]"
+        table.add_row(
+            p.name, str(p.runs), str(sum(p.failures.values())), fmt_seconds(p.spread.mean),
+            fmt_seconds(p.spread.median), mean_cell, median_cell, _short_decision(p),
+            f"{p.spread.variance:.3g}", f"{p.spread.cv:.1%}",
+            "-" if p.migrations is None else f"{p.migrations:g}",
+            "-" if p.context_switches is None else f"{p.context_switches:g}",
+        )
+    return table
+
+
+def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
+    """"compact ran 2.14 ± 0.08 times faster than os", with the evidence behind it."""
+    lines = []
+    for p in summary.policies:
+        if p.ratio is None:
+            continue
+        ratio, error = p.ratio
+        if ratio >= 1:
+            text = f"{p.name} ran {ratio:.2f} ± {error:.2f} times faster than {summary.baseline}"
+        else:
+            text = f"{p.name} ran {1 / ratio:.2f} ± {error / ratio ** 2:.2f} times slower than {summary.baseline}"
+        if p.median.significant and p.median.speedup > 1:
+            verdict = f"significantly faster (median test p={p.median.pvalue:.2g}"
+            verdict += f", mean test p={p.mean.pvalue:.2g})" if p.mean.concluded else ", mean: no conclusion)"
+        elif p.median.pvalue > 1 - (1 - summary.confidence) and p.median.speedup < 1:
+            verdict = "slower"
+        else:
+            verdict = "no significant difference"
+        variance = ""
+        base = summary.result(summary.baseline)
+        if base and base.spread and p.spread and base.spread.variance > 0:
+            variance = f"; variance {p.spread.variance / base.spread.variance:.2g} x {summary.baseline}'s"
+        lines.append(f"{text}: {verdict}{variance}")
+    failures = [f"{p.name}: {n} x {reason}" for p in summary.policies for reason, n in p.failures.items()]
+    if failures:
+        lines.append("failed runs: " + "; ".join(failures))
+    misplaced = [f"{p.name} ({p.misplaced_runs} runs)" for p in summary.policies if p.misplaced_runs]
+    if misplaced:
+        lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
+    winner = summary.winner()
+    if winner:
+        lines.append(f"best: {winner.name} (CPUs {winner.placement})")
+    else:
+        lines.append(f"no placement is significantly faster than {summary.baseline}: keep the OS placement")
+    return lines
+
+
+def overall_table(rows: list[OverallRow], confidence: float) -> Table:
+    table = Table(title=f"over {rows[0].overall.programs if rows else 0} programs (geometric mean of median speedups)",
+                  title_justify="left")
+    for column in ("policy", "speedup", "significantly faster", f"share, {confidence:.0%} CI", "variance min", "variance max"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in rows:
+        o = row.overall
+        table.add_row(row.policy, f"{o.geometric_mean_speedup:.3f}", f"{o.significant}/{o.programs}",
+                      f"{o.share:.0%} [{o.share_interval.low:.0%}, {o.share_interval.high:.0%}]",
+                      f"{row.variance_min:.3g}", f"{row.variance_max:.3g}")
+    return table
+
+
+def print_report(summaries: list[ExperimentSummary], console: Console | None = None) -> None:
+    from .summary import overall_rows
+
+    console = console or Console(highlight=False, width=max(150, Console().width))
+    for summary in summaries:
+        console.print(summary_table(summary))
+        for line in hyperfine_lines(summary):
+            console.print(Text(line))
+        console.print()
+    if len(summaries) > 1:
+        console.print(overall_table(overall_rows(summaries), summaries[0].confidence))

@@ -1,0 +1,175 @@
+"""Capability 7: the Speedup-Test protocol (Touati, Worms and Briais, 2013), as Mazouz et al. used it.
+
+A speedup is declared only when a one-sided test at a stated confidence says the candidate is
+faster than the baseline; averages alone prove nothing. Every test here comes from scipy.stats and
+returns a small result object with named fields, in the style of scipy.
+
+References: S.-A.-A. Touati, J. Worms, S. Briais, "The Speedup-Test: a statistical methodology for
+programme speedup analysis and computation", Concurrency and Computation 25(10), 2013; Mazouz et
+al. section 2.3 (seeds/).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+#: Below this many runs the t-test's normality assumption must be checked (Speedup-Test).
+LARGE_SAMPLE = 30
+
+
+@dataclass(frozen=True)
+class MeanTest:
+    """Speedup of the mean: baseline mean / candidate mean, and whether it is significant.
+
+    Protocol: if either sample has fewer than 30 runs, both must pass Shapiro-Wilk at level
+    ``alpha`` (otherwise no conclusion is drawn); then Fisher's F-test chooses Student's t-test
+    (equal variances) or Welch's. With 30 runs or more, Welch's one-sided t-test is used directly.
+    H0: mean(baseline) <= mean(candidate); H1: mean(baseline) > mean(candidate).
+    """
+
+    speedup: float
+    statistic: float
+    pvalue: float
+    test: str             # "welch", "student" or "none"
+    significant: bool
+    concluded: bool       # False when normality failed on a small sample
+    reason: str
+
+
+@dataclass(frozen=True)
+class MedianTest:
+    """Speedup of the median: baseline median / candidate median, and whether it is significant.
+
+    One-sided Wilcoxon-Mann-Whitney test, H1: baseline times are stochastically greater. When the
+    two samples have the same shape (Kolmogorov-Smirnov on the median-centred samples does not
+    reject), the test is read as a test of the medians; otherwise it only says P(X > Y) > 1/2.
+    """
+
+    speedup: float
+    statistic: float
+    pvalue: float
+    significant: bool
+    same_shape: bool
+    reading: str          # "median" or "P(X > Y) > 1/2"
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Variance (the papers' stability measure), standard deviation and coefficient of variation."""
+
+    n: int
+    mean: float
+    median: float
+    variance: float
+    std: float
+    cv: float
+    minimum: float
+    maximum: float
+
+
+def spread(sample) -> Spread:
+    x = np.asarray(sample, dtype=np.float64)
+    variance = float(np.var(x, ddof=1)) if len(x) > 1 else 0.0
+    mean = float(np.mean(x))
+    return Spread(len(x), mean, float(np.median(x)), variance, math.sqrt(variance),
+                  math.sqrt(variance) / mean if mean else math.nan, float(np.min(x)), float(np.max(x)))
+
+
+def mean_test(baseline, candidate, confidence: float = 0.95) -> MeanTest:
+    x = np.asarray(baseline, dtype=np.float64)
+    y = np.asarray(candidate, dtype=np.float64)
+    alpha = 1 - confidence
+    speedup = float(np.mean(x) / np.mean(y))
+    if len(x) < 2 or len(y) < 2:
+        return MeanTest(speedup, math.nan, math.nan, "none", False, False, "fewer than 2 runs")
+    if min(len(x), len(y)) < LARGE_SAMPLE:
+        normal = all(len(s) >= 3 and np.ptp(s) > 0 and stats.shapiro(s).pvalue > alpha for s in (x, y))
+        if not normal:
+            return MeanTest(speedup, math.nan, math.nan, "none", False, False,
+                            f"fewer than {LARGE_SAMPLE} runs and not normal (Shapiro-Wilk): no conclusion on the mean")
+        f = float(np.var(x, ddof=1) / np.var(y, ddof=1))
+        p_f = 2 * min(stats.f.cdf(f, len(x) - 1, len(y) - 1), stats.f.sf(f, len(x) - 1, len(y) - 1))
+        equal = p_f > alpha
+        result = stats.ttest_ind(x, y, equal_var=equal, alternative="greater")
+        test = "student" if equal else "welch"
+        reason = f"normal samples, {'equal' if equal else 'unequal'} variances (F-test p={p_f:.3g})"
+    else:
+        result = stats.ttest_ind(x, y, equal_var=False, alternative="greater")
+        test, reason = "welch", f"{LARGE_SAMPLE} runs or more"
+    pvalue = float(result.pvalue)
+    if math.isnan(pvalue):  # two constant samples: equal means give no evidence
+        pvalue = 0.0 if np.mean(x) > np.mean(y) and np.ptp(x) == 0 and np.ptp(y) == 0 else 1.0
+    return MeanTest(speedup, float(result.statistic), pvalue, test, pvalue < alpha, True, reason)
+
+
+def median_test(baseline, candidate, confidence: float = 0.95) -> MedianTest:
+    x = np.asarray(baseline, dtype=np.float64)
+    y = np.asarray(candidate, dtype=np.float64)
+    alpha = 1 - confidence
+    speedup = float(np.median(x) / np.median(y))
+    result = stats.mannwhitneyu(x, y, alternative="greater")
+    shape = stats.ks_2samp(x - np.median(x), y - np.median(y))
+    same_shape = bool(shape.pvalue > alpha)
+    return MedianTest(speedup, float(result.statistic), float(result.pvalue), bool(result.pvalue < alpha),
+                      same_shape, "median" if same_shape else "P(X > Y) > 1/2")
+
+
+def speedup_interval(baseline, candidate, statistic: str = "mean", confidence: float = 0.95,
+                     seed: int = 0, resamples: int = 2000) -> Interval:
+    """Bootstrap confidence interval (percentile, seeded) of baseline/candidate for the mean or
+    the median: both samples resampled independently."""
+    x = np.asarray(baseline, dtype=np.float64)
+    y = np.asarray(candidate, dtype=np.float64)
+    centre = np.mean if statistic == "mean" else np.median
+
+    def ratio(a, b, axis=-1):
+        return centre(a, axis=axis) / centre(b, axis=axis)
+
+    if len(x) < 2 or len(y) < 2:
+        value = float(ratio(x, y))
+        return Interval(value, value, confidence)
+    result = stats.bootstrap((x, y), ratio, vectorized=True, paired=False, confidence_level=confidence,
+                             n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    return Interval(float(result.confidence_interval.low), float(result.confidence_interval.high), confidence)
+
+
+def ratio_error(baseline, candidate) -> tuple[float, float]:
+    """hyperfine's "X ran r ± e times faster": r = mean(base)/mean(cand), e by error propagation."""
+    b, c = spread(baseline), spread(candidate)
+    r = b.mean / c.mean
+    return r, r * math.sqrt((b.std / b.mean) ** 2 + (c.std / c.mean) ** 2)
+
+
+@dataclass(frozen=True)
+class Overall:
+    """Across programs: geometric mean of the speedups, and the share of programs with a
+    significant speedup with its binomial (Clopper-Pearson) confidence interval."""
+
+    programs: int
+    geometric_mean_speedup: float
+    significant: int
+    share: float
+    share_interval: Interval
+
+
+def overall(speedups: list[float], significant: list[bool], confidence: float = 0.95) -> Overall:
+    n = len(speedups)
+    geo = float(stats.gmean(speedups)) if n else math.nan
+    k = int(sum(significant))
+    if n:
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+        interval = Interval(float(ci.low), float(ci.high), confidence)
+    else:
+        interval = Interval(math.nan, math.nan, confidence)
+    return Overall(n, geo, k, k / n if n else math.nan, interval)

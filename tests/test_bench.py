@@ -1,0 +1,171 @@
+"""Capabilities 6 and 8: real benches saved run by run, resumed after kill -9, and reported."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import PINWISE, assert_clean_failure, compile_program, need, run_pinwise
+
+from pinwise.bench import open_db
+from pinwise.bench.db import experiments, runs
+from pinwise.pinning.launcher import NATIVE_DIR
+from pinwise.report import summarize
+
+PAIRS = str(NATIVE_DIR / "bin" / "pairs")
+TIME_REGEX = r"Time in seconds = *([0-9.]+)"
+pytestmark = pytest.mark.skipif(sorted(os.sched_getaffinity(0))[:2] != [0, 1], reason="needs CPUs 0 and 1")
+
+
+def policy_counts(db_path) -> dict[str, int]:
+    connection = sqlite3.connect(db_path)
+    try:
+        return dict(connection.execute("SELECT policy, COUNT(*) FROM runs WHERE warmup = 0 GROUP BY policy"))
+    finally:
+        connection.close()
+
+
+def test_contending_pairs_together_beat_the_os(tmp_path):
+    db_path = str(tmp_path / "pairs.db")
+    # A 4-slot plan lines up with every round of 4 threads: slots 1,2,3,0 are the two pairs.
+    result = run_pinwise("bench", "--db", db_path, "-r", "15", "--policies", "os", "--placement", "together=1,0,0,1",
+                         "--placement", "apart=1,0,1,0", "--time-regex", TIME_REGEX, "--quiet", "--",
+                         PAIRS, "-r", "5", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "together ran" in result.stdout and "significantly faster" in result.stdout.split("together ran")[1].split("\n")[0]
+    connection = open_db(db_path, create=False)
+    summary = summarize(connection, experiments(connection)[0])
+    connection.close()
+    together, os_result = summary.result("together"), summary.result("os")
+    assert together.median.significant and together.median.speedup > 1.3
+    assert together.spread.variance < os_result.spread.variance
+    assert summary.winner().name == "together"
+    rows = runs(open_db(db_path, create=False), 1)
+    assert {r["placement"] for r in rows if r["policy"] == "together"} == {"1,0,0,1"}
+    assert all(r["misplaced"] == 0 for r in rows)
+    assert all(r["migrations"] is not None and r["user"] >= 0 and r["max_rss_kb"] > 0 for r in rows)
+
+
+def test_runs_are_interleaved_in_shuffled_blocks(tmp_path):
+    db_path = str(tmp_path / "order.db")
+    run_pinwise("bench", "--db", db_path, "-r", "4", "--policies", "os,compact,scatter", "--quiet", "--seed", "5",
+                "--", "/bin/true", check=True)
+    rows = runs(open_db(db_path, create=False), 1)
+    blocks = [[r["policy"] for r in rows if r["block"] == b] for b in range(4)]
+    assert all(sorted(b) == ["compact", "os", "scatter"] for b in blocks)  # each block runs every policy once
+    assert len({tuple(b) for b in blocks}) > 1  # in a new order
+
+
+def test_kill_9_then_resume_gives_exactly_r_runs(tmp_path):
+    db_path = str(tmp_path / "resume.db")
+    command = [PINWISE, "bench", "--db", db_path, "-r", "6", "--policies", "os,compact", "--quiet", "--",
+               "/bin/sleep", "0.15"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        time.sleep(0.1)
+        if os.path.exists(db_path) and sum(policy_counts(db_path).values()) >= 4:
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before = sum(policy_counts(db_path).values())
+    assert 4 <= done_before < 12
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert policy_counts(db_path) == {"os": 6, "compact": 6}
+    connection = sqlite3.connect(db_path)
+    assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 1
+    pairs = connection.execute("SELECT COUNT(DISTINCT block || policy) FROM runs").fetchone()[0]
+    assert pairs == 12  # none duplicated
+
+
+def test_failures_are_recorded_and_the_bench_goes_on(tmp_path, build_dir):
+    crash = compile_program("crash.c", build_dir)
+    db_path = str(tmp_path / "crash.db")
+    result = run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os,compact", "--quiet", "--", str(crash))
+    assert result.returncode == 1
+    assert "killed by SIGSEGV" in result.stdout
+    assert result.stderr.strip().splitlines()[-1].startswith("pinwise: error: no successful run of os, compact")
+    assert policy_counts(db_path) == {"os": 2, "compact": 2}
+
+
+def test_timeout_kills_a_hanging_program(tmp_path):
+    db_path = str(tmp_path / "hang.db")
+    start = time.time()
+    result = run_pinwise("bench", "--db", db_path, "-r", "1", "--policies", "os", "--timeout", "0.5", "--quiet",
+                         "--", "/bin/sleep", "30")
+    assert time.time() - start < 20
+    assert result.returncode == 1 and "timeout after 0.5 s" in result.stdout + result.stderr
+
+
+def test_refuses_to_mix_experiments_unless_new(tmp_path):
+    db_path = str(tmp_path / "mix.db")
+    run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0", "--quiet",
+                "--", "/bin/true", check=True)
+    assert_clean_failure(run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0",
+                                     "--quiet", "--", "/bin/echo", "hi"), "another command", "--new")
+    run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0", "--quiet", "--new",
+                "--", "/bin/echo", "hi", check=True)
+    assert len(experiments(open_db(db_path, create=False))) == 2
+
+
+@pytest.mark.parametrize("arguments, words", [
+    (["--policies", "fastest"], ["unknown policy"]),
+    (["-r", "0"], ["at least 1"]),
+    (["--policies", "locality"], ["--comm"]),
+    (["--placement", "broken"], ["NAME=CPUS"]),
+    (["--placement", "x=0,7"], ["CPU 7 does not exist"]),
+    (["--time-regex", "(unclosed"], ["not a regular expression"]),
+    (["--timeout", "-1"], ["positive"]),
+])
+def test_bad_bench_input(tmp_path, arguments, words):
+    result = run_pinwise("bench", "--db", str(tmp_path / "x.db"), "--quiet", *arguments, "--", "/bin/true")
+    assert_clean_failure(result, *words)
+
+
+def test_unreadable_databases(tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 100)
+    assert_clean_failure(run_pinwise("bench", "--db", str(garbage), "-r", "1", "--quiet", "--", "/bin/true"),
+                         "not a readable results database")
+    assert_clean_failure(run_pinwise("report", str(garbage)), "not a readable results database")
+    assert_clean_failure(run_pinwise("report", str(tmp_path / "missing.db")), "does not exist")
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)")
+    assert_clean_failure(run_pinwise("report", str(other)), "not a pinwise results database")
+
+
+def test_report_html_renders_in_chromium(tmp_path):
+    db_path = str(tmp_path / "r.db")
+    run_pinwise("bench", "--db", db_path, "-r", "6", "--policies", "os,compact", "--placement", "together=1,0,0,1",
+                "--time-regex", TIME_REGEX, "--quiet", "--", PAIRS, "-r", "2", check=True, timeout=300)
+    html, png = tmp_path / "report.html", tmp_path / "plots"
+    result = run_pinwise("report", db_path, "--html", str(html), "--png", str(png), check=True)
+    assert "ran" in result.stdout and "times" in result.stdout
+    assert {p.name for p in png.iterdir()} == {"times.png", "times.svg", "speedups.png", "speedups.svg"}
+    text = html.read_text()
+    assert "http://" not in text and "https://" not in text  # self-contained
+    chromium = next((c for c in ("chromium", "chromium-browser", "google-chrome") if _which(c)), None)
+    if chromium is None:
+        pytest.skip("chromium is not installed (make deps installs it as root)")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{html}"],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "<title>pinwise report: rendered 2/2 images, 1 tables</title>" in dom
+
+
+def _which(name):
+    import shutil
+
+    return shutil.which(name)
+
+
+def test_hyperfine_style_lines_and_papers_table(tmp_path):
+    db_path = str(tmp_path / "t.db")
+    run_pinwise("bench", "--db", db_path, "-r", "3", "--policies", "os,compact", "--quiet", "--", need("true"),
+                check=True)
+    out = run_pinwise("report", db_path, check=True).stdout
+    assert "speedup median [CI]" in out and "compact ran" in out and "variance" in out

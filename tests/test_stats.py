@@ -1,0 +1,123 @@
+"""Capability 7: the Speedup-Test statistics, against hand formulas and known distributions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from pinwise import stats
+
+
+def welch_by_hand(x, y):
+    """Welch's t and Welch-Satterthwaite degrees of freedom, written out."""
+    vx, vy = np.var(x, ddof=1) / len(x), np.var(y, ddof=1) / len(y)
+    t = (np.mean(x) - np.mean(y)) / math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
+    return t, df
+
+
+def test_welch_one_sided_matches_the_formula():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(10.5, 1.0, 40), rng.normal(10.0, 2.0, 35)
+    result = stats.mean_test(x, y)
+    t, df = welch_by_hand(x, y)
+    assert result.test == "welch" and result.concluded
+    assert result.statistic == pytest.approx(t)
+    assert result.pvalue == pytest.approx(sps.t.sf(t, df))
+    assert result.speedup == pytest.approx(np.mean(x) / np.mean(y))
+
+
+def test_student_when_small_normal_samples_have_equal_variances():
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(11.0, 1.0, 20), rng.normal(10.0, 1.0, 20)
+    result = stats.mean_test(x, y)
+    assert result.test == "student"
+    pooled = ((len(x) - 1) * np.var(x, ddof=1) + (len(y) - 1) * np.var(y, ddof=1)) / (len(x) + len(y) - 2)
+    t = (np.mean(x) - np.mean(y)) / math.sqrt(pooled * (1 / len(x) + 1 / len(y)))
+    assert result.statistic == pytest.approx(t)
+    assert result.pvalue == pytest.approx(sps.t.sf(t, len(x) + len(y) - 2))
+
+
+def test_welch_when_small_normal_samples_have_different_variances():
+    rng = np.random.default_rng(5)
+    result = stats.mean_test(rng.normal(11.0, 0.2, 20), rng.normal(10.0, 3.0, 20))
+    assert result.test == "welch" and result.concluded
+
+
+def test_no_conclusion_on_small_non_normal_samples():
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.exponential(1.0, 15) + 10, [40.0, 45.0]])
+    result = stats.mean_test(x, rng.normal(10.0, 0.1, 17))
+    assert not result.concluded and not result.significant and "no conclusion" in result.reason
+
+
+def test_mann_whitney_statistic_by_counting():
+    x = np.array([5.1, 4.9, 6.2, 5.7, 6.0, 5.5])
+    y = np.array([4.1, 4.6, 5.1, 4.4, 4.0])
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    result = stats.median_test(x, y)
+    assert result.statistic == u
+    assert result.pvalue == pytest.approx(sps.mannwhitneyu(x, y, alternative="greater").pvalue)
+    assert result.speedup == pytest.approx(np.median(x) / np.median(y))
+
+
+def test_shape_check_decides_how_the_median_test_reads():
+    rng = np.random.default_rng(8)
+    same = stats.median_test(rng.normal(11, 1, 60), rng.normal(10, 1, 60))
+    assert same.same_shape and same.reading == "median"
+    other = stats.median_test(rng.exponential(1.0, 200) + 10, rng.normal(10, 0.05, 200))
+    assert not other.same_shape and other.reading == "P(X > Y) > 1/2"
+
+
+def test_a_real_ten_percent_speedup_is_detected_at_35_runs():
+    detected = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        base, fast = rng.normal(1.10, 0.05, 35), rng.normal(1.00, 0.05, 35)
+        mean, median = stats.mean_test(base, fast), stats.median_test(base, fast)
+        detected += mean.significant and median.significant
+    assert detected == 20
+
+
+def test_identical_distributions_give_false_positives_at_the_chosen_risk_only():
+    positives_mean = positives_median = 0
+    trials = 300
+    for seed in range(trials):
+        rng = np.random.default_rng(1000 + seed)
+        a, b = rng.normal(1.0, 0.05, 35), rng.normal(1.0, 0.05, 35)
+        positives_mean += stats.mean_test(a, b, 0.95).significant
+        positives_median += stats.median_test(a, b, 0.95).significant
+    # Under H0 the count is Binomial(300, 0.05): more than 25 would happen with probability < 1%.
+    assert positives_mean <= 25 and positives_median <= 25
+    assert sps.binomtest(positives_mean, trials, 0.05, alternative="greater").pvalue > 0.01
+
+
+def test_bootstrap_interval_is_seeded_and_covers_the_estimate():
+    rng = np.random.default_rng(9)
+    base, fast = rng.normal(2.0, 0.1, 35), rng.normal(1.0, 0.05, 35)
+    first = stats.speedup_interval(base, fast, "median", seed=1)
+    again = stats.speedup_interval(base, fast, "median", seed=1)
+    assert first == again
+    assert first.low < np.median(base) / np.median(fast) < first.high
+    assert 1.8 < first.low and first.high < 2.2
+
+
+def test_spread_and_hyperfine_ratio():
+    s = stats.spread([1.0, 2.0, 3.0, 4.0])
+    assert (s.mean, s.median, s.variance) == (2.5, 2.5, pytest.approx(5 / 3))
+    assert s.cv == pytest.approx(math.sqrt(5 / 3) / 2.5)
+    ratio, error = stats.ratio_error([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])
+    assert ratio == pytest.approx(2.0)
+    assert error == pytest.approx(2.0 * math.sqrt(2 * (0.2 / 2.0) ** 2))
+
+
+def test_overall_speedup_and_share_interval():
+    result = stats.overall([1.2, 1.5, 0.9, 1.0], [True, True, False, False])
+    assert result.geometric_mean_speedup == pytest.approx((1.2 * 1.5 * 0.9 * 1.0) ** 0.25)
+    assert result.significant == 2 and result.share == 0.5
+    # Clopper-Pearson for 2 of 4: beta quantiles.
+    assert result.share_interval.low == pytest.approx(sps.beta.ppf(0.025, 2, 3))
+    assert result.share_interval.high == pytest.approx(sps.beta.ppf(0.975, 3, 2))
