@@ -289,6 +289,12 @@ def test_bad_placement_is_refused_before_running(threads_exe, options, words):
     assert "ready" not in result.stdout
 
 
+def test_relative_program_path(threads_exe, monkeypatch):
+    monkeypatch.chdir(threads_exe.parent)
+    placement = run_and_read(pinwise_run("--cpus", "1") + [f"./{threads_exe.name}", "1"])
+    assert placement == expected([1], 2)
+
+
 def test_missing_and_crashing_programs(build_dir):
     assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", "no-such-program-xyz"), "not found")
     assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", "./no/such/path"), "not found")

@@ -124,8 +124,11 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             before, energy_before = counters.read(), rapl_energy_uj()
             started = time.strftime("%Y-%m-%dT%H:%M:%S")
             start = time.perf_counter()
-            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                       start_new_session=True)
+            try:
+                process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                           start_new_session=True)
+            except OSError as error:
+                raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
             watchdog = None
             if timeout:
                 def expire():

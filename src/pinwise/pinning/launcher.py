@@ -66,7 +66,7 @@ def find_program(argv: list[str]) -> str:
             raise PinwiseError(f"program {program!r} not found")
         if path.is_dir() or not os.access(path, os.X_OK):
             raise PinwiseError(f"program {program!r} is not executable")
-        return str(path)
+        return os.path.abspath(program)  # "./prog" must not turn into "prog", a PATH lookup
     found = shutil.which(program)
     if found is None:
         raise PinwiseError(f"program {program!r} not found on PATH")

@@ -105,7 +105,7 @@ def overall_table(rows: list[OverallRow], confidence: float) -> Table:
 def print_report(summaries: list[ExperimentSummary], console: Console | None = None) -> None:
     from .summary import overall_rows
 
-    console = console or Console(highlight=False, width=max(150, Console().width))
+    console = console or Console(highlight=False, width=max(170, Console().width))
     for summary in summaries:
         console.print(summary_table(summary))
         for line in hyperfine_lines(summary):
