@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import __version__
 from . import topology as topo_mod
@@ -179,7 +180,14 @@ def cmd_map(args: argparse.Namespace) -> int:
         return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1), topology)
     if args.policy is None:
         raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
-    mapping = compute_mapping(args.policy, comm, topology, seed=args.seed, threads=args.threads)
+    policy = args.policy
+    if policy.strip().lower() == "auto":
+        from .analyze import analyze
+
+        result = analyze(comm)
+        policy = result.policy
+        print(f"auto: {result.pattern} pattern -> {policy} ({result.reason})", file=sys.stderr)
+    mapping = compute_mapping(policy, comm, topology, seed=args.seed, threads=args.threads)
     if args.output:
         write_mapping(mapping, args.output)
         print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
@@ -307,6 +315,65 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from .trace import trace
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
+    comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
+                 readonly=args.readonly, max_lines=args.max_lines)
+    meta = comm.metadata
+    print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
+          f"{meta['lines_tracked']:,} lines tracked ({meta['memory_bytes'] / 2**20:.0f} MiB)"
+          + (f", {meta['lines_dropped']:,} accesses to lines past --max-lines not counted" if meta["lines_dropped"] else "")
+          + (" [partial]" if meta["partial"] else ""), file=sys.stderr)
+    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    return 0 if not meta["partial"] else 1
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from .analyze import analyze, heat_map_text, save_heat_map
+
+    comm = _read_comm_with_warnings(args.comm_file)
+    result = analyze(comm)
+    m = result.metrics
+    console = Console(highlight=False)
+    table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    rows = [
+        ("HComm", f"{m.hcomm:.1f}", "heterogeneity, eq. 1: mean row variance of M/max(M)*100 (diagonal included)"),
+        ("  off-diagonal", f"{m.heterogeneity:.1f}", "the same without the diagonal (used to recommend)"),
+        ("BComm", f"{m.bcomm:.1f} %", "communication imbalance, eq. 2: max(CommV)/avg(CommV) - 1"),
+        ("AComm", f"{m.acomm:.4g}", "amount, eq. 3: sum of M / T^2"),
+        ("RComm", "-" if m.rcomm is None else f"{m.rcomm:.3g}", "ratio, eq. 4: AComm / total memory accesses"),
+        ("load balance", "-" if m.load_balance is None else f"{m.load_balance:.1f} %",
+         "max/avg - 1 of the instructions per thread"),
+    ]
+    if m.comm_share is not None:
+        rows.append(("communicating", f"{m.comm_share:.2%}", "communication events per memory access"))
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if args.heat_map != "none":
+        console.print(Text(heat_map_text(comm.matrix)))
+    if args.png:
+        save_heat_map(comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
+        print(f"wrote {args.png}", file=sys.stderr)
+    console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
+    console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
+    console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
+    if comm.metadata.get("partial"):
+        console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
+    return 0
+
+
 def cmd_pin(args: argparse.Namespace) -> int:
     from .pinning import pin_threads
 
@@ -387,6 +454,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     run.set_defaults(handler=cmd_run)
 
+    tracer = commands.add_parser(
+        "trace", help="measure which threads share data (Valgrind), writing a communication matrix",
+        description="Run an unmodified program under pinwise's Valgrind tool and write its communication matrix "
+                    "(threads numbered in creation order, main = 0, as pinwise run pins them).",
+    )
+    tracer.add_argument("-o", "--output", default="comm.json", help="matrix file to write (default comm.json)")
+    tracer.add_argument("--window", type=int, default=1_000_000,
+                        help="accesses per thread per time window (default 1000000); sharing counts only within a "
+                             "window, which spans a time slice of every thread")
+    tracer.add_argument("--window-ms", type=int, help="windows of this many milliseconds instead")
+    tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
+                        help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
+    tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
+    tracer.add_argument("--max-lines", type=int, default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    tracer.set_defaults(handler=cmd_trace)
+
+    analyzer = commands.add_parser("analyze", help="metrics, pattern and recommended policy of a communication matrix",
+                                   description="Diener et al.'s HComm, BComm, AComm, RComm, the load balance, a heat "
+                                               "map, the pattern and the recommended mapping policy.")
+    analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
+    analyzer.add_argument("--png", metavar="FILE", help="write the heat map as a PNG")
+    analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
+    analyzer.set_defaults(handler=cmd_analyze)
+
     from .mapping import POLICIES
 
     mapper = commands.add_parser(
@@ -395,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Policies: " + ", ".join(POLICIES) + ".",
     )
     mapper.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
-    mapper.add_argument("--policy", "-p", metavar="NAME", help="mapping policy (see the list above)")
+    mapper.add_argument("--policy", "-p", metavar="NAME",
+                        help="mapping policy (see the list above), or auto: the one 'pinwise analyze' recommends")
     mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
     mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
     mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")

@@ -9,8 +9,17 @@ from pathlib import Path
 from .errors import PinwiseError
 
 
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place."""
+    _write_atomic(path, data, "wb")
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
+    _write_atomic(path, text, "w")
+
+
+def _write_atomic(path: str | Path, content, mode: str) -> None:
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     try:
@@ -18,8 +27,11 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except OSError as err:
         raise PinwiseError(f"cannot write {str(path)!r}: {err.strerror}") from None
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, mode) as handle:
+            handle.write(content)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is for the temporary file only
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

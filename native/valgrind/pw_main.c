@@ -1,0 +1,515 @@
+/*--------------------------------------------------------------------*/
+/*--- pinwise: a Valgrind tool that measures which threads share   ---*/
+/*--- data, for thread mapping.                        pw_main.c  ---*/
+/*--------------------------------------------------------------------*/
+
+/* Shaped after Lackey (lackey/lk_main.c): one instrumentation pass that adds a helper call before
+   every memory access, and a fini that writes the result.
+
+   What it measures (Diener et al., "Communication-aware mapping policies"; SPEC.md capability 3):
+   memory is seen at the granularity of 64-byte lines. For each line the tool remembers which
+   threads touched it in the current time window. An access by thread t to a line that another
+   thread u touched earlier in the same window is a communication event: C[t][u] += 1. The matrix
+   written out is M = C + C^T, so each event adds one to M[t][u] and to M[u][t]. Windows close
+   after --pw-window accesses per live thread (Valgrind serialises threads, so a window must hold
+   a time slice of each of them) or after --pw-window-ms milliseconds.
+
+   With --pw-model=mazouz the window never closes and each line remembers, per thread, how many
+   accesses it made; at the end alpha[i][j] sums, over every line touched by both i and j, the
+   accesses of i and j to it (Mazouz et al. 3.2, the affinity graph's gain function).
+
+   Per thread it also counts memory accesses (AccV) and executed guest instructions (load).
+   Threads are numbered in creation order, the main thread 0: the numbering the preload library
+   uses for pinning. Lines in read-only mappings (constants, code) are skipped unless
+   --pw-readonly=yes: every thread reads them and they would look like all-to-all communication.
+
+   Output (--pw-out=FILE), plain text, rewritten every --pw-dump-ms while running (marked partial)
+   and at exit:
+      pinwise-trace 1
+      model diener|mazouz
+      partial 0|1
+      threads T
+      window N | window-ms N
+      accesses TOTAL
+      lines TRACKED DROPPED
+      table-bytes B
+      accv a0 a1 ...
+      load i0 i1 ...
+      matrix
+      T rows of T numbers
+*/
+
+#include "pub_tool_basics.h"
+#include "pub_tool_tooliface.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcfile.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_libcproc.h"
+#include "pub_tool_machine.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_options.h"
+#include "pub_tool_aspacemgr.h"
+#include "pub_tool_threadstate.h"
+
+#define PW_VERSION "1"
+#define LINE_SHIFT 6
+#define SHARERS 8          /* threads remembered per line */
+#define MAX_THREADS 65535  /* thread indices are UShort */
+
+/*------------------------------------------------------------*/
+/*--- Command line options                                 ---*/
+/*------------------------------------------------------------*/
+
+static const HChar* clo_out = "pinwise-trace.txt";
+static Long clo_window = 1000000;      /* accesses per window; 0 = time windows */
+static Long clo_window_ms = 0;         /* milliseconds per window when > 0 */
+static Bool clo_mazouz = False;
+static Bool clo_readonly = False;
+static Long clo_max_lines = 1 << 24;   /* lines tracked at most (memory bound) */
+static Long clo_dump_ms = 2000;
+
+static Bool pw_process_cmd_line_option(const HChar* arg)
+{
+   const HChar* model = NULL;
+   if VG_STR_CLO(arg, "--pw-out", clo_out) {}
+   else if VG_BINT_CLO(arg, "--pw-window", clo_window, 1, 1000000000000LL) {}
+   else if VG_BINT_CLO(arg, "--pw-window-ms", clo_window_ms, 0, 100000000) {}
+   else if VG_BOOL_CLO(arg, "--pw-readonly", clo_readonly) {}
+   else if VG_BINT_CLO(arg, "--pw-max-lines", clo_max_lines, 1024, 1LL << 34) {}
+   else if VG_BINT_CLO(arg, "--pw-dump-ms", clo_dump_ms, 0, 100000000) {}
+   else if VG_STR_CLO(arg, "--pw-model", model) {
+      if (VG_(strcmp)(model, "mazouz") == 0) clo_mazouz = True;
+      else if (VG_(strcmp)(model, "diener") == 0) clo_mazouz = False;
+      else VG_(fmsg_bad_option)(arg, "--pw-model must be diener or mazouz\n");
+   }
+   else return False;
+   return True;
+}
+
+static void pw_print_usage(void)
+{
+   VG_(printf)(
+"    --pw-out=FILE            where to write the result [pinwise-trace.txt]\n"
+"    --pw-model=diener|mazouz communication events in windows, or alpha [diener]\n"
+"    --pw-window=N            accesses per live thread per time window [1000000]\n"
+"    --pw-window-ms=N         milliseconds per window instead (0: use --pw-window) [0]\n"
+"    --pw-readonly=yes|no     also count lines of read-only mappings [no]\n"
+"    --pw-max-lines=N         lines tracked at most, bounding memory [16777216]\n"
+"    --pw-dump-ms=N           write the partial result every N ms (0: only at exit) [2000]\n");
+}
+
+static void pw_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
+
+/*------------------------------------------------------------*/
+/*--- Threads                                              ---*/
+/*------------------------------------------------------------*/
+
+static Int* index_of_tid = NULL;    /* Valgrind ThreadId -> creation index */
+static Int n_threads = 1;           /* the main thread exists from the start */
+static Int cur = 0;                 /* creation index of the thread running client code */
+static Int live_threads = 1;
+static ULong* accv = NULL;          /* per thread: memory accesses */
+static ULong* load = NULL;          /* per thread: guest instructions */
+static ULong* comm = NULL;          /* C[t * cap + u] */
+static Int cap = 0;
+
+static void grow_threads(Int needed)
+{
+   if (needed <= cap) return;
+   Int new_cap = cap ? cap : 16;
+   while (new_cap < needed) new_cap *= 2;
+   ULong* new_comm = VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong));
+   ULong* new_accv = VG_(calloc)("pw.accv", new_cap, sizeof(ULong));
+   ULong* new_load = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
+   for (Int t = 0; t < cap; t++) {
+      VG_(memcpy)(new_comm + (SizeT)t * new_cap, comm + (SizeT)t * cap, cap * sizeof(ULong));
+      new_accv[t] = accv[t];
+      new_load[t] = load[t];
+   }
+   if (comm) { VG_(free)(comm); VG_(free)(accv); VG_(free)(load); }
+   comm = new_comm; accv = new_accv; load = new_load; cap = new_cap;
+}
+
+static void pw_thread_create(ThreadId parent, ThreadId child)
+{
+   tl_assert(child < VG_N_THREADS);
+   if (parent == VG_INVALID_THREADID) {  /* the main thread, announced at start-up */
+      index_of_tid[child] = 0;
+      return;
+   }
+   if (n_threads >= MAX_THREADS) return;
+   index_of_tid[child] = n_threads++;
+   live_threads++;
+   grow_threads(n_threads);
+}
+
+static void pw_thread_exit(ThreadId tid)
+{
+   (void)tid;
+   if (live_threads > 1) live_threads--;
+}
+
+static void pw_start_client_code(ThreadId tid, ULong blocks)
+{
+   (void)blocks;
+   cur = index_of_tid[tid];
+}
+
+/*------------------------------------------------------------*/
+/*--- Lines                                                ---*/
+/*------------------------------------------------------------*/
+
+typedef struct {
+   Addr   line;               /* line number + 1; 0 marks an empty slot */
+   UInt   window;
+   UShort n;                  /* sharers in use */
+   UShort readonly;
+   UShort sharer[SHARERS];
+   UInt   count[SHARERS];     /* accesses per sharer (mazouz model) */
+} LineEntry;
+
+static LineEntry* table = NULL;
+static ULong table_size = 0;  /* a power of two */
+static ULong table_used = 0;
+static ULong lines_dropped = 0;
+static UInt window = 1;
+static Long window_left = 0;
+static ULong total_accesses = 0;
+static UInt last_dump_ms = 0;
+
+static inline ULong slot_of(Addr line, ULong size)
+{
+   return (line * 0x9E3779B97F4A7C15ULL) >> 17 & (size - 1);
+}
+
+static void table_init(ULong size)
+{
+   table = VG_(calloc)("pw.lines", size, sizeof(LineEntry));
+   table_size = size;
+}
+
+static void table_grow(void)
+{
+   LineEntry* old = table;
+   ULong old_size = table_size;
+   table_init(old_size * 2);
+   for (ULong i = 0; i < old_size; i++) {
+      if (!old[i].line) continue;
+      ULong s = slot_of(old[i].line, table_size);
+      while (table[s].line) s = (s + 1) & (table_size - 1);
+      table[s] = old[i];
+   }
+   VG_(free)(old);
+}
+
+static Bool is_readonly(Addr a)
+{
+   NSegment const* seg = VG_(am_find_nsegment)(a);
+   return seg != NULL && !seg->hasW;
+}
+
+/* The entry of a line, created on first touch; NULL once the memory bound is reached. */
+static inline LineEntry* entry_of(Addr line_no, Addr address)
+{
+   Addr key = line_no + 1;
+   ULong s = slot_of(key, table_size);
+   while (table[s].line) {
+      if (table[s].line == key) return &table[s];
+      s = (s + 1) & (table_size - 1);
+   }
+   if ((Long)table_used >= clo_max_lines) { lines_dropped++; return NULL; }
+   if (2 * (table_used + 1) > table_size) {
+      table_grow();
+      return entry_of(line_no, address);
+   }
+   LineEntry* e = &table[s];
+   e->line = key;
+   e->window = 0;
+   e->n = 0;
+   e->readonly = !clo_readonly && is_readonly(address);
+   table_used++;
+   return e;
+}
+
+/*------------------------------------------------------------*/
+/*--- Output                                               ---*/
+/*------------------------------------------------------------*/
+
+static Int out_fd = -1;
+static HChar out_buf[1 << 16];
+static Int out_len = 0;
+
+static void out_flush(void)
+{
+   if (out_len > 0 && out_fd >= 0) VG_(write)(out_fd, out_buf, out_len);
+   out_len = 0;
+}
+
+static void out_printf(const HChar* format, ULong value, const HChar* end)
+{
+   if (out_len > (Int)sizeof out_buf - 64) out_flush();
+   out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, format, value);
+   if (end) {
+      if (out_len > (Int)sizeof out_buf - 8) out_flush();
+      out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, "%s", end);
+   }
+}
+
+static ULong pair_value(Int t, Int u)
+{
+   return comm[(SizeT)t * cap + u] + comm[(SizeT)u * cap + t];
+}
+
+static void mazouz_alpha(void)
+{
+   /* alpha[i][j] += count_i + count_j for every line touched by both; kept in C's upper triangle. */
+   VG_(memset)(comm, 0, (SizeT)cap * cap * sizeof(ULong));
+   for (ULong s = 0; s < table_size; s++) {
+      LineEntry* e = &table[s];
+      if (!e->line || e->readonly) continue;
+      for (Int a = 0; a < e->n; a++)
+         for (Int b = a + 1; b < e->n; b++) {
+            Int i = e->sharer[a], j = e->sharer[b];
+            comm[(SizeT)(i < j ? i : j) * cap + (i < j ? j : i)] += (ULong)e->count[a] + e->count[b];
+         }
+   }
+}
+
+static void write_result(Bool partial)
+{
+   HChar tmp[4096];
+   VG_(snprintf)(tmp, sizeof tmp, "%s.tmp", clo_out);
+   SysRes res = VG_(open)(tmp, VKI_O_CREAT | VKI_O_WRONLY | VKI_O_TRUNC, 0644);
+   if (sr_isError(res)) {
+      VG_(umsg)("pinwise: cannot write %s\n", tmp);
+      return;
+   }
+   out_fd = (Int)sr_Res(res);
+   out_len = 0;
+   Int t = n_threads;
+   out_printf("pinwise-trace %llu\n", 1, NULL);
+   out_len += VG_(snprintf)(out_buf + out_len, 64, "model %s\n", clo_mazouz ? "mazouz" : "diener");
+   out_printf("partial %llu\n", partial ? 1 : 0, NULL);
+   out_printf("threads %llu\n", (ULong)t, NULL);
+   if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms, NULL);
+   else out_printf("window %llu\n", clo_mazouz ? 0 : (ULong)clo_window, NULL);
+   out_printf("accesses %llu\n", total_accesses, NULL);
+   out_printf("lines %llu", table_used, NULL);
+   out_printf(" %llu\n", lines_dropped, NULL);
+   out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong), NULL);
+   out_printf("accv", 0, NULL);
+   out_len -= 0;
+   for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i], NULL);
+   out_printf("\nload", 0, NULL);
+   for (Int i = 0; i < t; i++) out_printf(" %llu", load[i], NULL);
+   out_printf("\nmatrix\n", 0, NULL);
+   if (clo_mazouz && !partial) mazouz_alpha();
+   for (Int i = 0; i < t; i++) {
+      for (Int j = 0; j < t; j++)
+         out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j), NULL);
+      out_printf("\n", 0, NULL);
+   }
+   out_flush();
+   VG_(close)(out_fd);
+   out_fd = -1;
+   VG_(rename)(tmp, clo_out);
+}
+
+/*------------------------------------------------------------*/
+/*--- The helpers called from instrumented code            ---*/
+/*------------------------------------------------------------*/
+
+static void close_window(void)
+{
+   window++;
+   if (clo_window_ms > 0 || clo_dump_ms > 0) {
+      UInt now = VG_(read_millisecond_timer)();
+      if (clo_dump_ms > 0 && now - last_dump_ms >= (UInt)clo_dump_ms && !clo_mazouz) {
+         last_dump_ms = now;
+         write_result(True);
+      }
+   }
+}
+
+static inline void touch(Addr line_no, Addr address)
+{
+   LineEntry* e = entry_of(line_no, address);
+   if (e == NULL || e->readonly) return;
+   UShort t = (UShort)cur;
+   if (clo_mazouz) {
+      for (Int k = 0; k < e->n; k++)
+         if (e->sharer[k] == t) { e->count[k]++; return; }
+      if (e->n < SHARERS) { e->sharer[e->n] = t; e->count[e->n] = 1; e->n++; }
+      return;
+   }
+   if (e->window != window) {  /* first touch in this window */
+      e->window = window;
+      e->n = 1;
+      e->sharer[0] = t;
+      return;
+   }
+   Bool present = False;
+   ULong* row = comm + (SizeT)t * cap;
+   for (Int k = 0; k < e->n; k++) {
+      UShort u = e->sharer[k];
+      if (u == t) present = True;
+      else row[u]++;
+   }
+   if (!present) {
+      if (e->n < SHARERS) e->sharer[e->n++] = t;
+      else {  /* forget the oldest sharer */
+         for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
+         e->sharer[SHARERS - 1] = t;
+      }
+   }
+}
+
+static VG_REGPARM(2) void pw_access(Addr address, SizeT size)
+{
+   total_accesses++;
+   accv[cur]++;
+   Addr first = address >> LINE_SHIFT, last = (address + (size ? size - 1 : 0)) >> LINE_SHIFT;
+   touch(first, address);
+   if (last != first) touch(last, last << LINE_SHIFT);
+   if (clo_window_ms == 0) {
+      if (--window_left <= 0) {
+         /* Valgrind runs one thread at a time, in slices of many accesses: a window must span a
+            slice of every live thread to see their sharing, so it grows with their number. */
+         window_left = clo_window * live_threads;
+         close_window();
+      }
+   } else if ((total_accesses & 0xFFFF) == 0) {
+      UInt now = VG_(read_millisecond_timer)();
+      static UInt window_start = 0;
+      if (now - window_start >= (UInt)clo_window_ms) {
+         window_start = now;
+         close_window();
+      }
+   }
+}
+
+static VG_REGPARM(1) void pw_instructions(UWord count)
+{
+   load[cur] += count;
+}
+
+/*------------------------------------------------------------*/
+/*--- Instrumentation                                      ---*/
+/*------------------------------------------------------------*/
+
+static void add_access(IRSB* sb, IRExpr* address, Int size, IRExpr* guard)
+{
+   IRExpr** args = mkIRExprVec_2(address, mkIRExpr_HWord((HWord)size));
+   IRDirty* di = unsafeIRDirty_0_N(2, "pw_access", VG_(fnptr_to_fnentry)(pw_access), args);
+   if (guard) di->guard = guard;
+   addStmtToIRSB(sb, IRStmt_Dirty(di));
+}
+
+static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
+                           const VexGuestExtents* vge, const VexArchInfo* archinfo_host,
+                           IRType gWordTy, IRType hWordTy)
+{
+   (void)closure; (void)layout; (void)vge; (void)archinfo_host;
+   if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
+   IRSB* out = deepCopyIRSBExceptStmts(in);
+   Int i = 0;
+   while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) {  /* preamble, verbatim */
+      addStmtToIRSB(out, in->stmts[i]);
+      i++;
+   }
+   /* One call per superblock for the instruction count (an early exit still counts the whole
+      block: load is an estimate, as in Lackey's --basic-counts). */
+   Int instructions = 0;
+   for (Int k = i; k < in->stmts_used; k++)
+      if (in->stmts[k]->tag == Ist_IMark) instructions++;
+   if (instructions > 0) {
+      IRDirty* di = unsafeIRDirty_0_N(1, "pw_instructions", VG_(fnptr_to_fnentry)(pw_instructions),
+                                      mkIRExprVec_1(mkIRExpr_HWord((HWord)instructions)));
+      addStmtToIRSB(out, IRStmt_Dirty(di));
+   }
+   for (; i < in->stmts_used; i++) {
+      IRStmt* st = in->stmts[i];
+      switch (st->tag) {
+         case Ist_WrTmp: {
+            IRExpr* data = st->Ist.WrTmp.data;
+            if (data->tag == Iex_Load)
+               add_access(out, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL);
+            break;
+         }
+         case Ist_Store:
+            add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL);
+            break;
+         case Ist_StoreG: {
+            IRStoreG* sg = st->Ist.StoreG.details;
+            add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard);
+            break;
+         }
+         case Ist_LoadG: {
+            IRLoadG* lg = st->Ist.LoadG.details;
+            IRType ty = Ity_INVALID, wide = Ity_INVALID;
+            typeOfIRLoadGOp(lg->cvt, &wide, &ty);
+            add_access(out, lg->addr, sizeofIRType(ty), lg->guard);
+            break;
+         }
+         case Ist_Dirty: {
+            IRDirty* d = st->Ist.Dirty.details;
+            if (d->mFx != Ifx_None && d->mAddr != NULL) add_access(out, d->mAddr, d->mSize, NULL);
+            break;
+         }
+         case Ist_CAS: {
+            IRCAS* cas = st->Ist.CAS.details;
+            Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
+            add_access(out, cas->addr, size, NULL);
+            break;
+         }
+         case Ist_LLSC: {
+            IRType ty = st->Ist.LLSC.storedata == NULL
+                           ? typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)
+                           : typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata);
+            add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+            break;
+         }
+         default:
+            break;
+      }
+      addStmtToIRSB(out, st);
+   }
+   return out;
+}
+
+/*------------------------------------------------------------*/
+/*--- Setup and teardown                                   ---*/
+/*------------------------------------------------------------*/
+
+static void pw_post_clo_init(void)
+{
+   index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
+   grow_threads(16);
+   table_init(1 << 16);
+   window_left = clo_window;
+   last_dump_ms = VG_(read_millisecond_timer)();
+}
+
+static void pw_fini(Int exitcode)
+{
+   (void)exitcode;
+   write_result(False);
+}
+
+static void pw_pre_clo_init(void)
+{
+   VG_(details_name)("pinwise");
+   VG_(details_version)(PW_VERSION);
+   VG_(details_description)("which threads share which cache lines, for thread mapping");
+   VG_(details_copyright_author)("pinwise developers");
+   VG_(details_bug_reports_to)("the pinwise issue tracker");
+   VG_(details_avg_translation_sizeB)(200);
+   VG_(basic_tool_funcs)(pw_post_clo_init, pw_instrument, pw_fini);
+   VG_(needs_command_line_options)(pw_process_cmd_line_option, pw_print_usage, pw_print_debug_usage);
+   VG_(track_pre_thread_ll_create)(pw_thread_create);
+   VG_(track_start_client_code)(pw_start_client_code);
+   VG_(track_pre_thread_ll_exit)(pw_thread_exit);
+}
+
+VG_DETERMINE_INTERFACE_VERSION(pw_pre_clo_init)

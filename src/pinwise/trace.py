@@ -1,0 +1,157 @@
+"""Capability 3: the communication matrix of an unmodified program, measured with pinwise's
+Valgrind tool (native/valgrind/pw_main.c).
+
+The tool is built against the system's Valgrind by the package's CMake; it runs with VALGRIND_LIB
+pointing at a private folder that holds it next to links to the system's Valgrind files. Traces
+run with --fair-sched=yes (otherwise one thread keeps Valgrind's big lock for long stretches and
+the windows see almost no sharing) and with glibc's rep-movsb memcpy disabled (Valgrind splits
+`rep movsb` into one access per byte, which would count one copy as thousands of events).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .comm import CommMatrix, write_comm
+from .errors import PinwiseError
+from .pinning.launcher import NATIVE_DIR, find_program
+
+TOOL = NATIVE_DIR / "valgrind" / "pinwise-amd64-linux"
+TOOL_VERSION = "pinwise-valgrind 1"
+SYSTEM_TOOL_DIRS = ("/usr/libexec/valgrind", "/usr/lib/x86_64-linux-gnu/valgrind", "/usr/lib64/valgrind",
+                    "/usr/lib/valgrind", "/usr/local/libexec/valgrind", "/usr/local/lib/valgrind")
+#: Above glibc's largest copy size: memcpy never switches to `rep movsb` under the tracer.
+REP_MOVSB_TUNABLE = "glibc.cpu.x86_rep_movsb_threshold=2147483647"
+
+
+def _system_tool_dir() -> Path:
+    for directory in SYSTEM_TOOL_DIRS:
+        if Path(directory, "none-amd64-linux").exists():
+            return Path(directory)
+    raise PinwiseError("Valgrind's tools were not found (looked for none-amd64-linux in "
+                       f"{', '.join(SYSTEM_TOOL_DIRS)}); install Valgrind: apt-get install valgrind")
+
+
+def check_tracer() -> str:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise PinwiseError("Valgrind is not installed, and pinwise trace runs on it: apt-get install valgrind "
+                           "(Debian/Ubuntu) or dnf install valgrind valgrind-devel (Fedora), then reinstall pinwise")
+    if not TOOL.exists():
+        raise PinwiseError("pinwise was built without its Valgrind tool (Valgrind's tool-building files were missing): "
+                           "install them (Debian/Ubuntu: valgrind; Fedora: valgrind-devel) and reinstall pinwise")
+    return valgrind
+
+
+def parse_trace(text: str, source: str) -> CommMatrix:
+    """Read the tool's plain-text output (format in pw_main.c) into a CommMatrix."""
+    lines = text.splitlines()
+    header: dict[str, list[str]] = {}
+    try:
+        index = 0
+        while lines[index] != "matrix":
+            key, *values = lines[index].split()
+            header[key] = values
+            index += 1
+        threads = int(header["threads"][0])
+        rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
+        matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
+        accesses = np.array([float(v) for v in header["accv"]])
+        instructions = np.array([float(v) for v in header["load"]])
+    except (IndexError, KeyError, ValueError) as err:
+        raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
+    metadata = {
+        "model": header.get("model", ["diener"])[0],
+        "partial": header.get("partial", ["0"])[0] == "1",
+        "total_accesses": int(header.get("accesses", ["0"])[0]),
+        "lines_tracked": int(header.get("lines", ["0", "0"])[0]),
+        "lines_dropped": int(header.get("lines", ["0", "0"])[1]),
+        "memory_bytes": int(header.get("table-bytes", ["0"])[0]),
+    }
+    if "window" in header:
+        metadata["window"] = {"accesses": int(header["window"][0])}
+    if "window-ms" in header:
+        metadata["window"] = {"milliseconds": int(header["window-ms"][0])}
+    return CommMatrix(matrix, accesses, instructions, metadata)
+
+
+def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
+          model: str = "diener", readonly: bool = False, max_lines: int = 1 << 24,
+          progress: bool | None = None, extra_env: dict[str, str] | None = None) -> CommMatrix:
+    """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm)."""
+    if model not in ("diener", "mazouz"):
+        raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
+    if window < 1 or (window_ms is not None and window_ms < 1):
+        raise PinwiseError("the window must be at least 1 access (or 1 ms)")
+    valgrind = check_tracer()
+    program = find_program(argv)
+    show = sys.stderr.isatty() if progress is None else progress
+    with tempfile.TemporaryDirectory(prefix="pinwise-trace-") as tmp:
+        lib = Path(tmp, "lib")
+        lib.mkdir()
+        for item in _system_tool_dir().iterdir():
+            (lib / item.name).symlink_to(item)
+        (lib / TOOL.name).symlink_to(TOOL)
+        result_path = Path(tmp, "trace.txt")
+        env = dict(os.environ)
+        env["VALGRIND_LIB"] = str(lib)
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
+        env.update(extra_env or {})
+        command = [valgrind, "--tool=pinwise", "-q", "--fair-sched=yes", "--max-threads=4096",
+                   f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-readonly={'yes' if readonly else 'no'}",
+                   f"--pw-max-lines={max_lines}", f"--pw-window={window}",
+                   *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
+        start = time.perf_counter()
+        try:
+            process = subprocess.Popen(command, env=env)
+        except OSError as err:
+            raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
+        interrupted = False
+        while True:
+            try:
+                returncode = process.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if show:
+                    _progress_line(result_path, time.perf_counter() - start)
+            except KeyboardInterrupt:
+                interrupted = True
+                process.send_signal(signal.SIGINT)
+        if show:
+            print(file=sys.stderr)
+        if not result_path.exists():
+            why = "was interrupted" if interrupted else f"ended with status {returncode}"
+            raise PinwiseError(f"{argv[0]} {why} before the tracer wrote anything; nothing saved")
+        comm = parse_trace(result_path.read_text(), str(result_path))
+    partial = comm.metadata["partial"] or returncode != 0 or interrupted
+    comm.metadata.update({
+        "command": [program, *argv[1:]], "threads": comm.threads, "tool": TOOL_VERSION, "partial": partial,
+        "exit_status": returncode, "seconds": round(time.perf_counter() - start, 3),
+    })
+    write_comm(comm, output)
+    if partial:
+        reason = "was interrupted" if interrupted else (
+            f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with status {returncode}")
+        print(f"pinwise: warning: {argv[0]} {reason}: the matrix gathered so far is in {output}, marked partial",
+              file=sys.stderr)
+    return comm
+
+
+def _progress_line(result_path: Path, elapsed: float) -> None:
+    done = ""
+    try:
+        head = result_path.read_text().split("matrix", 1)[0].split("\n")
+        fields = dict(line.split(" ", 1) for line in head if " " in line)
+        done = f", {fields.get('threads', '?')} threads, {int(fields.get('accesses', 0)) / 1e6:.0f}M accesses"
+    except (OSError, ValueError):
+        pass
+    print(f"\rtracing: {elapsed:.0f} s{done}   ", end="", file=sys.stderr, flush=True)
