@@ -68,6 +68,7 @@ static Bool clo_mazouz = False;
 static Bool clo_readonly = False;
 static Long clo_max_lines = 1 << 24;   /* lines tracked at most (memory bound) */
 static Long clo_dump_ms = 2000;
+static Bool clo_stack = False;         /* also trace accesses addressed from the stack pointer */
 
 static Bool pw_process_cmd_line_option(const HChar* arg)
 {
@@ -76,6 +77,7 @@ static Bool pw_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--pw-window", clo_window, 1, 1000000000000LL) {}
    else if VG_BINT_CLO(arg, "--pw-window-ms", clo_window_ms, 0, 100000000) {}
    else if VG_BOOL_CLO(arg, "--pw-readonly", clo_readonly) {}
+   else if VG_BOOL_CLO(arg, "--pw-stack", clo_stack) {}
    else if VG_BINT_CLO(arg, "--pw-max-lines", clo_max_lines, 1024, 1LL << 34) {}
    else if VG_BINT_CLO(arg, "--pw-dump-ms", clo_dump_ms, 0, 100000000) {}
    else if VG_STR_CLO(arg, "--pw-model", model) {
@@ -95,6 +97,7 @@ static void pw_print_usage(void)
 "    --pw-window=N            accesses per live thread per time window [1000000]\n"
 "    --pw-window-ms=N         milliseconds per window instead (0: use --pw-window) [0]\n"
 "    --pw-readonly=yes|no     also count lines of read-only mappings [no]\n"
+"    --pw-stack=yes|no        also trace accesses addressed from the stack pointer [no]\n"
 "    --pw-max-lines=N         lines tracked at most, bounding memory [16777216]\n"
 "    --pw-dump-ms=N           write the partial result every N ms (0: only at exit) [2000]\n");
 }
@@ -398,8 +401,35 @@ static VG_REGPARM(1) void pw_instructions(UWord count)
 /*--- Instrumentation                                      ---*/
 /*------------------------------------------------------------*/
 
+/* Temporaries holding the stack pointer plus a constant: a thread's own stack frame. Accesses
+   addressed through them are private in practice and make up a large share of all accesses, so
+   they are not traced unless --pw-stack=yes (a pointer to a stack variable handed to another
+   thread is still traced on that thread's side). */
+static Bool* from_sp = NULL;
+static Int from_sp_size = 0;
+
+static void note_sp_temps(IRStmt* st, const VexGuestLayout* layout)
+{
+   if (st->tag != Ist_WrTmp) return;
+   IRExpr* e = st->Ist.WrTmp.data;
+   IRTemp t = st->Ist.WrTmp.tmp;
+   Bool sp = False;
+   if (e->tag == Iex_Get && e->Iex.Get.offset == layout->offset_SP) sp = True;
+   else if (e->tag == Iex_RdTmp) sp = from_sp[e->Iex.RdTmp.tmp];
+   else if (e->tag == Iex_Binop && (e->Iex.Binop.op == Iop_Add64 || e->Iex.Binop.op == Iop_Sub64)
+            && e->Iex.Binop.arg1->tag == Iex_RdTmp && e->Iex.Binop.arg2->tag == Iex_Const)
+      sp = from_sp[e->Iex.Binop.arg1->Iex.RdTmp.tmp];
+   from_sp[t] = sp;
+}
+
+static Bool stack_address(IRExpr* address)
+{
+   return !clo_stack && address->tag == Iex_RdTmp && from_sp[address->Iex.RdTmp.tmp];
+}
+
 static void add_access(IRSB* sb, IRExpr* address, Int size, IRExpr* guard)
 {
+   if (stack_address(address)) return;
    IRExpr** args = mkIRExprVec_2(address, mkIRExpr_HWord((HWord)size));
    IRDirty* di = unsafeIRDirty_0_N(2, "pw_access", VG_(fnptr_to_fnentry)(pw_access), args);
    if (guard) di->guard = guard;
@@ -410,9 +440,15 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
                            const VexGuestExtents* vge, const VexArchInfo* archinfo_host,
                            IRType gWordTy, IRType hWordTy)
 {
-   (void)closure; (void)layout; (void)vge; (void)archinfo_host;
+   (void)closure; (void)vge; (void)archinfo_host;
    if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
    IRSB* out = deepCopyIRSBExceptStmts(in);
+   if (in->tyenv->types_used > from_sp_size) {
+      if (from_sp) VG_(free)(from_sp);
+      from_sp_size = in->tyenv->types_used * 2;
+      from_sp = VG_(malloc)("pw.sp", from_sp_size * sizeof(Bool));
+   }
+   VG_(memset)(from_sp, 0, in->tyenv->types_used * sizeof(Bool));
    Int i = 0;
    while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) {  /* preamble, verbatim */
       addStmtToIRSB(out, in->stmts[i]);
@@ -430,6 +466,7 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    }
    for (; i < in->stmts_used; i++) {
       IRStmt* st = in->stmts[i];
+      note_sp_temps(st, layout);
       switch (st->tag) {
          case Ist_WrTmp: {
             IRExpr* data = st->Ist.WrTmp.data;

@@ -322,7 +322,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
     comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
-                 readonly=args.readonly, max_lines=args.max_lines)
+                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines)
     meta = comm.metadata
     print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
           f"{meta['lines_tracked']:,} lines tracked ({meta['memory_bytes'] / 2**20:.0f} MiB)"
@@ -467,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
                         help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
     tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
+    tracer.add_argument("--stack", action="store_true",
+                        help="also trace accesses addressed from the stack pointer (thread-private in practice)")
     tracer.add_argument("--max-lines", type=int, default=1 << 24, help="cache lines tracked at most (bounds memory)")
     tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     tracer.set_defaults(handler=cmd_trace)

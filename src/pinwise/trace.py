@@ -85,7 +85,7 @@ def parse_trace(text: str, source: str) -> CommMatrix:
 
 
 def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
-          model: str = "diener", readonly: bool = False, max_lines: int = 1 << 24,
+          model: str = "diener", readonly: bool = False, stack: bool = False, max_lines: int = 1 << 24,
           progress: bool | None = None, extra_env: dict[str, str] | None = None) -> CommMatrix:
     """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm)."""
     if model not in ("diener", "mazouz"):
@@ -107,7 +107,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
         env.update(extra_env or {})
         command = [valgrind, "--tool=pinwise", "-q", "--fair-sched=yes", "--max-threads=4096",
-                   f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-readonly={'yes' if readonly else 'no'}",
+                   f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()

@@ -1,0 +1,138 @@
+"""Capability 3: the Valgrind tracer on real programs with known sharing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from conftest import assert_clean_failure, compile_program, run_pinwise
+
+from pinwise.comm import read_comm
+from pinwise.pinning.launcher import NATIVE_DIR
+from pinwise.trace import TOOL
+
+PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None or not TOOL.exists(),
+                                reason="Valgrind or pinwise's Valgrind tool is missing (make deps installs valgrind)")
+
+
+def traced(tmp_path, *argv, options=()):
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "-o", str(out), *options, "--", *argv, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return read_comm(out)
+
+
+def share(matrix, cells):
+    m = matrix.copy()
+    np.fill_diagonal(m, 0)
+    return sum(m[i, j] + m[j, i] for i, j in cells) / m.sum()
+
+
+def test_pairs_give_two_heavy_blocks(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", "300")
+    assert comm.threads == 4
+    assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
+    assert comm.metadata["tool"].startswith("pinwise-valgrind") and comm.metadata["partial"] is False
+    assert comm.metadata["command"][0] == PATTERNS
+
+
+def test_neighbour_gives_a_band(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "6", "-i", "300")
+    assert share(comm.matrix, [(i, i + 1) for i in range(5)]) > 0.95
+    assert all(comm.matrix[i, i + 1] > 0 for i in range(5))
+
+
+def test_master_gives_one_heavy_row(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "master", "-t", "6", "-i", "300")
+    assert share(comm.matrix, [(0, j) for j in range(1, 6)]) > 0.95
+
+
+def test_all_to_all_is_flat(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "all-to-all", "-t", "4", "-i", "300")
+    off = comm.matrix[~np.eye(4, dtype=bool)]
+    assert off.min() > 0 and off.std() / off.mean() < 0.5
+
+
+def test_private_is_near_zero(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "private", "-t", "4", "-i", "300")
+    assert comm.matrix.sum() / 2 < 0.01 * comm.accesses.sum()
+
+
+def test_openmp_pairs(tmp_path, build_dir):
+    exe = compile_program("omp_pairs.c", build_dir, "-fopenmp")
+    comm = traced(tmp_path, str(exe))
+    assert comm.threads == 4 and share(comm.matrix, [(0, 1), (2, 3)]) > 0.9
+
+
+def test_cxx_threads_neighbour_band(tmp_path, build_dir):
+    exe = compile_program("cxx_neighbour.cpp", build_dir, cxx=True)
+    comm = traced(tmp_path, str(exe))
+    assert comm.threads == 7  # the idle main thread is thread 0, as when pinning
+    workers = comm.matrix[1:, 1:]  # main only initialised the lines
+    assert share(workers, [(k, k + 1) for k in range(5)]) > 0.9
+
+
+def test_thread_numbers_are_creation_order(tmp_path, build_dir):
+    exe = compile_program("ordered.c", build_dir)
+    comm = traced(tmp_path, str(exe))
+    assert comm.threads == 5
+    assert list(np.argsort(comm.accesses)) == [0, 1, 2, 3, 4]  # thread k did (k+1) units
+    assert np.all(np.diff(comm.instructions) > 0)
+
+
+def test_mazouz_alpha_model(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", "200", options=("--model", "mazouz"))
+    assert comm.metadata["model"] == "mazouz"
+    assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
+
+
+def test_crash_keeps_a_partial_matrix(tmp_path, build_dir):
+    crash = compile_program("crash.c", build_dir)
+    out = tmp_path / "crash.json"
+    result = run_pinwise("trace", "-o", str(out), "--", str(crash), timeout=300)
+    assert result.returncode != 0 and "marked partial" in result.stderr
+    assert json.loads(out.read_text())["partial"] is True
+
+
+def test_killed_program_keeps_the_last_dump(tmp_path, build_dir):
+    exe = compile_program("ordered.c", build_dir)
+    out = tmp_path / "killed.json"
+    result = run_pinwise("trace", "-o", str(out), "--", str(exe), "5", timeout=300)
+    assert result.returncode != 0 and "killed by SIGKILL" in result.stderr
+    document = json.loads(out.read_text())
+    assert document["partial"] is True and document["total_accesses"] > 0
+
+
+def test_missing_valgrind_and_programs(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = run_pinwise("trace", "--", PATTERNS, "private", env={**os.environ, "PATH": str(empty)})
+    assert_clean_failure(result, "Valgrind is not installed", "apt-get install valgrind")
+    assert_clean_failure(run_pinwise("trace", "--", "no-such-program-xyz"), "not found")
+    assert_clean_failure(run_pinwise("trace"), "no program")
+
+
+def test_progress_line_shows_on_a_terminal(tmp_path):
+    import pty
+
+    out = tmp_path / "c.json"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-m", "pinwise.cli", "trace", "-o", str(out), "--", PATTERNS,
+                                  "pairs", "-t", "2", "-i", "20000"])
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 1024)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.waitpid(pid, 0)
+    assert b"tracing:" in b"".join(chunks)
