@@ -10,8 +10,7 @@ SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CM
 .PHONY: demo test deps install clean
 
 demo: install
-	$(VENV)/bin/pinwise topo
-	$(PY) benchmarks/pairs.py --runs 10
+	$(VENV)/bin/pinwise demo --out pinwise-demo
 
 test: install
 	$(PY) -m pytest -q tests

@@ -1,6 +1,6 @@
 /* patterns: threads that communicate in the patterns of the papers, on demand.
  *
- *   patterns PATTERN [-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE]
+ *   patterns PATTERN [-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]
  *
  * The main thread is thread 0 and works like the others (as an OpenMP master does), so thread k
  * of the traced matrix and slot k of a pinwise plan are the same thread. Each thread, every
@@ -14,6 +14,9 @@
  *   all-to-all  everyone with everyone          (swaptions)
  *   private     nobody                          (NPB EP)
  * IMBALANCE (default 0; pipeline 1) gives thread 0 (pipeline: the middle stage) that much more work.
+ * KIB (default 4) is the size of each thread's private working set. With -H (hand pinning, for
+ * comparison) each thread pins itself with sched_setaffinity, pairs and far-pairs partners on one
+ * CPU: thread i to CPU (i / 2) mod ncpus (far-pairs: (i mod T/2) mod ncpus).
  * Prints "Time in seconds = T".
  */
 #define _GNU_SOURCE
@@ -22,10 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ACCESSES 1000
-#define PRIVATE_LINES 64
 
 struct line {
     _Alignas(64) atomic_long value;
@@ -40,6 +44,8 @@ static int threads = 4;
 static long iterations = 2000;
 static double shared_ratio = 0.5;
 static double imbalance = -1;
+static long private_lines_count = 64;  /* 4 KiB */
+static int hand = 0;
 static struct line *channels;   /* channel (a, b), a < b: channels[a * threads + b] */
 static pthread_barrier_t start;
 
@@ -79,14 +85,27 @@ static int busy_thread(void)
     return pattern == PIPELINE ? threads / 2 : 0;
 }
 
+static void pin_by_hand(int self)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int group = pattern == FAR_PAIRS ? self % (threads / 2 > 0 ? threads / 2 : 1) : self / 2;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)(group % cpus), &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 static void *work(void *arg)
 {
     int self = (int)(long)arg;
+    if (hand)
+        pin_by_hand(self);
     int *mine = malloc(sizeof(int) * (size_t)threads);
-    struct line *private_lines = aligned_alloc(64, sizeof(struct line) * PRIVATE_LINES);
+    long lines = private_lines_count;
+    struct line *private_lines = aligned_alloc(64, sizeof(struct line) * (size_t)lines);
     if (mine == NULL || private_lines == NULL)
         abort();
-    memset(private_lines, 0, sizeof(struct line) * PRIVATE_LINES);
+    memset(private_lines, 0, sizeof(struct line) * (size_t)lines);
     int n = partners(self, mine);
     double factor = self == busy_thread() ? 1.0 + imbalance : 1.0;
     long shared = n ? (long)(ACCESSES * shared_ratio * factor) : 0;
@@ -106,7 +125,7 @@ static void *work(void *arg)
         for (long k = 0; k < shared; k++)
             atomic_fetch_add_explicit(targets[k % n], 1, memory_order_relaxed);
         for (long k = 0; k < private_accesses; k++) {
-            struct line *line = &private_lines[k % PRIVATE_LINES];
+            struct line *line = &private_lines[k % lines];
             atomic_store_explicit(&line->value, atomic_load_explicit(&line->value, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
         }
@@ -119,7 +138,7 @@ static void *work(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private} "
-                    "[-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE]\n");
+                    "[-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]\n");
 }
 
 int main(int argc, char **argv)
@@ -140,6 +159,10 @@ int main(int argc, char **argv)
     pattern = (enum pattern)found;
     for (int i = 2; i < argc; i++) {
         char *end = NULL;
+        if (!strcmp(argv[i], "-H")) {
+            hand = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             usage();
             return 2;
@@ -152,6 +175,8 @@ int main(int argc, char **argv)
             shared_ratio = strtod(argv[++i], &end);
         else if (!strcmp(argv[i], "-m"))
             imbalance = strtod(argv[++i], &end);
+        else if (!strcmp(argv[i], "-z"))
+            private_lines_count = strtol(argv[++i], &end, 10) * 1024 / 64;
         else {
             usage();
             return 2;
@@ -163,8 +188,10 @@ int main(int argc, char **argv)
     }
     if (imbalance < 0)
         imbalance = pattern == PIPELINE ? 1.0 : 0.0;
-    if (threads < 1 || threads > 1024 || iterations < 1 || shared_ratio < 0 || shared_ratio > 1 || imbalance > 100) {
-        fprintf(stderr, "patterns: need 1 <= THREADS <= 1024, ITERATIONS >= 1, 0 <= SHARED_RATIO <= 1, IMBALANCE <= 100\n");
+    if (threads < 1 || threads > 1024 || iterations < 1 || shared_ratio < 0 || shared_ratio > 1 || imbalance > 100 ||
+        private_lines_count < 1 || private_lines_count > (1L << 24)) {
+        fprintf(stderr, "patterns: need 1 <= THREADS <= 1024, ITERATIONS >= 1, 0 <= SHARED_RATIO <= 1, IMBALANCE <= 100, "
+                        "1 <= KIB <= 1048576\n");
         return 2;
     }
     channels = aligned_alloc(64, sizeof(struct line) * (size_t)threads * (size_t)threads);

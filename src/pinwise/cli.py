@@ -374,6 +374,57 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workload(args: argparse.Namespace) -> int:
+    from .workloads import WORKLOADS, workload_command
+
+    if args.action == "list":
+        for workload in WORKLOADS.values():
+            print(f"{workload.name:<11} {workload.partners}  (like {workload.like})")
+        print("run one: pinwise workload run NAME [-t THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
+              "[--size KIB]")
+        return 0
+    if not args.name:
+        raise PinwiseError("which workload? pinwise workload run NAME (pinwise workload list shows them)")
+    command = workload_command(args.name, args.threads, args.iterations, args.shared_ratio, args.imbalance, args.size)
+    if args.print:
+        print(" ".join(command))
+        return 0
+    import subprocess
+
+    return subprocess.run(command).returncode
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    run_demo(args.out, quick=args.quick)
+    return 0
+
+
+def cmd_auto(args: argparse.Namespace) -> int:
+    import shlex
+
+    from .auto import run_auto
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
+    trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
+    topology = topo_mod.load_topology(None)
+    result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
+                      time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr))
+    from rich.console import Console
+    from rich.text import Text
+
+    from .report.terminal import summary_table
+
+    console = Console(highlight=False, width=max(150, Console().width))
+    console.print(summary_table(result.summary))
+    for line in result.lines:
+        console.print(Text(line))
+    return 0
+
+
 def cmd_pin(args: argparse.Namespace) -> int:
     from .pinning import pin_threads
 
@@ -534,6 +585,33 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
     report.add_argument("--experiment", type=int, help="only this experiment of the database")
     report.set_defaults(handler=cmd_report)
+
+    workload = commands.add_parser("workload", help="built-in programs that make the papers' patterns",
+                                   description="Workload programs with the communication patterns of the papers.")
+    workload.add_argument("action", choices=("list", "run"))
+    workload.add_argument("name", nargs="?", help="workload to run (pinwise workload list)")
+    workload.add_argument("-t", "--threads", type=int, default=4, help="threads, the main thread included (default 4)")
+    workload.add_argument("-i", "--iterations", type=int, default=2000, help="iterations of 1000 accesses (default 2000)")
+    workload.add_argument("--shared-ratio", type=float, default=0.5, help="share of accesses to shared lines (default 0.5)")
+    workload.add_argument("--imbalance", type=float, help="extra work of the busiest thread, e.g. 1 = twice as much")
+    workload.add_argument("--size", type=int, default=4, help="private working set per thread in KiB (default 4)")
+    workload.add_argument("--print", action="store_true", help="print the command line instead of running it")
+    workload.set_defaults(handler=cmd_workload)
+
+    demo = commands.add_parser("demo", help="the whole pipeline on the built-in workloads",
+                               description="Topology, trace, analyze, map, bench and report on the built-in workloads.")
+    demo.add_argument("--quick", action="store_true", help="fewer workloads and runs (under 2 minutes)")
+    demo.add_argument("--out", default="pinwise-demo", help="folder for the report, plots and matrices (default pinwise-demo)")
+    demo.set_defaults(handler=cmd_demo)
+
+    auto = commands.add_parser("auto", help="trace, analyze, bench candidate placements and name the winner",
+                               description="Find the best placement for a program by experiment, with statistics.")
+    auto.add_argument("--budget", type=float, default=5.0, help="minutes to spend benchmarking at most (default 5)")
+    auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
+    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
+    auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
+    auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    auto.set_defaults(handler=cmd_auto)
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")

@@ -1,0 +1,137 @@
+"""Capability 10: trace, analyze, choose candidates, bench them with early stopping, and name the
+winner with its evidence and the exact lines to reuse it.
+
+Early stopping looks at the results after LOOKS[0], LOOKS[1], ... runs per placement. Looking
+several times raises the chance of a false discovery, so each look tests at
+alpha / (number of looks x number of candidates) (Bonferroni): a gain is only claimed when it would
+survive every look and every comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .analyze import Analysis, analyze
+from .bench import build_candidates, open_db, run_bench
+from .comm import CommMatrix
+from .errors import PinwiseError
+from .report import summarize
+from .report.summary import ExperimentSummary, PolicyResult
+from .topology import Topology
+
+LOOKS = (15, 25, 35)
+LOCALITY_PATTERNS = ("pairs", "far pairs", "neighbour", "pipeline", "clustered")
+
+
+@dataclass
+class AutoResult:
+    comm: CommMatrix
+    analysis: Analysis
+    candidates: list[str]
+    aliases: dict[str, list[str]]
+    summary: ExperimentSummary
+    winner: PolicyResult | None
+    runs: int
+    alpha: float
+    lines: list[str] = field(default_factory=list)
+
+
+def candidate_policies(analysis: Analysis) -> list[str]:
+    """The cheap application-independent ones, plus what the metrics point at."""
+    policies = ["os", "compact", "scatter", analysis.policy]
+    if analysis.pattern in LOCALITY_PATTERNS:
+        policies.append("locality")
+    return list(dict.fromkeys(policies))
+
+
+def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
+             confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
+             progress: bool | None = None, say=print) -> AutoResult:
+    from .trace import trace
+
+    if budget_minutes <= 0:
+        raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
+    from .pinning.launcher import find_program
+
+    find_program(argv)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pinwise-auto-") as tmp:
+        comm_path = os.path.join(tmp, "comm.json")
+        say(f"1/3 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
+        comm = trace(trace_argv or argv, comm_path, progress=progress)
+        analysis = analyze(comm)
+        say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
+        say(f"    recommended: {analysis.policy} ({analysis.reason})")
+        candidates = build_candidates(candidate_policies(analysis), [], topology, None, comm)
+        unique, aliases = [], {}
+        for candidate in candidates:  # policies that give the same CPUs are run once
+            same = next((u for u in unique if (u.plan and candidate.plan and u.plan.cpulist() == candidate.plan.cpulist())), None)
+            if same is None:
+                unique.append(candidate)
+            else:
+                aliases.setdefault(same.name, []).append(candidate.name)
+        names = [c.name for c in unique]
+        say("2/3 candidates: " + ", ".join(
+            f"{c.name}" + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "")
+            + (f" CPUs {c.plan.cpulist()}" if c.plan else " (baseline: no pinning)") for c in unique))
+        alpha = (1 - confidence) / (len(LOOKS) * max(1, len(unique) - 1))
+        db_file = db_path or os.path.join(tmp, "auto.db")
+        summary = None
+        runs = 0
+        for look in LOOKS:
+            elapsed = time.perf_counter() - started
+            per_run = elapsed / max(1, runs * len(unique)) if runs else 0
+            if runs and elapsed + per_run * (look - runs) * len(unique) > budget_minutes * 60:
+                say(f"    stopping at {runs} runs per placement: {look} would pass the {budget_minutes:g}-minute budget")
+                break
+            say(f"3/3 benchmarking, {look} runs per placement (interleaved) ...")
+            experiment = run_bench(argv, unique, topology, look, db_file, time_regex=time_regex, progress=progress,
+                                   new=runs == 0 and db_path is not None and os.path.exists(db_path))
+            runs = look
+            connection = open_db(db_file, create=False)
+            try:
+                summary = summarize(connection, experiment, "os", 1 - alpha)
+            finally:
+                connection.close()
+            if summary.winner() is not None:
+                break
+        assert summary is not None
+    winner = summary.winner()
+    result = AutoResult(comm, analysis, names, aliases, summary, winner, runs, alpha)
+    result.lines = verdict_lines(result, argv)
+    return result
+
+
+def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
+    summary, winner = result.summary, result.winner
+    lines = []
+    if winner is None:
+        best = max((p for p in summary.policies if p.median), key=lambda p: p.median.speedup, default=None)
+        detail = f" (best: {best.name}, {best.median.speedup:.2f}x, median test p={best.median.pvalue:.2g})" if best else ""
+        lines.append(f"no candidate is significantly faster than the OS placement after {result.runs} runs each{detail}: "
+                     "do not pin this program")
+        return lines
+    m, ci = winner.median, winner.median_ci
+    mean = (f"mean {winner.mean.speedup:.2f}x, p={winner.mean.pvalue:.2g}" if winner.mean.concluded
+            else "mean: no conclusion")
+    base = summary.result("os")
+    variance = (f", variance {winner.spread.variance / base.spread.variance:.2g}x the OS's"
+                if base and base.spread and base.spread.variance > 0 else "")
+    lines.append(f"winner: {winner.name}" + (f" (= {', '.join(result.aliases[winner.name])})" if winner.name in result.aliases else ""))
+    lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; {summary.confidence:.2%} CI "
+                 f"[{ci.low:.2f}, {ci.high:.2f}], Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; "
+                 f"{result.runs} runs each, tests at alpha={result.alpha:.2g} (Bonferroni over looks and candidates)")
+    cpus = winner.placement
+    program = " ".join(argv)
+    lines.append("reuse it:")
+    lines.append(f"  pinwise run --cpus {cpus} -- {program}")
+    lines.append(f"  likwid-pin -c {cpus} {program}")
+    places = ",".join("{" + c + "}" for c in cpus.split(","))
+    lines.append(f'  OMP_PLACES="{places}" OMP_PROC_BIND=close {program}')
+    lines.append(f'  KMP_AFFINITY="granularity=fine,explicit,proclist=[{cpus}]"')
+    unique_cpus = ",".join(str(c) for c in sorted({int(c) for c in cpus.split(",")}))
+    lines.append(f"  taskset -c {unique_cpus} {program}   (whole process only)")
+    return lines

@@ -1,0 +1,59 @@
+"""Capability 9: built-in workload programs that make the papers' communication patterns on demand.
+
+All but ``blog-pairs`` are one C program (native/workloads/patterns.c): the main thread is thread
+0 and works like the others, each iteration makes 1000 accesses per thread, a share of them atomic
+increments on lines shared with the thread's partners, the rest on its own private lines.
+``blog-pairs`` is the thread-affinity blog's experiment as published (native/workloads/pairs.c).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import PinwiseError
+from .pinning.launcher import NATIVE_DIR
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    partners: str
+    like: str
+
+
+WORKLOADS = {w.name: w for w in [
+    Workload("pairs", "thread i with i^1: pairs fighting over an atomic", "the thread-affinity blog"),
+    Workload("neighbour", "thread i with i-1 and i+1", "NPB UA"),
+    Workload("far-pairs", "thread i with i+T/2", "NPB LU"),
+    Workload("master", "thread 0 with everyone (initialisation/reduction)", "PARSEC blackscholes"),
+    Workload("pipeline", "stage i hands on to i+1; the middle stage works twice as hard", "PARSEC ferret"),
+    Workload("all-to-all", "everyone with everyone, evenly", "PARSEC swaptions"),
+    Workload("private", "no sharing at all", "NPB EP"),
+    Workload("blog-pairs", "the blog's program: 2 pairs of threads x 100k increments, main idle", "the blog, verbatim"),
+]}
+
+TIME_REGEX = r"Time in seconds = *([0-9.]+)"
+
+
+def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared_ratio: float = 0.5,
+                     imbalance: float | None = None, size_kib: int = 4) -> list[str]:
+    """The command line that runs a workload."""
+    if name not in WORKLOADS:
+        raise PinwiseError(f"unknown workload {name!r}: choose one of {', '.join(WORKLOADS)} (pinwise workload list)")
+    if not 1 <= threads <= 1024:
+        raise PinwiseError(f"--threads must be between 1 and 1024, not {threads}")
+    if iterations < 1:
+        raise PinwiseError(f"--iterations must be at least 1, not {iterations}")
+    if not 0 <= shared_ratio <= 1:
+        raise PinwiseError(f"--shared-ratio must be between 0 and 1, not {shared_ratio}")
+    if imbalance is not None and not 0 <= imbalance <= 100:
+        raise PinwiseError(f"--imbalance must be between 0 and 100, not {imbalance}")
+    if not 1 <= size_kib <= 1 << 20:
+        raise PinwiseError(f"--size must be between 1 and 1048576 KiB, not {size_kib}")
+    if name == "blog-pairs":
+        return [str(NATIVE_DIR / "bin" / "pairs"), "-p", str(max(1, threads // 2)), "-r", str(max(1, iterations // 100))]
+    command = [str(NATIVE_DIR / "bin" / "patterns"), name, "-t", str(threads), "-i", str(iterations),
+               "-s", str(shared_ratio), "-z", str(size_kib)]
+    if imbalance is not None:
+        command += ["-m", str(imbalance)]
+    return command
