@@ -98,6 +98,9 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
     master = int(np.argmax(row))
     if t >= 3 and row[master] / total >= 0.4:
         return "master/reduction", f"thread {master} takes part in {row[master] / total:.0%} of all communication"
+    off = m[~np.eye(t, dtype=bool)]
+    if t >= 3 and off.mean() > 0 and off.std() / off.mean() < 0.5:
+        return "all-to-all", f"every pair communicates about as much (CV {off.std() / off.mean():.2f}, like swaptions)"
     if t >= 4 and t % 2 == 0 and _band(m, t // 2) / total >= 0.5:
         return "far pairs", f"{_band(m, t // 2) / total:.0%} of communication is between i and i+{t // 2} (like NPB LU)"
     if t >= 2:
@@ -107,13 +110,13 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
         if t <= 3 or paired / total >= 0.7:
             return "pairs", f"each thread has one partner: a matching carries {paired / total:.0%} of communication"
     if t >= 3 and _band(m, 1) / total >= 0.5:
-        if found.bcomm >= BCOMM_HIGH or (found.load_balance or 0) >= BCOMM_HIGH:
-            return "pipeline", (f"{_band(m, 1) / total:.0%} between neighbours and imbalanced (BComm "
-                                f"{found.bcomm:.0f}): stages handing data on (like ferret)")
+        # A pipeline is a chain with one busy stage: the work (instructions) is imbalanced, not only
+        # the communication, which the ends of any chain make uneven.
+        busy = found.load_balance >= BCOMM_HIGH if found.load_balance is not None else found.bcomm >= 2 * BCOMM_HIGH
+        if busy:
+            return "pipeline", (f"{_band(m, 1) / total:.0%} between neighbours and one stage works harder (load "
+                                f"imbalance {found.load_balance or 0:.0f} %): stages handing data on (like ferret)")
         return "neighbour", f"{_band(m, 1) / total:.0%} of communication is between i and i+1 (like NPB UA)"
-    off = m[~np.eye(t, dtype=bool)]
-    if off.mean() > 0 and off.std() / off.mean() < 0.5:
-        return "all-to-all", f"every pair communicates about as much (CV {off.std() / off.mean():.2f}, like swaptions)"
     if found.heterogeneity >= HETEROGENEITY_HIGH:
         return "clustered", "groups of threads communicate mostly among themselves"
     return "irregular", "no pattern of the papers"

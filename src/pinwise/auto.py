@@ -61,7 +61,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     with tempfile.TemporaryDirectory(prefix="pinwise-auto-") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
-        comm = trace(trace_argv or argv, comm_path, progress=progress)
+        comm = trace(trace_argv or argv, comm_path, progress=progress, quiet=True)
         analysis = analyze(comm)
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
         say(f"    recommended: {analysis.policy} ({analysis.reason})")

@@ -342,7 +342,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     comm = _read_comm_with_warnings(args.comm_file)
     result = analyze(comm)
     m = result.metrics
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=max(110, Console().width))
     table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -357,7 +357,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
          "max/avg - 1 of the instructions per thread"),
     ]
     if m.comm_share is not None:
-        rows.append(("communicating", f"{m.comm_share:.2%}", "communication events per memory access"))
+        rows.append(("communicating", f"{m.comm_share:.3g}", "communication events per memory access"))
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -51,11 +51,12 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     console.print(Text(render(machine)))
     console.print(Text(f"pinwise sees {machine.nb_pus} PUs; it may use {len(machine.allowed)} of them."))
 
-    step(f"2. tracing {len(plan)} workloads with {threads} threads under Valgrind")
+    shown = 8  # enough threads for every pattern to show; the bench uses `threads` on this machine
+    step(f"2. tracing {len(plan)} workloads with {shown} threads under Valgrind")
     analyses = {}
     for name, (trace_iterations, _) in plan.items():
         comm_path = out / f"{name}.comm.json"
-        comm = trace(workload_command(name, threads, trace_iterations), comm_path, progress=False)
+        trace(workload_command(name, shown, trace_iterations), comm_path, progress=False, quiet=True)
         comm = read_comm(comm_path)
         result = analyze(comm)
         analyses[name] = (comm, result)
@@ -82,7 +83,8 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     console.print(table)
     console.print(Text("  (1.00 is the best policy for that workload; all-flat rows mean no placement matters)"))
 
-    step(f"5. benchmarking on this machine: OS vs the recommended placement, {runs} interleaved runs each")
+    step(f"5. benchmarking on this machine with {threads} threads: OS vs the recommended placement, "
+         f"{runs} interleaved runs each")
     db_path = str(out / "results.db")
     if os.path.exists(db_path):
         os.remove(db_path)
@@ -90,7 +92,10 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     for name, (_, bench_iterations) in plan.items():
         if bench_iterations is None:
             continue
-        comm, result = analyses[name]
+        result = analyses[name][1]
+        comm_path = out / f"{name}.{threads}threads.comm.json"  # the mapping needs this thread count's matrix
+        trace(workload_command(name, threads, plan[name][0]), comm_path, progress=False, quiet=True)
+        comm = read_comm(comm_path)
         chosen = ["os", result.policy] + (["scatter"] if result.policy != "scatter" else ["compact"])
         candidates = build_candidates(list(dict.fromkeys(chosen)), [], machine, None, comm)
         command = workload_command(name, threads, bench_iterations)

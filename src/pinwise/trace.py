@@ -86,8 +86,9 @@ def parse_trace(text: str, source: str) -> CommMatrix:
 
 def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
           model: str = "diener", readonly: bool = False, stack: bool = False, max_lines: int = 1 << 24,
-          progress: bool | None = None, extra_env: dict[str, str] | None = None) -> CommMatrix:
-    """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm)."""
+          progress: bool | None = None, extra_env: dict[str, str] | None = None, quiet: bool = False) -> CommMatrix:
+    """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm).
+    With ``quiet`` the program's standard output is discarded."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if window < 1 or (window_ms is not None and window_ms < 1):
@@ -112,7 +113,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
         try:
-            process = subprocess.Popen(command, env=env)
+            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None)
         except OSError as err:
             raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
         interrupted = False
