@@ -523,7 +523,7 @@ static void pw_post_clo_init(void)
 {
    index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
-   table_init(1 << 16);
+   table_init(1 << 12);  /* 256 KiB to start: small enough to stay in cache */
    window_left = clo_window;
    last_dump_ms = VG_(read_millisecond_timer)();
 }
