@@ -192,9 +192,16 @@ static void table_init(ULong size)
    table_size = size;
 }
 
+/* A small direct-mapped memo in front of the table: most accesses go to a few hundred recently
+   used lines, whose entries it finds without probing the big table (which may not fit in cache). */
+#define MEMO_SIZE 1024
+static Addr memo_key[MEMO_SIZE];
+static LineEntry* memo_entry[MEMO_SIZE];
+
 static void table_grow(void)
 {
    LineEntry* old = table;
+   VG_(memset)(memo_key, 0, sizeof memo_key);  /* entries move */
    ULong old_size = table_size;
    table_init(old_size * 2);
    for (ULong i = 0; i < old_size; i++) {
@@ -337,7 +344,17 @@ static void close_window(void)
 
 static inline void touch(Addr line_no, Addr address)
 {
-   LineEntry* e = entry_of(line_no, address);
+   UWord m = line_no & (MEMO_SIZE - 1);
+   LineEntry* e;
+   if (memo_key[m] == line_no + 1) {
+      e = memo_entry[m];
+   } else {
+      e = entry_of(line_no, address);
+      if (e != NULL) {
+         memo_key[m] = line_no + 1;
+         memo_entry[m] = e;
+      }
+   }
    if (e == NULL || e->readonly) return;
    UShort t = (UShort)cur;
    if (clo_mazouz) {
