@@ -136,3 +136,10 @@ def test_progress_line_shows_on_a_terminal(tmp_path):
         chunks.append(data)
     os.waitpid(pid, 0)
     assert b"tracing:" in b"".join(chunks)
+
+
+def test_many_threads(tmp_path):
+    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "600", "-i", "3")
+    assert comm.threads == 600 and comm.matrix.shape == (600, 600)
+    assert comm.metadata["memory_bytes"] > 600 * 600 * 8  # the matrix itself is counted
+    assert all(comm.matrix[i, i + 1] > 0 for i in range(599))
