@@ -266,6 +266,12 @@ static void out_printf(const HChar* format, ULong value, const HChar* end)
    }
 }
 
+static void out_text(const HChar* text)
+{
+   if (out_len > (Int)sizeof out_buf - 64) out_flush();
+   out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, "%s", text);
+}
+
 static ULong pair_value(Int t, Int u)
 {
    return comm[(SizeT)t * cap + u] + comm[(SizeT)u * cap + t];
@@ -299,7 +305,7 @@ static void write_result(Bool partial)
    out_len = 0;
    Int t = n_threads;
    out_printf("pinwise-trace %llu\n", 1, NULL);
-   out_len += VG_(snprintf)(out_buf + out_len, 64, "model %s\n", clo_mazouz ? "mazouz" : "diener");
+   out_text(clo_mazouz ? "model mazouz\n" : "model diener\n");
    out_printf("partial %llu\n", partial ? 1 : 0, NULL);
    out_printf("threads %llu\n", (ULong)t, NULL);
    if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms, NULL);
@@ -308,17 +314,17 @@ static void write_result(Bool partial)
    out_printf("lines %llu", table_used, NULL);
    out_printf(" %llu\n", lines_dropped, NULL);
    out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong), NULL);
-   out_printf("accv", 0, NULL);
+   out_text("accv");
    out_len -= 0;
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i], NULL);
-   out_printf("\nload", 0, NULL);
+   out_text("\nload");
    for (Int i = 0; i < t; i++) out_printf(" %llu", load[i], NULL);
-   out_printf("\nmatrix\n", 0, NULL);
+   out_text("\nmatrix\n");
    if (clo_mazouz && !partial) mazouz_alpha();
    for (Int i = 0; i < t; i++) {
       for (Int j = 0; j < t; j++)
          out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j), NULL);
-      out_printf("\n", 0, NULL);
+      out_text("\n");
    }
    out_flush();
    VG_(close)(out_fd);

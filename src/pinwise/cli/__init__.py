@@ -1,0 +1,217 @@
+"""The ``pinwise`` command: one sub-command per capability, each a thin shell over the Python API.
+
+The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin, map) and
+:mod:`pinwise.cli.measuring` (trace, analyze, bench, report, workload, demo, auto).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import PinwiseError
+from .measuring import (
+    cmd_analyze,
+    cmd_auto,
+    cmd_bench,
+    cmd_demo,
+    cmd_report,
+    cmd_trace,
+    cmd_workload,
+)
+from .placing import MAP_FORMATS, cmd_map, cmd_pin, cmd_run, cmd_topo
+
+
+def _placement_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("placement (choose one)")
+    group.add_argument("--cpus", "-c", metavar="LIST", help="explicit CPU per thread in creation order: 0,4,1-3")
+    group.add_argument("--expr", "-e", metavar="EXPR",
+                       help="likwid-pin expression: N:0-3, S0:0-3, C0:, M0:, E:N:8:1:2, S:scatter, joined with @")
+    group.add_argument("--policy", "-p", metavar="NAME",
+                       help="os (no pinning), compact, scatter, random, OpenMP's close, spread, primary, or a "
+                            "communication-aware policy of 'pinwise map' with --comm")
+    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map'")
+    parser.add_argument("-n", "--threads", type=int, metavar="N",
+                        help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
+    parser.add_argument("--skip", "-s", metavar="MASK",
+                        help="hex mask of created threads that take no slot (likwid-pin -s), e.g. 0x1")
+    parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
+    parser.add_argument("--comm", metavar="FILE",
+                        help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
+    _add_topology_option(parser)
+
+
+def _add_topology_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topology", "-t", metavar="T",
+        help="machine to plan for: 'live' (default, this machine), a preset (pinwise topo --presets), "
+             "an hwloc XML file (lstopo --of xml), a pinwise JSON file, or a synthetic string such as "
+             "'pack:2 l3:1 core:4 pu:2'",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinwise",
+        description="Place the threads of parallel programs on the cores of multicore machines, "
+                    "and prove with statistics that it helped.",
+    )
+    parser.add_argument("--version", action="version", version=f"pinwise {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    topo = commands.add_parser("topo", help="show the machine: packages, NUMA nodes, caches, cores, PUs",
+                               description="Show a machine as a tree (what this process may use is marked).")
+    _add_topology_option(topo)
+    topo.add_argument("--of", choices=("text", "json", "xml", "synthetic"), default="text",
+                      help="output format (default: text picture)")
+    topo.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+    topo.add_argument("--presets", action="store_true", help="list the named presets of the papers' machines")
+    topo.set_defaults(handler=cmd_topo)
+
+    run = commands.add_parser(
+        "run", help="run a program with its threads pinned and show where they ran",
+        description="Run an unmodified program with thread k (main thread = 0, then in creation order) "
+                    "pinned to the k-th CPU of the placement. Example: pinwise run --expr S0:0-3 -- ./app",
+    )
+    _placement_options(run)
+    run.add_argument("--omp", action="store_true",
+                     help="give the placement to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of preloading")
+    run.add_argument("--print", action="store_true", help="show the plan and the job-script lines, do not run")
+    run.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
+                     help="after the run, print where each thread ran (default: on when stderr is a terminal)")
+    run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
+    run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
+    run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    run.set_defaults(handler=cmd_run)
+
+    tracer = commands.add_parser(
+        "trace", help="measure which threads share data (Valgrind), writing a communication matrix",
+        description="Run an unmodified program under pinwise's Valgrind tool and write its communication matrix "
+                    "(threads numbered in creation order, main = 0, as pinwise run pins them).",
+    )
+    tracer.add_argument("-o", "--output", default="comm.json", help="matrix file to write (default comm.json)")
+    tracer.add_argument("--window", type=int, default=1_000_000,
+                        help="accesses per thread per time window (default 1000000); sharing counts only within a "
+                             "window, which spans a time slice of every thread")
+    tracer.add_argument("--window-ms", type=int, help="windows of this many milliseconds instead")
+    tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
+                        help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
+    tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
+    tracer.add_argument("--stack", action="store_true",
+                        help="also trace accesses addressed from the stack pointer (thread-private in practice)")
+    tracer.add_argument("--max-lines", type=int, default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    tracer.set_defaults(handler=cmd_trace)
+
+    analyzer = commands.add_parser("analyze", help="metrics, pattern and recommended policy of a communication matrix",
+                                   description="Diener et al.'s HComm, BComm, AComm, RComm, the load balance, a heat "
+                                               "map, the pattern and the recommended mapping policy.")
+    analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
+    analyzer.add_argument("--png", metavar="FILE", help="write the heat map as a PNG")
+    analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
+    analyzer.set_defaults(handler=cmd_analyze)
+
+    from ..mapping import POLICIES
+
+    mapper = commands.add_parser(
+        "map", help="compute a placement from a communication matrix with a policy of the papers",
+        description="Map threads to PUs from a communication matrix (JSON from 'pinwise trace', or CSV). "
+                    "Policies: " + ", ".join(POLICIES) + ".",
+    )
+    mapper.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
+    mapper.add_argument("--policy", "-p", metavar="NAME",
+                        help="mapping policy (see the list above), or auto: the one 'pinwise analyze' recommends")
+    mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
+    mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
+    mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")
+    mapper.add_argument("--threads", "-n", type=int, help="expected thread count (checked against the matrix)")
+    mapper.add_argument("--seed", type=int, help="seed of the random policy")
+    _add_topology_option(mapper)
+    mapper.set_defaults(handler=cmd_map)
+
+    bench = commands.add_parser(
+        "bench", help="run a program many times under several placements and test the speedups",
+        description="Run the program under each placement, -r times, in shuffled blocks; every run is saved "
+                    "in the SQLite database at once, and the same command resumes an interrupted experiment.",
+    )
+    bench.add_argument("--policies", default="os,compact,scatter",
+                       help="comma-separated policies, or 'all' (default: os,compact,scatter)")
+    bench.add_argument("--placement", action="append", metavar="NAME=CPUS",
+                       help="your own placement, a CPU list or likwid expression (repeatable), e.g. together=1,0,0,1")
+    bench.add_argument("-r", "--runs", type=int, default=35, help="measured runs per placement (default 35, as the papers)")
+    bench.add_argument("--warmup", type=int, default=0, help="warm-up blocks before measuring (default 0)")
+    bench.add_argument("-n", "--threads", type=int, help="threads to plan for (default: every allowed CPU)")
+    bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
+    bench.add_argument("--time-regex", metavar="RE",
+                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
+    bench.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds and record it as failed")
+    bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
+    bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
+    bench.add_argument("--seed", type=int, help="seed of the run order and of random placements")
+    bench.add_argument("--baseline", default="os", help="placement the speedups are measured against (default os)")
+    bench.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
+    bench.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_topology_option(bench)
+    bench.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    bench.set_defaults(handler=cmd_bench)
+
+    report = commands.add_parser("report", help="tables, plots and an HTML report of a results database",
+                                 description="Report the experiments of a results database with the Speedup-Test.")
+    report.add_argument("db", metavar="DB", help="results database written by pinwise bench")
+    report.add_argument("--html", metavar="FILE", help="write one self-contained HTML file")
+    report.add_argument("--png", metavar="DIR", help="write PNG and SVG plots into DIR")
+    report.add_argument("--baseline", default="os", help="placement to compare against (default os)")
+    report.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
+    report.add_argument("--experiment", type=int, help="only this experiment of the database")
+    report.set_defaults(handler=cmd_report)
+
+    workload = commands.add_parser("workload", help="built-in programs that make the papers' patterns",
+                                   description="Workload programs with the communication patterns of the papers.")
+    workload.add_argument("action", choices=("list", "run"))
+    workload.add_argument("name", nargs="?", help="workload to run (pinwise workload list)")
+    workload.add_argument("-t", "--threads", type=int, default=4, help="threads, the main thread included (default 4)")
+    workload.add_argument("-i", "--iterations", type=int, default=2000, help="iterations of 1000 accesses (default 2000)")
+    workload.add_argument("--shared-ratio", type=float, default=0.5, help="share of accesses to shared lines (default 0.5)")
+    workload.add_argument("--imbalance", type=float, help="extra work of the busiest thread, e.g. 1 = twice as much")
+    workload.add_argument("--size", type=int, default=4, help="private working set per thread in KiB (default 4)")
+    workload.add_argument("--print", action="store_true", help="print the command line instead of running it")
+    workload.set_defaults(handler=cmd_workload)
+
+    demo = commands.add_parser("demo", help="the whole pipeline on the built-in workloads",
+                               description="Topology, trace, analyze, map, bench and report on the built-in workloads.")
+    demo.add_argument("--quick", action="store_true", help="fewer workloads and runs (under 2 minutes)")
+    demo.add_argument("--out", default="pinwise-demo", help="folder for the report, plots and matrices (default pinwise-demo)")
+    demo.set_defaults(handler=cmd_demo)
+
+    auto = commands.add_parser("auto", help="trace, analyze, bench candidate placements and name the winner",
+                               description="Find the best placement for a program by experiment, with statistics.")
+    auto.add_argument("--budget", type=float, default=5.0, help="minutes to spend benchmarking at most (default 5)")
+    auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
+    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
+    auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
+    auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    auto.set_defaults(handler=cmd_auto)
+
+    pin = commands.add_parser("pin", help="pin the threads of a running process",
+                              description="Pin the threads of a running process, in TID order, to the placement.")
+    pin.add_argument("--pid", type=int, required=True, help="process to pin")
+    _placement_options(pin)
+    pin.set_defaults(handler=cmd_pin)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except PinwiseError as err:
+        print(f"pinwise: error: {err}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        print("pinwise: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

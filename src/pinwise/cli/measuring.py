@@ -1,0 +1,196 @@
+"""Commands that measure: trace, analyze, bench, report, workload, demo, auto."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .. import topology as topo_mod
+from ..errors import PinwiseError
+from .placing import _read_comm_with_warnings
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import build_candidates, interrupted_message, open_db, run_bench
+    from ..mapping import POLICIES
+    from ..pinning import SIMPLE_POLICIES
+    from ..report import print_report, summarize
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise bench -r 35 -- ./prog args")
+    if args.topology not in (None, "live", "this", "sysfs"):
+        raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
+    topology = topo_mod.load_topology(None)
+    comm = _read_comm_with_warnings(args.comm) if args.comm else None
+    if args.policies.strip().lower() == "all":
+        policies = [p for p in POLICIES if p in SIMPLE_POLICIES or comm is not None]
+        policies = [p for p in policies if p not in ("close", "spread")]  # same as compact/scatter here
+    else:
+        policies = [p for p in args.policies.split(",") if p.strip()]
+    candidates = build_candidates(policies, args.placement or [], topology, args.threads, comm)
+    try:
+        experiment = run_bench(argv, candidates, topology, args.runs, args.db, warmup=args.warmup,
+                               time_regex=args.time_regex, timeout=args.timeout, new=args.new, seed=args.seed,
+                               progress=False if args.quiet else None,
+                               extra_config={"threads": args.threads, "comm": args.comm})
+    except KeyboardInterrupt:
+        print(f"pinwise: {interrupted_message(args.db)}", file=sys.stderr)
+        return 130
+    connection = open_db(args.db, create=False)
+    try:
+        summary = summarize(connection, experiment, args.baseline, args.confidence)
+    finally:
+        connection.close()
+    print_report([summary])
+    print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
+    empty = [p for p in summary.policies if not len(p.times)]
+    if empty:
+        reasons = "; ".join(f"{p.name}: " + ", ".join(f"{n} x {r}" for r, n in p.failures.items()) for p in empty)
+        print(f"pinwise: error: no successful run of {', '.join(p.name for p in empty)} ({reasons})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..bench import db
+    from ..report import print_report, save_plots, summarize, write_html
+
+    if not 0.5 <= args.confidence < 1:
+        raise PinwiseError(f"--confidence must be between 0.5 and 1, e.g. 0.95, not {args.confidence}")
+    connection = db.open_db(args.db, create=False)
+    try:
+        experiments = db.experiments(connection)
+        if args.experiment is not None:
+            experiments = [e for e in experiments if e.id == args.experiment]
+            if not experiments:
+                raise PinwiseError(f"{args.db} has no experiment {args.experiment}")
+        if not experiments:
+            raise PinwiseError(f"{args.db} holds no experiment yet: run pinwise bench --db {args.db} -- program")
+        summaries = [summarize(connection, e, args.baseline, args.confidence) for e in experiments]
+        summaries = [s for s in summaries if any(len(p.times) for p in s.policies) or sum(p.runs for p in s.policies)]
+        if not summaries:
+            raise PinwiseError(f"{args.db} holds no finished run yet")
+    finally:
+        connection.close()
+    print_report(summaries)
+    if args.png:
+        for summary in summaries:
+            prefix = f"experiment{summary.experiment.id}-" if len(summaries) > 1 else ""
+            for path in save_plots(summary, args.png, prefix):
+                print(f"wrote {path}", file=sys.stderr)
+    if args.html:
+        write_html(summaries, args.html)
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from ..trace import trace
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
+    comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
+                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines)
+    meta = comm.metadata
+    print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
+          f"{meta['lines_tracked']:,} lines tracked ({meta['memory_bytes'] / 2**20:.0f} MiB)"
+          + (f", {meta['lines_dropped']:,} accesses to lines past --max-lines not counted" if meta["lines_dropped"] else "")
+          + (" [partial]" if meta["partial"] else ""), file=sys.stderr)
+    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    return 0 if not meta["partial"] else 1
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..analyze import analyze, heat_map_text, save_heat_map
+
+    comm = _read_comm_with_warnings(args.comm_file)
+    result = analyze(comm)
+    m = result.metrics
+    console = Console(highlight=False, width=max(110, Console().width))
+    table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    rows = [
+        ("HComm", f"{m.hcomm:.1f}", "heterogeneity, eq. 1: mean row variance of M/max(M)*100 (diagonal included)"),
+        ("  off-diagonal", f"{m.heterogeneity:.1f}", "the same without the diagonal (used to recommend)"),
+        ("BComm", f"{m.bcomm:.1f} %", "communication imbalance, eq. 2: max(CommV)/avg(CommV) - 1"),
+        ("AComm", f"{m.acomm:.4g}", "amount, eq. 3: sum of M / T^2"),
+        ("RComm", "-" if m.rcomm is None else f"{m.rcomm:.3g}", "ratio, eq. 4: AComm / total memory accesses"),
+        ("load balance", "-" if m.load_balance is None else f"{m.load_balance:.1f} %",
+         "max/avg - 1 of the instructions per thread"),
+    ]
+    if m.comm_share is not None:
+        rows.append(("communicating", f"{m.comm_share:.3g}", "communication events per memory access"))
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if args.heat_map != "none":
+        console.print(Text(heat_map_text(comm.matrix)))
+    if args.png:
+        save_heat_map(comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
+        print(f"wrote {args.png}", file=sys.stderr)
+    console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
+    console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
+    console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
+    if comm.metadata.get("partial"):
+        console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
+    return 0
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    from ..workloads import WORKLOADS, workload_command
+
+    if args.action == "list":
+        for workload in WORKLOADS.values():
+            print(f"{workload.name:<11} {workload.partners}  (like {workload.like})")
+        print("run one: pinwise workload run NAME [-t THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
+              "[--size KIB]")
+        return 0
+    if not args.name:
+        raise PinwiseError("which workload? pinwise workload run NAME (pinwise workload list shows them)")
+    command = workload_command(args.name, args.threads, args.iterations, args.shared_ratio, args.imbalance, args.size)
+    if args.print:
+        print(" ".join(command))
+        return 0
+    import subprocess
+
+    return subprocess.run(command).returncode
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    run_demo(args.out, quick=args.quick)
+    return 0
+
+
+def cmd_auto(args: argparse.Namespace) -> int:
+    import shlex
+
+    from ..auto import run_auto
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
+    trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
+    topology = topo_mod.load_topology(None)
+    result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
+                      time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr))
+    from rich.console import Console
+    from rich.text import Text
+
+    from ..report.terminal import summary_table
+
+    console = Console(highlight=False, width=max(150, Console().width))
+    console.print(summary_table(result.summary))
+    for line in result.lines:
+        console.print(Text(line))
+    return 0
