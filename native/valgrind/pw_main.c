@@ -256,14 +256,10 @@ static void out_flush(void)
    out_len = 0;
 }
 
-static void out_printf(const HChar* format, ULong value, const HChar* end)
+static void out_printf(const HChar* format, ULong value)
 {
    if (out_len > (Int)sizeof out_buf - 64) out_flush();
    out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, format, value);
-   if (end) {
-      if (out_len > (Int)sizeof out_buf - 8) out_flush();
-      out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, "%s", end);
-   }
 }
 
 static void out_text(const HChar* text)
@@ -304,26 +300,26 @@ static void write_result(Bool partial)
    out_fd = (Int)sr_Res(res);
    out_len = 0;
    Int t = n_threads;
-   out_printf("pinwise-trace %llu\n", 1, NULL);
+   out_printf("pinwise-trace %llu\n", 1);
    out_text(clo_mazouz ? "model mazouz\n" : "model diener\n");
-   out_printf("partial %llu\n", partial ? 1 : 0, NULL);
-   out_printf("threads %llu\n", (ULong)t, NULL);
-   if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms, NULL);
-   else out_printf("window %llu\n", clo_mazouz ? 0 : (ULong)clo_window, NULL);
-   out_printf("accesses %llu\n", total_accesses, NULL);
-   out_printf("lines %llu", table_used, NULL);
-   out_printf(" %llu\n", lines_dropped, NULL);
-   out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong), NULL);
+   out_printf("partial %llu\n", partial ? 1 : 0);
+   out_printf("threads %llu\n", (ULong)t);
+   if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms);
+   else out_printf("window %llu\n", clo_mazouz ? 0 : (ULong)clo_window);
+   out_printf("accesses %llu\n", total_accesses);
+   out_printf("lines %llu", table_used);
+   out_printf(" %llu\n", lines_dropped);
+   out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong));
    out_text("accv");
    out_len -= 0;
-   for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i], NULL);
+   for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
    out_text("\nload");
-   for (Int i = 0; i < t; i++) out_printf(" %llu", load[i], NULL);
+   for (Int i = 0; i < t; i++) out_printf(" %llu", load[i]);
    out_text("\nmatrix\n");
    if (clo_mazouz && !partial) mazouz_alpha();
    for (Int i = 0; i < t; i++) {
       for (Int j = 0; j < t; j++)
-         out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j), NULL);
+         out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j));
       out_text("\n");
    }
    out_flush();
