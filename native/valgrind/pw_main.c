@@ -220,7 +220,7 @@ static Bool is_readonly(Addr a)
 }
 
 /* The entry of a line, created on first touch; NULL once the memory bound is reached. */
-static inline LineEntry* entry_of(Addr line_no, Addr address)
+static __attribute__((noinline)) LineEntry* entry_of(Addr line_no, Addr address)
 {
    Addr key = line_no + 1;
    ULong s = slot_of(key, table_size);
@@ -344,7 +344,7 @@ static void close_window(void)
    }
 }
 
-static inline void touch(Addr line_no, Addr address)
+static inline __attribute__((always_inline)) void touch(Addr line_no, Addr address)
 {
    UWord m = line_no & (MEMO_SIZE - 1);
    LineEntry* e;
