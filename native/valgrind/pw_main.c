@@ -359,6 +359,8 @@ static inline __attribute__((always_inline)) void touch(Addr line_no, Addr addre
    }
    if (e == NULL || e->readonly) return;
    UShort t = (UShort)cur;
+   /* The common case, private data: this thread alone touched the line in this window. */
+   if (e->window == window && e->n == 1 && e->sharer[0] == t && !clo_mazouz) return;
    if (clo_mazouz) {
       for (Int k = 0; k < e->n; k++)
          if (e->sharer[k] == t) { e->count[k]++; return; }
