@@ -104,6 +104,24 @@ static void pw_print_usage(void)
 
 static void pw_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
 
+/* The fast path. Most accesses go to lines only the running thread has touched in the current
+   window: they can cause no event. Such lines are noted in `owner_cache` with the stamp
+   (window, thread); instrumented code compares the accessed line's entry with `cur_stamp`
+   inline and calls the helper only when they differ. Counting (per thread and in total) is
+   inline too. A line gaining a second sharer loses its entry, and the stamp changes at every
+   thread switch and window, so nothing that could be an event is skipped. Windows close at the
+   first thread switch (or helper call) after their accesses. */
+#define OWNER_ENTRIES (1 << 16)
+typedef struct { ULong line; ULong stamp; } OwnerEntry;
+static OwnerEntry owner_cache[OWNER_ENTRIES];
+static ULong cur_stamp = 1;
+static ULong* cur_accv = NULL;
+static ULong inline_accesses = 0;
+static ULong next_window_at = 0;
+static UInt window = 1;            /* the current time window */
+
+static void set_current(void);
+
 /*------------------------------------------------------------*/
 /*--- Threads                                              ---*/
 /*------------------------------------------------------------*/
@@ -145,6 +163,7 @@ static void pw_thread_create(ThreadId parent, ThreadId child)
    index_of_tid[child] = n_threads++;
    live_threads++;
    grow_threads(n_threads);
+   set_current();  /* accv may have moved */
 }
 
 static void pw_thread_exit(ThreadId tid)
@@ -153,10 +172,20 @@ static void pw_thread_exit(ThreadId tid)
    if (live_threads > 1) live_threads--;
 }
 
+static void advance_window(void);
+
+static void set_current(void)
+{
+   cur_accv = &accv[cur];
+   cur_stamp = ((ULong)window << 20) | (ULong)(cur + 1);
+}
+
 static void pw_start_client_code(ThreadId tid, ULong blocks)
 {
    (void)blocks;
    cur = index_of_tid[tid];
+   advance_window();
+   set_current();
 }
 
 /*------------------------------------------------------------*/
@@ -176,9 +205,6 @@ static LineEntry* table = NULL;
 static ULong table_size = 0;  /* a power of two */
 static ULong table_used = 0;
 static ULong lines_dropped = 0;
-static UInt window = 1;
-static Long window_left = 0;
-static ULong total_accesses = 0;
 static UInt last_dump_ms = 0;
 
 static inline ULong slot_of(Addr line, ULong size)
@@ -306,7 +332,7 @@ static void write_result(Bool partial)
    out_printf("threads %llu\n", (ULong)t);
    if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms);
    else out_printf("window %llu\n", clo_mazouz ? 0 : (ULong)clo_window);
-   out_printf("accesses %llu\n", total_accesses);
+   out_printf("accesses %llu\n", inline_accesses);
    out_printf("lines %llu", table_used);
    out_printf(" %llu\n", lines_dropped);
    out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong));
@@ -344,7 +370,7 @@ static void close_window(void)
    }
 }
 
-static inline __attribute__((always_inline)) void touch(Addr line_no, Addr address)
+static inline __attribute__((always_inline)) Bool touch(Addr line_no, Addr address)
 {
    UWord m = line_no & (MEMO_SIZE - 1);
    LineEntry* e;
@@ -357,22 +383,22 @@ static inline __attribute__((always_inline)) void touch(Addr line_no, Addr addre
          memo_entry[m] = e;
       }
    }
-   if (e == NULL || e->readonly) return;
+   if (e == NULL) return False;
+   if (e->readonly) return True;
    UShort t = (UShort)cur;
-   /* The common case, private data: this thread alone touched the line in this window. */
-   if (e->window == window && e->n == 1 && e->sharer[0] == t && !clo_mazouz) return;
    if (clo_mazouz) {
       for (Int k = 0; k < e->n; k++)
-         if (e->sharer[k] == t) { e->count[k]++; return; }
+         if (e->sharer[k] == t) { e->count[k]++; return False; }
       if (e->n < SHARERS) { e->sharer[e->n] = t; e->count[e->n] = 1; e->n++; }
-      return;
+      return False;
    }
    if (e->window != window) {  /* first touch in this window */
       e->window = window;
       e->n = 1;
       e->sharer[0] = t;
-      return;
+      return True;
    }
+   if (e->n == 1 && e->sharer[0] == t) return True;
    Bool present = False;
    ULong* row = comm + (SizeT)t * cap;
    for (Int k = 0; k < e->n; k++) {
@@ -386,26 +412,23 @@ static inline __attribute__((always_inline)) void touch(Addr line_no, Addr addre
          for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
          e->sharer[SHARERS - 1] = t;
       }
+      owner_cache[line_no & (OWNER_ENTRIES - 1)].stamp = 0;  /* shared now: no more skipping */
    }
+   return False;
 }
 
-static VG_REGPARM(2) void pw_access(Addr address, SizeT size)
+static void advance_window(void)
 {
-   total_accesses++;
-   accv[cur]++;
-   Addr first = address >> LINE_SHIFT, last = (address + (size ? size - 1 : 0)) >> LINE_SHIFT;
-   touch(first, address);
-   if (last != first) touch(last, last << LINE_SHIFT);
    if (clo_window_ms == 0) {
-      if (--window_left <= 0) {
+      if (inline_accesses >= next_window_at) {
          /* Valgrind runs one thread at a time, in slices of many accesses: a window must span a
             slice of every live thread to see their sharing, so it grows with their number. */
-         window_left = clo_window * live_threads;
+         next_window_at = inline_accesses + (ULong)clo_window * live_threads;
          close_window();
       }
-   } else if ((total_accesses & 0xFFFF) == 0) {
-      UInt now = VG_(read_millisecond_timer)();
+   } else {
       static UInt window_start = 0;
+      UInt now = VG_(read_millisecond_timer)();
       if (now - window_start >= (UInt)clo_window_ms) {
          window_start = now;
          close_window();
@@ -413,9 +436,40 @@ static VG_REGPARM(2) void pw_access(Addr address, SizeT size)
    }
 }
 
-static VG_REGPARM(1) void pw_instructions(UWord count)
+/* Called when the inline check could not rule out an event (accesses already counted). */
+static VG_REGPARM(2) void pw_access(Addr address, SizeT size)
 {
-   load[cur] += count;
+   static UInt calls = 0;
+   if ((++calls & 0xFFF) == 0) {
+      UInt old = window;
+      advance_window();
+      if (window != old) set_current();
+   }
+   Addr first = address >> LINE_SHIFT, last = (address + (size ? size - 1 : 0)) >> LINE_SHIFT;
+   Bool private_line = touch(first, address);
+   if (last != first) touch(last, last << LINE_SHIFT);
+   else if (private_line && !clo_mazouz) {
+      OwnerEntry* o = &owner_cache[first & (OWNER_ENTRIES - 1)];
+      o->line = first;
+      o->stamp = cur_stamp;
+   }
+}
+
+/* Accesses that take no fast path (guarded ones, the mazouz model): count, then process. */
+static VG_REGPARM(2) void pw_access_counted(Addr address, SizeT size)
+{
+   inline_accesses++;
+   (*cur_accv)++;
+   pw_access(address, size);
+}
+
+/* Once per superblock: its instructions and the accesses that took the fast path's counting.
+   An early exit still counts the whole block: both are estimates, as in Lackey's --basic-counts. */
+static VG_REGPARM(2) void pw_block(UWord instructions, UWord accesses)
+{
+   load[cur] += instructions;
+   accv[cur] += accesses;
+   inline_accesses += accesses;
 }
 
 /*------------------------------------------------------------*/
@@ -448,12 +502,42 @@ static Bool stack_address(IRExpr* address)
    return !clo_stack && address->tag == Iex_RdTmp && from_sp[address->Iex.RdTmp.tmp];
 }
 
+static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
+{
+   IRTemp t = newIRTemp(sb->tyenv, ty);
+   addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
+   return IRExpr_RdTmp(t);
+}
+
+static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
+
+static Int block_accesses = 0;  /* fast-path accesses in the superblock being instrumented */
+
 static void add_access(IRSB* sb, IRExpr* address, Int size, IRExpr* guard)
 {
    if (stack_address(address)) return;
    IRExpr** args = mkIRExprVec_2(address, mkIRExpr_HWord((HWord)size));
+   if (guard != NULL || clo_mazouz) {
+      IRDirty* di = unsafeIRDirty_0_N(2, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted), args);
+      if (guard) di->guard = guard;
+      addStmtToIRSB(sb, IRStmt_Dirty(di));
+      return;
+   }
+   block_accesses++;  /* counted once per superblock by pw_block */
+   /* Call the helper unless owner_cache says: this line, this thread, this window. */
+   IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, address, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
+   IRExpr* index = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, line, u64(OWNER_ENTRIES - 1)));
+   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, index, IRExpr_Const(IRConst_U8(4))));
+   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)owner_cache), offset));
+   IRExpr* cached_line = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
+   IRExpr* stamp_at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64(8)));
+   IRExpr* cached_stamp = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, stamp_at));
+   IRExpr* stamp = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&cur_stamp)));
+   IRExpr* other_line = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached_line, line));
+   IRExpr* other_stamp = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached_stamp, stamp));
+   IRExpr* call = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_Or1, other_line, other_stamp));
    IRDirty* di = unsafeIRDirty_0_N(2, "pw_access", VG_(fnptr_to_fnentry)(pw_access), args);
-   if (guard) di->guard = guard;
+   di->guard = call;
    addStmtToIRSB(sb, IRStmt_Dirty(di));
 }
 
@@ -475,16 +559,15 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       addStmtToIRSB(out, in->stmts[i]);
       i++;
    }
-   /* One call per superblock for the instruction count (an early exit still counts the whole
-      block: load is an estimate, as in Lackey's --basic-counts). */
+   /* One call per superblock counts its instructions and its fast-path accesses (known only
+      once the block is instrumented, so the argument is filled in at the end). */
    Int instructions = 0;
    for (Int k = i; k < in->stmts_used; k++)
       if (in->stmts[k]->tag == Ist_IMark) instructions++;
-   if (instructions > 0) {
-      IRDirty* di = unsafeIRDirty_0_N(1, "pw_instructions", VG_(fnptr_to_fnentry)(pw_instructions),
-                                      mkIRExprVec_1(mkIRExpr_HWord((HWord)instructions)));
-      addStmtToIRSB(out, IRStmt_Dirty(di));
-   }
+   IRDirty* block = unsafeIRDirty_0_N(2, "pw_block", VG_(fnptr_to_fnentry)(pw_block),
+                                      mkIRExprVec_2(mkIRExpr_HWord((HWord)instructions), mkIRExpr_HWord(0)));
+   addStmtToIRSB(out, IRStmt_Dirty(block));
+   block_accesses = 0;
    for (; i < in->stmts_used; i++) {
       IRStmt* st = in->stmts[i];
       note_sp_temps(st, layout);
@@ -533,6 +616,7 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       }
       addStmtToIRSB(out, st);
    }
+   block->args[1] = mkIRExpr_HWord((HWord)block_accesses);
    return out;
 }
 
@@ -545,7 +629,8 @@ static void pw_post_clo_init(void)
    index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
    table_init(1 << 12);  /* 256 KiB to start: small enough to stay in cache */
-   window_left = clo_window;
+   next_window_at = (ULong)clo_window;
+   set_current();
    last_dump_ms = VG_(read_millisecond_timer)();
 }
 
