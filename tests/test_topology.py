@@ -274,3 +274,9 @@ def test_random_xml_like_text_never_traceback(text):
         parse_xml("<topology>" + text)
     except PinwiseError:
         pass
+
+
+def test_usage_errors_are_one_line():
+    assert_clean_failure(run_pinwise(), "COMMAND")
+    assert_clean_failure(run_pinwise("topo", "--of", "foo"), "invalid choice", "pinwise topo --help")
+    assert_clean_failure(run_pinwise("nosuchcommand"), "invalid choice")

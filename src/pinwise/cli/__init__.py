@@ -51,14 +51,22 @@ def _add_topology_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and a pointer to --help), like every other error."""
+
+    def error(self, message: str):
+        print(f"pinwise: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pinwise",
         description="Place the threads of parallel programs on the cores of multicore machines, "
                     "and prove with statistics that it helped.",
     )
     parser.add_argument("--version", action="version", version=f"pinwise {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
     topo = commands.add_parser("topo", help="show the machine: packages, NUMA nodes, caches, cores, PUs",
