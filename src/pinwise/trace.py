@@ -117,6 +117,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         except OSError as err:
             raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
         interrupted = False
+        if show:
+            _progress_line(result_path, 0.0)
         while True:
             try:
                 returncode = process.wait(timeout=1.0)
