@@ -25,8 +25,7 @@ from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..pinning.launcher import (
-    find_program,
-    is_static_executable,
+    launchable_program,
     parse_log,
     preload_environment,
 )
@@ -116,8 +115,6 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
     with tempfile.TemporaryDirectory(prefix="pinwise-bench-") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path, follow_children=False)
-        if plan is not None and "OMP_NUM_THREADS" not in env:
-            env["OMP_NUM_THREADS"] = str(plan.nb_slots)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -226,9 +223,7 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
         raise PinwiseError(f"--warmup must be 0 or more, not {warmup}")
     if timeout is not None and timeout <= 0:
         raise PinwiseError(f"--timeout must be positive, not {timeout}")
-    program = find_program(argv)
-    if is_static_executable(program):
-        raise PinwiseError(f"{argv[0]} is statically linked: the preload library cannot pin its threads")
+    program = launchable_program(argv)
     pattern = None
     if time_regex is not None:
         try:
@@ -243,9 +238,10 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
     try:
         experiment = open_experiment(connection, argv, config, topology, new, db_path, seed)
         done = db.done_runs(connection, experiment.id)
-        schedule = [(b, name, 1) for b in range(warmup) for name in block_order(names, experiment.seed, b, True)]
-        schedule += [(b, name, 0) for b in range(runs) for name in block_order(names, experiment.seed, b, False)]
-        todo = [item for item in schedule if item not in done]
+        # (block, placement, warm-up?, position in its block)
+        schedule = [(b, name, warm, position) for warm, blocks in ((1, warmup), (0, runs)) for b in range(blocks)
+                    for position, name in enumerate(block_order(names, experiment.seed, b, bool(warm)))]
+        todo = [item for item in schedule if item[:3] not in done]
         _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout, progress)
         return experiment
     finally:
@@ -272,14 +268,14 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     try:
         with bar:
             task = bar.add_task("bench", total=total, completed=total - len(todo), medians="")
-            for block, name, warm in todo:
+            for block, name, warm, position in todo:
                 candidate = by_name[name]
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
                 result = run_once(argv, plan, pattern, timeout, counters)
                 result.update(block=block, policy=name, warmup=warm, seed=run_seed if candidate.random_threads else None,
-                              position=schedule_position(block, name, candidates, experiment.seed, warm))
+                              position=position)
                 db.record_run(connection, experiment.id, result)
                 if not warm and result["failure"] is None:
                     medians.setdefault(name, []).append(result["program_time"] or result["wall"])
@@ -287,10 +283,6 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 bar.update(task, advance=1, medians=text)
     finally:
         counters.close()
-
-
-def schedule_position(block: int, name: str, candidates: list[Candidate], seed: int, warm: int) -> int:
-    return block_order([c.name for c in candidates], seed, block, bool(warm)).index(name)
 
 
 def interrupted_message(db_path: str) -> str:

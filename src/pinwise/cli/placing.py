@@ -79,7 +79,6 @@ def _verify_table(result, plan) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..pinning import run_program
-    from ..pinning.launcher import find_program
 
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     topology = topo_mod.load_topology(args.topology)
@@ -100,7 +99,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
-    find_program(argv)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
     result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
     if verify:
@@ -147,7 +145,7 @@ def _mapping_table(mapping, topology, cost) -> None:
     console.print(table)
     imbalance = ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items()
                           if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(k)))
-    console.print(Text(f"cost: {cost.hops:g} (sum of M[i][j] x tree distance); communication max/avg per level: {imbalance}"))
+    console.print(Text(f"cost: {cost.hops:,.0f} (sum of M[i][j] x tree distance); communication max/avg per level: {imbalance}"))
 
 
 def cmd_map(args: argparse.Namespace) -> int:
@@ -212,7 +210,7 @@ def _print_comparison(rows, topology) -> int:
             continue
         ratio = row.cost.hops / best if best else 1.0
         cpus = format_cpulist(row.mapping.pus)
-        table.add_row(row.mapping.policy, family, f"{row.cost.hops:g}", f"{ratio:.2f}",
+        table.add_row(row.mapping.policy, family, f"{row.cost.hops:,.0f}", f"{ratio:.2f}",
                       *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
                       cpus if len(cpus) <= 40 else cpus[:37] + "...")
     Console(highlight=False, width=max(160, Console().width)).print(table)

@@ -91,6 +91,17 @@ def is_static_executable(path: str) -> bool:
     return 3 not in types  # PT_INTERP
 
 
+def launchable_program(argv: list[str]) -> str:
+    """The program's path, once it is known that the preload library can reach its threads."""
+    program = find_program(argv)
+    if is_static_executable(program):
+        raise PinwiseError(
+            f"{argv[0]} is statically linked, so the preload library cannot reach its threads: use --omp for an "
+            "OpenMP program, or 'pinwise pin --pid' once it runs"
+        )
+    return program
+
+
 def preload_environment(plan: Plan | None, log_path: str | None, follow_children: bool,
                         base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that makes the preload library pin (or, without a plan, only observe)."""
@@ -106,6 +117,7 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
         env["PINWISE_OBSERVE"] = "1"
     else:
         env.update(plan.environment())
+        env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))  # as likwid-pin does
     if log_path:
         env["PINWISE_LOG"] = log_path
     if follow_children:
@@ -140,20 +152,14 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     With ``omp``, the plan is given to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of
     the preload library, which then only observes.
     """
-    program = find_program(argv)
-    if is_static_executable(program):
-        raise PinwiseError(
-            f"{argv[0]} is statically linked, so the preload library cannot reach its threads: use --omp for an "
-            "OpenMP program, or 'pinwise pin --pid' once it runs"
-        )
+    program = launchable_program(argv)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
     try:
         env = preload_environment(None if omp else plan, log_path if observe else None, follow_children)
         if omp and plan is not None:
             env.update(plan.omp_environment())
-        if plan is not None and "OMP_NUM_THREADS" not in env:
-            env["OMP_NUM_THREADS"] = str(plan.nb_slots)  # as likwid-pin does
+            env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))
         env.update(extra_env or {})
         try:
             process = subprocess.Popen([program, *argv[1:]], env=env)
