@@ -150,10 +150,16 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
 
 
 def _progress_line(result_path: Path, elapsed: float) -> None:
+    """From the tool's latest dump: its header only, not the T x T matrix behind it."""
     done = ""
     try:
-        head = result_path.read_text().split("matrix", 1)[0].split("\n")
-        fields = dict(line.split(" ", 1) for line in head if " " in line)
+        fields = {}
+        with open(result_path) as dump:
+            for line in dump:
+                key, _, value = line.partition(" ")
+                if key in ("accv", "matrix\n"):
+                    break
+                fields[key] = value.strip()
         done = f", {fields.get('threads', '?')} threads, {int(fields.get('accesses', 0)) / 1e6:.0f}M accesses"
     except (OSError, ValueError):
         pass

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import topology as topo_mod
 from ..errors import PinwiseError
+from ..topology.model import format_size
 from .placing import _read_comm_with_warnings
 
 
@@ -96,7 +97,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                  readonly=args.readonly, stack=args.stack, max_lines=args.max_lines)
     meta = comm.metadata
     print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
-          f"{meta['lines_tracked']:,} lines tracked ({meta['memory_bytes'] / 2**20:.0f} MiB)"
+          f"{meta['lines_tracked']:,} lines tracked ({format_size(meta['memory_bytes'])} of tracer memory)"
           + (f", {meta['lines_dropped']:,} accesses to lines past --max-lines not counted" if meta["lines_dropped"] else "")
           + (" [partial]" if meta["partial"] else ""), file=sys.stderr)
     print(f"next: pinwise analyze {args.output}", file=sys.stderr)
