@@ -18,6 +18,7 @@ from .analyze import Analysis, analyze
 from .bench import build_candidates, open_db, run_bench
 from .comm import CommMatrix
 from .errors import PinwiseError
+from .pinning.plan import Plan
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
 from .topology import Topology
@@ -32,6 +33,7 @@ class AutoResult:
     analysis: Analysis
     candidates: list[str]
     aliases: dict[str, list[str]]
+    plans: dict[str, Plan | None]
     summary: ExperimentSummary
     winner: PolicyResult | None
     runs: int
@@ -100,7 +102,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
                 break
         assert summary is not None
     winner = summary.winner()
-    result = AutoResult(comm, analysis, names, aliases, summary, winner, runs, alpha)
+    result = AutoResult(comm, analysis, names, aliases, {c.name: c.plan for c in unique}, summary, winner, runs, alpha)
     result.lines = verdict_lines(result, argv)
     return result
 
@@ -124,14 +126,8 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; {summary.confidence:.2%} CI "
                  f"[{ci.low:.2f}, {ci.high:.2f}], Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; "
                  f"{result.runs} runs each, tests at alpha={result.alpha:.2g} (Bonferroni over looks and candidates)")
-    cpus = winner.placement
     program = " ".join(argv)
     lines.append("reuse it:")
-    lines.append(f"  pinwise run --cpus {cpus} -- {program}")
-    lines.append(f"  likwid-pin -c {cpus} {program}")
-    places = ",".join("{" + c + "}" for c in cpus.split(","))
-    lines.append(f'  OMP_PLACES="{places}" OMP_PROC_BIND=close {program}')
-    lines.append(f'  KMP_AFFINITY="granularity=fine,explicit,proclist=[{cpus}]"')
-    unique_cpus = ",".join(str(c) for c in sorted({int(c) for c in cpus.split(",")}))
-    lines.append(f"  taskset -c {unique_cpus} {program}   (whole process only)")
+    command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
+    lines.extend(f"  {line}{command_after.get(name, '')}" for name, line in result.plans[winner.name].job_script_lines())
     return lines
