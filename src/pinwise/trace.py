@@ -18,12 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from .comm import CommMatrix, write_comm
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program
+
+if TYPE_CHECKING:
+    from .comm import CommMatrix
 
 TOOL = NATIVE_DIR / "valgrind" / "pinwise-amd64-linux"
 TOOL_VERSION = "pinwise-valgrind 1"
@@ -54,6 +55,10 @@ def check_tracer() -> str:
 
 def parse_trace(text: str, source: str) -> CommMatrix:
     """Read the tool's plain-text output (format in pw_main.c) into a CommMatrix."""
+    import numpy as np
+
+    from .comm import CommMatrix
+
     lines = text.splitlines()
     header: dict[str, list[str]] = {}
     try:
@@ -116,12 +121,15 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None)
         except OSError as err:
             raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
+        # numpy loads while the program runs under Valgrind, not before it starts.
+        from .comm import write_comm
+
         interrupted = False
         if show:
             _progress_line(result_path, 0.0)
         while True:
             try:
-                returncode = process.wait(timeout=1.0)
+                returncode = process.wait(timeout=1.0 if show else None)  # polling only to show progress
                 break
             except subprocess.TimeoutExpired:
                 if show:

@@ -11,6 +11,7 @@ import sys
 
 from .. import __version__
 from ..errors import PinwiseError
+from ..policies import POLICIES
 from .measuring import (
     cmd_analyze,
     cmd_auto,
@@ -120,8 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("--png", metavar="FILE", help="write the heat map as a PNG")
     analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
     analyzer.set_defaults(handler=cmd_analyze)
-
-    from ..mapping import POLICIES
 
     mapper = commands.add_parser(
         "map", help="compute a placement from a communication matrix with a policy of the papers",

@@ -14,7 +14,7 @@ from .placing import _read_comm_with_warnings
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import build_candidates, interrupted_message, open_db, run_bench
-    from ..mapping import POLICIES
+    from ..policies import POLICIES
     from ..pinning import SIMPLE_POLICIES
     from ..report import print_report, summarize
 

@@ -188,7 +188,7 @@ def _print_comparison(rows, topology) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..mapping import POLICIES
+    from ..policies import POLICIES
 
     costs = [r.cost.hops for r in rows if r.cost is not None]
     best = min(costs) if costs else 0
