@@ -104,23 +104,33 @@ static void pw_print_usage(void)
 
 static void pw_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
 
-/* The fast path. Most accesses go to lines only the running thread has touched in the current
-   window: they can cause no event. Such lines are noted in `owner_cache` with the stamp
-   (window, thread); instrumented code compares the accessed line's entry with `cur_stamp`
-   inline and calls the helper only when they differ. Counting (per thread and in total) is
-   inline too. A line gaining a second sharer loses its entry, and the stamp changes at every
-   thread switch and window, so nothing that could be an event is skipped. Windows close at the
-   first thread switch (or helper call) after their accesses. */
-#define OWNER_ENTRIES (1 << 16)
-typedef struct { ULong line; ULong stamp; } OwnerEntry;
-static OwnerEntry owner_cache[OWNER_ENTRIES];
-static ULong cur_stamp = 1;
-static ULong* cur_accv = NULL;
-static ULong inline_accesses = 0;
-static ULong next_window_at = 0;
+/* The fast path. Valgrind runs one thread at a time, so while a thread runs (a "slice") nobody
+   else changes which threads share a line: every access of the running thread to a line it has
+   already touched in this slice adds the same events as its previous one. Instrumented code
+   therefore looks the line up inline in `slice_cache` and, when the line is there, only adds one
+   to the entry's pending count; the helper runs for the first access to a line in a slice (it
+   records the thread as a sharer and counts that access's events at once). Pending counts are
+   settled (C[t][u] += count for each other sharer u) when another thread starts running, when a
+   window closes, when the entry is evicted and at exit, and the cache is emptied then: this is
+   exactly the per-access definition, computed with one inline load, compare, add and store. */
+#define SLICE_BITS 16
+#define SLICE_ENTRIES (1 << SLICE_BITS)
+#define NO_LINE (~0ULL)             /* tag of an empty slot: no address maps to it */
+typedef struct { ULong line; ULong pending; } SliceEntry;
+typedef struct LineEntry LineEntry;
+static SliceEntry slice_cache[SLICE_ENTRIES];       /* read and written by instrumented code */
+static LineEntry* slice_line[SLICE_ENTRIES];        /* the table entry behind each slot */
+static UInt slice_filled[SLICE_ENTRIES];            /* slots filled in this slice, to settle */
+static UInt n_filled = 0;
+/* Counted inline, per superblock; credited to the running thread when its slice ends. */
+static ULong total_accesses = 0;
+static ULong total_instructions = 0;
+static ULong credited_accesses = 0, credited_instructions = 0;
+static ULong next_window_at = 0;  /* instrumented code calls advance_window once total_accesses reaches it */
 static UInt window = 1;            /* the current time window */
 
-static void set_current(void);
+static void settle_slice(void);
+static void credit_slice(void);
 
 /*------------------------------------------------------------*/
 /*--- Threads                                              ---*/
@@ -163,7 +173,6 @@ static void pw_thread_create(ThreadId parent, ThreadId child)
    index_of_tid[child] = n_threads++;
    live_threads++;
    grow_threads(n_threads);
-   set_current();  /* accv may have moved */
 }
 
 static void pw_thread_exit(ThreadId tid)
@@ -174,70 +183,54 @@ static void pw_thread_exit(ThreadId tid)
 
 static void advance_window(void);
 
-static void set_current(void)
-{
-   cur_accv = &accv[cur];
-   cur_stamp = ((ULong)window << 20) | (ULong)(cur + 1);
-}
-
+/* Called each time a thread enters generated code (after every syscall, signal and scheduler
+   tick too); the slice ends only when it is another thread. */
 static void pw_start_client_code(ThreadId tid, ULong blocks)
 {
    (void)blocks;
-   cur = index_of_tid[tid];
+   Int next = index_of_tid[tid];
+   if (next != cur) {
+      settle_slice();
+      credit_slice();
+      cur = next;
+   }
    advance_window();
-   set_current();
 }
 
 /*------------------------------------------------------------*/
 /*--- Lines                                                ---*/
 /*------------------------------------------------------------*/
 
-typedef struct {
-   Addr   line;               /* line number + 1; 0 marks an empty slot */
-   UInt   window;
-   UShort n;                  /* sharers in use */
-   UShort readonly;
+/* What the tool knows of one line: the threads that touched it in the current window. */
+struct LineEntry {
+   UInt   window;             /* 0: never touched */
+   UChar  n;                  /* sharers in use */
+   UChar  readonly;           /* in a read-only mapping (skipped unless --pw-readonly=yes) */
+   UShort index;              /* its place in its page */
    UShort sharer[SHARERS];
-   UInt   count[SHARERS];     /* accesses per sharer (mazouz model) */
-} LineEntry;
+};
 
-static LineEntry* table = NULL;
-static ULong table_size = 0;  /* a power of two */
-static ULong table_used = 0;
-static ULong lines_dropped = 0;
+/* Lines are kept by page (4 KiB, 64 lines), found through a three-level directory indexed by the
+   page number as in a page table: the lines of a page sit side by side, so code streaming
+   through memory finds each next line's entry next to the last one, and entries never move. */
+#define PAGE_SHIFT 12
+#define LINES_PER_PAGE (1 << (PAGE_SHIFT - LINE_SHIFT))
+#define DIR_BITS_3 11
+#define DIR_BITS_2 12
+#define DIR_BITS_1 12              /* 12 + 12 + 11 page bits + 12 = 47: user addresses on x86-64 */
+typedef struct PageLines {
+   LineEntry line[LINES_PER_PAGE];
+   UInt (*count)[SHARERS];    /* mazouz model: accesses per sharer of each line */
+   struct PageLines* next;    /* all pages, for the mazouz sum */
+} PageLines;
+
+static PageLines*** directory[1 << DIR_BITS_1];
+static PageLines* all_pages = NULL;
+static ULong pages_used = 0;
+static ULong directory_bytes = 0;
+static ULong lines_touched = 0;
+static ULong accesses_dropped = 0;  /* to lines past --pw-max-lines */
 static UInt last_dump_ms = 0;
-
-static inline ULong slot_of(Addr line, ULong size)
-{
-   return (line * 0x9E3779B97F4A7C15ULL) >> 17 & (size - 1);
-}
-
-static void table_init(ULong size)
-{
-   table = VG_(calloc)("pw.lines", size, sizeof(LineEntry));
-   table_size = size;
-}
-
-/* A small direct-mapped memo in front of the table: most accesses go to a few hundred recently
-   used lines, whose entries it finds without probing the big table (which may not fit in cache). */
-#define MEMO_SIZE 1024
-static Addr memo_key[MEMO_SIZE];
-static LineEntry* memo_entry[MEMO_SIZE];
-
-static void table_grow(void)
-{
-   LineEntry* old = table;
-   VG_(memset)(memo_key, 0, sizeof memo_key);  /* entries move */
-   ULong old_size = table_size;
-   table_init(old_size * 2);
-   for (ULong i = 0; i < old_size; i++) {
-      if (!old[i].line) continue;
-      ULong s = slot_of(old[i].line, table_size);
-      while (table[s].line) s = (s + 1) & (table_size - 1);
-      table[s] = old[i];
-   }
-   VG_(free)(old);
-}
 
 static Bool is_readonly(Addr a)
 {
@@ -245,27 +238,65 @@ static Bool is_readonly(Addr a)
    return seg != NULL && !seg->hasW;
 }
 
-/* The entry of a line, created on first touch; NULL once the memory bound is reached. */
-static __attribute__((noinline)) LineEntry* entry_of(Addr line_no, Addr address)
+static void* zeroed(const HChar* cost_centre, SizeT bytes)
 {
-   Addr key = line_no + 1;
-   ULong s = slot_of(key, table_size);
-   while (table[s].line) {
-      if (table[s].line == key) return &table[s];
-      s = (s + 1) & (table_size - 1);
+   directory_bytes += bytes;
+   return VG_(calloc)(cost_centre, 1, bytes);
+}
+
+/* The lines of a page, created at its first access; NULL past the memory bound. */
+static PageLines* page_lines(Addr page_no)
+{
+   if (page_no >> (DIR_BITS_1 + DIR_BITS_2 + DIR_BITS_3)) return NULL;  /* not a user address */
+   PageLines*** level2 = directory[page_no >> (DIR_BITS_2 + DIR_BITS_3)];
+   if (level2 == NULL)
+      level2 = directory[page_no >> (DIR_BITS_2 + DIR_BITS_3)] = zeroed("pw.dir", sizeof(void*) << DIR_BITS_2);
+   PageLines** level3 = level2[(page_no >> DIR_BITS_3) & ((1 << DIR_BITS_2) - 1)];
+   if (level3 == NULL)
+      level3 = level2[(page_no >> DIR_BITS_3) & ((1 << DIR_BITS_2) - 1)] = zeroed("pw.dir", sizeof(void*) << DIR_BITS_3);
+   PageLines** slot = &level3[page_no & ((1 << DIR_BITS_3) - 1)];
+   if (*slot != NULL) return *slot;
+   if ((Long)((pages_used + 1) * LINES_PER_PAGE) > clo_max_lines) return NULL;
+   PageLines* page = VG_(calloc)("pw.lines", 1, sizeof(PageLines));
+   Bool readonly = !clo_readonly && is_readonly(page_no << PAGE_SHIFT);  /* mappings are whole pages */
+   for (Int k = 0; k < LINES_PER_PAGE; k++) {
+      page->line[k].index = (UShort)k;
+      page->line[k].readonly = readonly;
    }
-   if ((Long)table_used >= clo_max_lines) { lines_dropped++; return NULL; }
-   if (2 * (table_used + 1) > table_size) {
-      table_grow();
-      return entry_of(line_no, address);
+   if (clo_mazouz) page->count = VG_(calloc)("pw.counts", LINES_PER_PAGE, sizeof *page->count);
+   page->next = all_pages;
+   all_pages = page;
+   pages_used++;
+   return *slot = page;
+}
+
+static LineEntry* line_entry(Addr line_no)
+{
+   static Addr last_page_no = ~(Addr)0;
+   static PageLines* last_page = NULL;
+   Addr page_no = line_no >> (PAGE_SHIFT - LINE_SHIFT);
+   if (page_no != last_page_no) {
+      last_page = page_lines(page_no);
+      last_page_no = page_no;
    }
-   LineEntry* e = &table[s];
-   e->line = key;
-   e->window = 0;
-   e->n = 0;
-   e->readonly = !clo_readonly && is_readonly(address);
-   table_used++;
-   return e;
+   if (last_page == NULL) {
+      accesses_dropped++;
+      return NULL;
+   }
+   return &last_page->line[line_no & (LINES_PER_PAGE - 1)];
+}
+
+static UInt* counts_of(LineEntry* e)
+{
+   PageLines* page = (PageLines*)(e - e->index);  /* line[] is the page's first field */
+   return page->count[e->index];
+}
+
+static ULong tracer_bytes(void)
+{
+   ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
+   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong)
+          + sizeof slice_cache + sizeof slice_line + sizeof slice_filled;
 }
 
 /*------------------------------------------------------------*/
@@ -303,15 +334,16 @@ static void mazouz_alpha(void)
 {
    /* alpha[i][j] += count_i + count_j for every line touched by both; kept in C's upper triangle. */
    VG_(memset)(comm, 0, (SizeT)cap * cap * sizeof(ULong));
-   for (ULong s = 0; s < table_size; s++) {
-      LineEntry* e = &table[s];
-      if (!e->line || e->readonly) continue;
-      for (Int a = 0; a < e->n; a++)
-         for (Int b = a + 1; b < e->n; b++) {
-            Int i = e->sharer[a], j = e->sharer[b];
-            comm[(SizeT)(i < j ? i : j) * cap + (i < j ? j : i)] += (ULong)e->count[a] + e->count[b];
-         }
-   }
+   for (PageLines* page = all_pages; page != NULL; page = page->next)
+      for (Int k = 0; k < LINES_PER_PAGE; k++) {
+         LineEntry* e = &page->line[k];
+         UInt* count = page->count[k];
+         for (Int a = 0; a < e->n; a++)
+            for (Int b = a + 1; b < e->n; b++) {
+               Int i = e->sharer[a], j = e->sharer[b];
+               comm[(SizeT)(i < j ? i : j) * cap + (i < j ? j : i)] += (ULong)count[a] + count[b];
+            }
+      }
 }
 
 static void write_result(Bool partial)
@@ -332,10 +364,10 @@ static void write_result(Bool partial)
    out_printf("threads %llu\n", (ULong)t);
    if (clo_window_ms > 0) out_printf("window-ms %llu\n", (ULong)clo_window_ms);
    else out_printf("window %llu\n", clo_mazouz ? 0 : (ULong)clo_window);
-   out_printf("accesses %llu\n", inline_accesses);
-   out_printf("lines %llu", table_used);
-   out_printf(" %llu\n", lines_dropped);
-   out_printf("table-bytes %llu\n", table_size * sizeof(LineEntry) + (ULong)cap * cap * sizeof(ULong));
+   out_printf("accesses %llu\n", total_accesses);
+   out_printf("lines %llu", lines_touched);
+   out_printf(" %llu\n", accesses_dropped);
+   out_printf("table-bytes %llu\n", tracer_bytes());
    out_text("accv");
    out_len -= 0;
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
@@ -358,47 +390,27 @@ static void write_result(Bool partial)
 /*--- The helpers called from instrumented code            ---*/
 /*------------------------------------------------------------*/
 
-static void close_window(void)
+/* Thread `cur` accesses line `e` once: it becomes a sharer, and (diener) the access is an event
+   with every other thread that touched the line in this window. */
+static void access_line(LineEntry* e)
 {
-   window++;
-   if (clo_window_ms > 0 || clo_dump_ms > 0) {
-      UInt now = VG_(read_millisecond_timer)();
-      if (clo_dump_ms > 0 && now - last_dump_ms >= (UInt)clo_dump_ms && !clo_mazouz) {
-         last_dump_ms = now;
-         write_result(True);
-      }
-   }
-}
-
-static inline __attribute__((always_inline)) Bool touch(Addr line_no, Addr address)
-{
-   UWord m = line_no & (MEMO_SIZE - 1);
-   LineEntry* e;
-   if (memo_key[m] == line_no + 1) {
-      e = memo_entry[m];
-   } else {
-      e = entry_of(line_no, address);
-      if (e != NULL) {
-         memo_key[m] = line_no + 1;
-         memo_entry[m] = e;
-      }
-   }
-   if (e == NULL) return False;
-   if (e->readonly) return True;
+   if (e == NULL || e->readonly) return;
    UShort t = (UShort)cur;
-   if (clo_mazouz) {
+   if (e->window == 0) lines_touched++;
+   if (clo_mazouz) {  /* one window, and a count per sharer */
+      UInt* count = counts_of(e);
+      e->window = window;
       for (Int k = 0; k < e->n; k++)
-         if (e->sharer[k] == t) { e->count[k]++; return False; }
-      if (e->n < SHARERS) { e->sharer[e->n] = t; e->count[e->n] = 1; e->n++; }
-      return False;
+         if (e->sharer[k] == t) { count[k]++; return; }
+      if (e->n < SHARERS) { e->sharer[e->n] = t; count[e->n] = 1; e->n++; }
+      return;
    }
    if (e->window != window) {  /* first touch in this window */
       e->window = window;
       e->n = 1;
       e->sharer[0] = t;
-      return True;
+      return;
    }
-   if (e->n == 1 && e->sharer[0] == t) return True;
    Bool present = False;
    ULong* row = comm + (SizeT)t * cap;
    for (Int k = 0; k < e->n; k++) {
@@ -412,18 +424,77 @@ static inline __attribute__((always_inline)) Bool touch(Addr line_no, Addr addre
          for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
          e->sharer[SHARERS - 1] = t;
       }
-      owner_cache[line_no & (OWNER_ENTRIES - 1)].stamp = 0;  /* shared now: no more skipping */
    }
-   return False;
 }
+
+/* `count` more accesses of thread `cur` to a line it already shares: each adds the same events. */
+static void repeat_accesses(LineEntry* e, ULong count)
+{
+   if (e == NULL || e->readonly || count == 0) return;
+   UShort t = (UShort)cur;
+   if (clo_mazouz) {
+      UInt* counts = counts_of(e);
+      for (Int k = 0; k < e->n; k++)
+         if (e->sharer[k] == t) { counts[k] += (UInt)count; return; }
+      return;
+   }
+   if (e->n == 1) return;  /* only this thread: no events */
+   ULong* row = comm + (SizeT)t * cap;
+   for (Int k = 0; k < e->n; k++)
+      if (e->sharer[k] != t) row[e->sharer[k]] += count;
+}
+
+static void settle_slot(UInt slot)
+{
+   SliceEntry* c = &slice_cache[slot];
+   if (c->line == NO_LINE) return;
+   repeat_accesses(slice_line[slot], c->pending);
+   c->line = NO_LINE;
+   c->pending = 0;
+}
+
+/* The running thread's slice ends (or a window closes): settle every pending count. */
+static void settle_slice(void)
+{
+   for (UInt i = 0; i < n_filled; i++) settle_slot(slice_filled[i]);
+   n_filled = 0;
+}
+
+static void close_window(void)
+{
+   settle_slice();
+   window++;
+   if (clo_dump_ms > 0 && !clo_mazouz) {
+      UInt now = VG_(read_millisecond_timer)();
+      if (now - last_dump_ms >= (UInt)clo_dump_ms) {
+         last_dump_ms = now;
+         credit_slice();
+         write_result(True);
+      }
+   }
+}
+
+static void credit_slice(void)
+{
+   accv[cur] += total_accesses - credited_accesses;
+   load[cur] += total_instructions - credited_instructions;
+   credited_accesses = total_accesses;
+   credited_instructions = total_instructions;
+}
+
+#define CLOCK_CHECK_ACCESSES (1 << 16)  /* time windows: how often the clock is read */
 
 static void advance_window(void)
 {
+   if (clo_mazouz) {  /* one window: the whole run */
+      next_window_at = ~0ULL;
+      return;
+   }
    if (clo_window_ms == 0) {
-      if (inline_accesses >= next_window_at) {
+      if (total_accesses >= next_window_at) {
          /* Valgrind runs one thread at a time, in slices of many accesses: a window must span a
             slice of every live thread to see their sharing, so it grows with their number. */
-         next_window_at = inline_accesses + (ULong)clo_window * live_threads;
+         next_window_at = total_accesses + (ULong)clo_window * live_threads;
          close_window();
       }
    } else {
@@ -433,43 +504,49 @@ static void advance_window(void)
          window_start = now;
          close_window();
       }
+      next_window_at = total_accesses + CLOCK_CHECK_ACCESSES;
    }
 }
 
-/* Called when the inline check could not rule out an event (accesses already counted). */
-static VG_REGPARM(2) void pw_access(Addr address, SizeT size)
+/* The inline lookup missed (the line's first access in this slice, or an access crossing into a
+   second line): count the access of `weight` identical ones now, and cache its first line with
+   a pending count of -1, which the inline increment of `weight` that follows brings to
+   weight - 1, the accesses not yet counted. */
+static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, UWord weight)
 {
-   static UInt calls = 0;
-   if ((++calls & 0xFFF) == 0) {
-      UInt old = window;
-      advance_window();
-      if (window != old) set_current();
+   Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
+   if (last != first) {
+      LineEntry* e = line_entry(last);
+      access_line(e);
+      repeat_accesses(e, weight - 1);
    }
-   Addr first = address >> LINE_SHIFT, last = (address + (size ? size - 1 : 0)) >> LINE_SHIFT;
-   Bool private_line = touch(first, address);
-   if (last != first) touch(last, last << LINE_SHIFT);
-   else if (private_line && !clo_mazouz) {
-      OwnerEntry* o = &owner_cache[first & (OWNER_ENTRIES - 1)];
-      o->line = first;
-      o->stamp = cur_stamp;
-   }
+   UInt slot = (UInt)(first & (SLICE_ENTRIES - 1));
+   SliceEntry* c = &slice_cache[slot];
+   if (c->line == first) return;  /* cached: only the crossing sent us here */
+   settle_slot(slot);
+   LineEntry* e = line_entry(first);
+   access_line(e);
+   if (n_filled == SLICE_ENTRIES) settle_slice();
+   c->line = first;
+   c->pending = (ULong)-1;
+   /* A line only this thread has touched in the window stays so until the slice ends: its
+      further accesses are no events, and settling it can skip the line's entry. */
+   Bool shared = e != NULL && !e->readonly && (clo_mazouz || e->n > 1);
+   slice_line[slot] = shared ? e : NULL;
+   slice_filled[n_filled++] = slot;
 }
 
-/* Accesses that take no fast path (guarded ones, the mazouz model): count, then process. */
-static VG_REGPARM(2) void pw_access_counted(Addr address, SizeT size)
+/* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process. */
+static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, UWord weight)
 {
-   inline_accesses++;
-   (*cur_accv)++;
-   pw_access(address, size);
-}
-
-/* Once per superblock: its instructions and the accesses that took the fast path's counting.
-   An early exit still counts the whole block: both are estimates, as in Lackey's --basic-counts. */
-static VG_REGPARM(2) void pw_block(UWord instructions, UWord accesses)
-{
-   load[cur] += instructions;
-   accv[cur] += accesses;
-   inline_accesses += accesses;
+   total_accesses += weight;
+   if (total_accesses >= next_window_at) advance_window();
+   Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
+   for (Addr line = first; line <= last; line++) {
+      LineEntry* e = line_entry(line);
+      access_line(e);
+      repeat_accesses(e, weight - 1);
+   }
 }
 
 /*------------------------------------------------------------*/
@@ -511,34 +588,170 @@ static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
 
 static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
 
-static Int block_accesses = 0;  /* fast-path accesses in the superblock being instrumented */
+static IRExpr* add_to_counter(IRSB* sb, ULong* counter, Int amount)
+{
+   IRExpr* old = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)counter)));
+   IRExpr* new = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, old, u64((ULong)amount)));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, u64((ULong)(HWord)counter), new));
+   return new;
+}
 
-static void add_access(IRSB* sb, IRExpr* address, Int size, IRExpr* guard)
+/* At the start of each superblock, inline: its instructions and accesses (an early exit still
+   counts the whole block: both are estimates, as in Lackey's --basic-counts), and a call to
+   advance_window when the accesses reach the end of the window. */
+static void add_block_counts(IRSB* sb, Int instructions, Int accesses_in_block)
+{
+   add_to_counter(sb, &total_instructions, instructions);
+   if (accesses_in_block == 0) return;
+   IRExpr* total = add_to_counter(sb, &total_accesses, accesses_in_block);
+   IRExpr* end = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&next_window_at)));
+   IRDirty* di = unsafeIRDirty_0_N(0, "advance_window", VG_(fnptr_to_fnentry)(advance_window), mkIRExprVec_0());
+   di->guard = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpLE64U, end, total));
+   addStmtToIRSB(sb, IRStmt_Dirty(di));
+}
+
+/* The accesses of the superblock being instrumented, found before any code is added so that
+   consecutive accesses to one address (a read-modify-write, say) share one lookup. */
+typedef struct {
+   Int     stmt;     /* index of the statement that makes the access */
+   IRExpr* address;
+   Int     size;
+   IRExpr* guard;    /* NULL unless the access is conditional */
+   Int     weight;   /* identical accesses it stands for (0: merged into an earlier one) */
+} Access;
+
+static Access* accesses = NULL;
+static Int accesses_cap = 0;
+static Int n_accesses = 0;
+
+static void note_access(Int stmt, IRExpr* address, Int size, IRExpr* guard)
 {
    if (stack_address(address)) return;
-   IRExpr** args = mkIRExprVec_2(address, mkIRExpr_HWord((HWord)size));
-   if (guard != NULL || clo_mazouz) {
-      IRDirty* di = unsafeIRDirty_0_N(2, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted), args);
-      if (guard) di->guard = guard;
+   if (n_accesses == accesses_cap) {
+      Access* grown = VG_(malloc)("pw.accesses", (accesses_cap ? accesses_cap * 2 : 64) * sizeof(Access));
+      if (accesses) {
+         VG_(memcpy)(grown, accesses, n_accesses * sizeof(Access));
+         VG_(free)(accesses);
+      }
+      accesses = grown;
+      accesses_cap = accesses_cap ? accesses_cap * 2 : 64;
+   }
+   accesses[n_accesses++] = (Access){ stmt, address, size, guard, 1 };
+}
+
+static Bool same_address(IRExpr* a, IRExpr* b)
+{
+   if (a->tag == Iex_RdTmp && b->tag == Iex_RdTmp) return a->Iex.RdTmp.tmp == b->Iex.RdTmp.tmp;
+   if (a->tag == Iex_Const && b->tag == Iex_Const) return eqIRConst(a->Iex.Const.con, b->Iex.Const.con);
+   return False;
+}
+
+/* Merge each access into the previous one when both use the same address and nothing between
+   them can leave the superblock: the merged lookup counts both. */
+static void merge_repeats(IRSB* in)
+{
+   Int kept = -1;
+   for (Int i = 0; i < n_accesses; i++) {
+      Access* a = &accesses[i];
+      if (kept >= 0 && a->guard == NULL && accesses[kept].guard == NULL
+          && same_address(a->address, accesses[kept].address)) {
+         Bool exits = False;
+         for (Int k = accesses[kept].stmt; k < a->stmt && !exits; k++) exits = in->stmts[k]->tag == Ist_Exit;
+         if (!exits) {
+            if (a->size > accesses[kept].size) accesses[kept].size = a->size;
+            accesses[kept].weight++;
+            a->weight = 0;
+            continue;
+         }
+      }
+      kept = i;
+   }
+}
+
+/* The inline lookup of one access (see slice_cache): call pw_miss unless the line is cached and
+   the access stays inside it, then add the access's weight to the entry's pending count. */
+static Bool looked_up_inline(const Access* a)
+{
+   return a->guard == NULL && a->size >= 1 && a->size <= 64;
+}
+
+static void add_lookup(IRSB* sb, const Access* a)
+{
+   if (!looked_up_inline(a)) {
+      IRDirty* di = unsafeIRDirty_0_N(3, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted),
+                                      mkIRExprVec_3(a->address, mkIRExpr_HWord((HWord)(a->size > 0 ? a->size : 1)),
+                                                    mkIRExpr_HWord((HWord)a->weight)));
+      if (a->guard) di->guard = a->guard;
       addStmtToIRSB(sb, IRStmt_Dirty(di));
       return;
    }
-   block_accesses++;  /* counted once per superblock by pw_block */
-   /* Call the helper unless owner_cache says: this line, this thread, this window. */
-   IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, address, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
-   IRExpr* index = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, line, u64(OWNER_ENTRIES - 1)));
-   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, index, IRExpr_Const(IRConst_U8(4))));
-   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)owner_cache), offset));
-   IRExpr* cached_line = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
-   IRExpr* stamp_at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64(8)));
-   IRExpr* cached_stamp = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, stamp_at));
-   IRExpr* stamp = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&cur_stamp)));
-   IRExpr* other_line = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached_line, line));
-   IRExpr* other_stamp = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached_stamp, stamp));
-   IRExpr* call = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_Or1, other_line, other_stamp));
-   IRDirty* di = unsafeIRDirty_0_N(2, "pw_access", VG_(fnptr_to_fnentry)(pw_access), args);
-   di->guard = call;
+   /* The line of the access's last byte: it differs from the cached tag both when the line is
+      not cached and when the access crosses into the next line. */
+   IRExpr* last_byte = a->size == 1 ? a->address
+                       : tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, a->address, u64((ULong)(a->size - 1))));
+   IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last_byte, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
+   /* The slot of the first byte's line: (line mod SLICE_ENTRIES) * sizeof(SliceEntry). */
+   IRExpr* shifted = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT - 4))));
+   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)(SLICE_ENTRIES - 1) << 4)));
+   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)slice_cache), offset));
+   IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
+   IRExpr* miss = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached, line));
+   IRDirty* di = unsafeIRDirty_0_N(3, "pw_miss", VG_(fnptr_to_fnentry)(pw_miss),
+                                   mkIRExprVec_3(a->address, mkIRExpr_HWord((HWord)a->size),
+                                                 mkIRExpr_HWord((HWord)a->weight)));
+   di->guard = miss;
    addStmtToIRSB(sb, IRStmt_Dirty(di));
+   IRExpr* pending_at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64(8)));
+   IRExpr* pending = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, pending_at));
+   IRExpr* more = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, pending, u64((ULong)a->weight)));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, pending_at, more));
+}
+
+/* The access made by statement `st`, if any. */
+static void find_access(IRSB* in, Int index)
+{
+   IRStmt* st = in->stmts[index];
+   switch (st->tag) {
+      case Ist_WrTmp: {
+         IRExpr* data = st->Ist.WrTmp.data;
+         if (data->tag == Iex_Load) note_access(index, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL);
+         break;
+      }
+      case Ist_Store:
+         note_access(index, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL);
+         break;
+      case Ist_StoreG: {
+         IRStoreG* sg = st->Ist.StoreG.details;
+         note_access(index, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard);
+         break;
+      }
+      case Ist_LoadG: {
+         IRLoadG* lg = st->Ist.LoadG.details;
+         IRType ty = Ity_INVALID, wide = Ity_INVALID;
+         typeOfIRLoadGOp(lg->cvt, &wide, &ty);
+         note_access(index, lg->addr, sizeofIRType(ty), lg->guard);
+         break;
+      }
+      case Ist_Dirty: {
+         IRDirty* d = st->Ist.Dirty.details;
+         if (d->mFx != Ifx_None && d->mAddr != NULL) note_access(index, d->mAddr, d->mSize, NULL);
+         break;
+      }
+      case Ist_CAS: {
+         IRCAS* cas = st->Ist.CAS.details;
+         Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
+         note_access(index, cas->addr, size, NULL);
+         break;
+      }
+      case Ist_LLSC: {
+         IRType ty = st->Ist.LLSC.storedata == NULL ? typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)
+                                                    : typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata);
+         note_access(index, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+         break;
+      }
+      default:
+         break;
+   }
 }
 
 static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
@@ -547,76 +760,38 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
 {
    (void)closure; (void)vge; (void)archinfo_host;
    if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
-   IRSB* out = deepCopyIRSBExceptStmts(in);
    if (in->tyenv->types_used > from_sp_size) {
       if (from_sp) VG_(free)(from_sp);
       from_sp_size = in->tyenv->types_used * 2;
       from_sp = VG_(malloc)("pw.sp", from_sp_size * sizeof(Bool));
    }
    VG_(memset)(from_sp, 0, in->tyenv->types_used * sizeof(Bool));
+   n_accesses = 0;
+   Int instructions = 0;
+   for (Int i = 0; i < in->stmts_used; i++) {
+      note_sp_temps(in->stmts[i], layout);
+      if (in->stmts[i]->tag == Ist_IMark) instructions++;
+      find_access(in, i);
+   }
+   merge_repeats(in);
+
+   IRSB* out = deepCopyIRSBExceptStmts(in);
    Int i = 0;
    while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) {  /* preamble, verbatim */
       addStmtToIRSB(out, in->stmts[i]);
       i++;
    }
-   /* One call per superblock counts its instructions and its fast-path accesses (known only
-      once the block is instrumented, so the argument is filled in at the end). */
-   Int instructions = 0;
-   for (Int k = i; k < in->stmts_used; k++)
-      if (in->stmts[k]->tag == Ist_IMark) instructions++;
-   IRDirty* block = unsafeIRDirty_0_N(2, "pw_block", VG_(fnptr_to_fnentry)(pw_block),
-                                      mkIRExprVec_2(mkIRExpr_HWord((HWord)instructions), mkIRExpr_HWord(0)));
-   addStmtToIRSB(out, IRStmt_Dirty(block));
-   block_accesses = 0;
+   Int counted = 0;
+   for (Int k = 0; k < n_accesses; k++)
+      if (looked_up_inline(&accesses[k])) counted += accesses[k].weight;
+   add_block_counts(out, instructions, counted);
+   Int next = 0;
    for (; i < in->stmts_used; i++) {
-      IRStmt* st = in->stmts[i];
-      note_sp_temps(st, layout);
-      switch (st->tag) {
-         case Ist_WrTmp: {
-            IRExpr* data = st->Ist.WrTmp.data;
-            if (data->tag == Iex_Load)
-               add_access(out, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL);
-            break;
-         }
-         case Ist_Store:
-            add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL);
-            break;
-         case Ist_StoreG: {
-            IRStoreG* sg = st->Ist.StoreG.details;
-            add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard);
-            break;
-         }
-         case Ist_LoadG: {
-            IRLoadG* lg = st->Ist.LoadG.details;
-            IRType ty = Ity_INVALID, wide = Ity_INVALID;
-            typeOfIRLoadGOp(lg->cvt, &wide, &ty);
-            add_access(out, lg->addr, sizeofIRType(ty), lg->guard);
-            break;
-         }
-         case Ist_Dirty: {
-            IRDirty* d = st->Ist.Dirty.details;
-            if (d->mFx != Ifx_None && d->mAddr != NULL) add_access(out, d->mAddr, d->mSize, NULL);
-            break;
-         }
-         case Ist_CAS: {
-            IRCAS* cas = st->Ist.CAS.details;
-            Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
-            add_access(out, cas->addr, size, NULL);
-            break;
-         }
-         case Ist_LLSC: {
-            IRType ty = st->Ist.LLSC.storedata == NULL
-                           ? typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)
-                           : typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata);
-            add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
-            break;
-         }
-         default:
-            break;
-      }
-      addStmtToIRSB(out, st);
+      while (next < n_accesses && accesses[next].stmt < i) next++;
+      for (; next < n_accesses && accesses[next].stmt == i; next++)
+         if (accesses[next].weight > 0) add_lookup(out, &accesses[next]);
+      addStmtToIRSB(out, in->stmts[i]);
    }
-   block->args[1] = mkIRExpr_HWord((HWord)block_accesses);
    return out;
 }
 
@@ -628,15 +803,16 @@ static void pw_post_clo_init(void)
 {
    index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
-   table_init(1 << 12);  /* 256 KiB to start: small enough to stay in cache */
-   next_window_at = (ULong)clo_window;
-   set_current();
+   for (UInt slot = 0; slot < SLICE_ENTRIES; slot++) slice_cache[slot].line = NO_LINE;
+   next_window_at = clo_mazouz ? ~0ULL : clo_window_ms > 0 ? CLOCK_CHECK_ACCESSES : (ULong)clo_window;
    last_dump_ms = VG_(read_millisecond_timer)();
 }
 
 static void pw_fini(Int exitcode)
 {
    (void)exitcode;
+   settle_slice();
+   credit_slice();
    write_result(False);
 }
 

@@ -125,7 +125,8 @@ static void *work(void *arg)
         for (long k = 0; k < shared; k++)
             atomic_fetch_add_explicit(targets[k % n], 1, memory_order_relaxed);
         for (long k = 0; k < private_accesses; k++) {
-            struct line *line = &private_lines[k % lines];
+            /* each iteration goes on where the last one stopped: the whole working set is used */
+            struct line *line = &private_lines[(it * private_accesses + k) % lines];
             atomic_store_explicit(&line->value, atomic_load_explicit(&line->value, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
         }

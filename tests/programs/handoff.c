@@ -1,0 +1,76 @@
+/* Test program with a planted communication matrix: threads that run one after the other over
+ * the same LINES cache lines, so every event can be counted by hand (tests/test_trace.py).
+ *
+ *   thread 0 (main) writes each line once;
+ *   thread 1 reads each line ROUNDS times;
+ *   thread 2 writes each line ROUNDS times;
+ *   thread 3 reads ROUNDS times 8 bytes at offset 60 of lines 0 .. LINES-2: each read touches
+ *            two lines (it crosses into the next one);
+ *   thread 0 reads each line ROUNDS times.
+ *
+ * Each thread starts after the previous one ended (pthread_join), so within one window an access
+ * is an event with every thread that touched the line before it. Usage: handoff [LINES ROUNDS].
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_LINES 4096
+
+static _Alignas(64) unsigned char lines[MAX_LINES * 64];
+static long line_count = 256, rounds = 100;
+
+static void *read_each(void *arg)
+{
+    (void)arg;
+    uint64_t sum = 0;
+    for (long r = 0; r < rounds; r++)
+        for (long k = 0; k < line_count; k++)
+            sum += *(volatile uint64_t *)(lines + 64 * k);
+    return (void *)(uintptr_t)sum;
+}
+
+static void *write_each(void *arg)
+{
+    (void)arg;
+    for (long r = 0; r < rounds; r++)
+        for (long k = 0; k < line_count; k++)
+            *(volatile uint64_t *)(lines + 64 * k) = (uint64_t)r;
+    return NULL;
+}
+
+static void *read_across(void *arg)
+{
+    (void)arg;
+    uint64_t sum = 0;
+    for (long r = 0; r < rounds; r++)
+        for (long k = 0; k + 1 < line_count; k++)
+            sum += *(volatile uint64_t *)(lines + 64 * k + 60);
+    return (void *)(uintptr_t)sum;
+}
+
+static void run_alone(void *(*body)(void *))
+{
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, body, NULL) != 0 || pthread_join(thread, NULL) != 0)
+        abort();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3) {
+        line_count = strtol(argv[1], NULL, 10);
+        rounds = strtol(argv[2], NULL, 10);
+    }
+    if (line_count < 2 || line_count > MAX_LINES || rounds < 1) {
+        fprintf(stderr, "usage: handoff [LINES (2..%d) ROUNDS (>= 1)]\n", MAX_LINES);
+        return 2;
+    }
+    for (long k = 0; k < line_count; k++)
+        *(volatile uint64_t *)(lines + 64 * k) = 1;
+    run_alone(read_each);
+    run_alone(write_each);
+    run_alone(read_across);
+    return read_each(NULL) == 0;
+}
