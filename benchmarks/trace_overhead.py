@@ -11,7 +11,6 @@ here), interleaved, median of --runs. Target (issue: tracer): <= 1.5 x the none 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from common import PINWISE, console, native_dir, table
 
-from pinwise.trace import REP_MOVSB_TUNABLE, TOOL, _system_tool_dir
+from pinwise.trace import tool_environment
 
 
 def timed(command: list[str], env: dict | None = None) -> float:
@@ -34,23 +33,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     patterns = str(native_dir() / "bin" / "patterns")
-    programs = {
-        "pairs, 4 threads": [patterns, "pairs", "-t", "4", "-i", "20000"],
-        "all-to-all, 4 threads": [patterns, "all-to-all", "-t", "4", "-i", "20000"],
-        "private, 4 threads": [patterns, "private", "-t", "4", "-i", "20000"],
-        "neighbour, 8 threads": [patterns, "neighbour", "-t", "8", "-i", "10000"],
+    programs = {  # the tests' patterns, long enough (2-4 s under Valgrind) that start-up does not dominate
+        "pairs, 4 threads": [patterns, "pairs", "-t", "4", "-i", "60000"],
+        "neighbour, 8 threads": [patterns, "neighbour", "-t", "8", "-i", "30000"],
+        "master, 6 threads": [patterns, "master", "-t", "6", "-i", "40000"],
+        "all-to-all, 4 threads": [patterns, "all-to-all", "-t", "4", "-i", "60000"],
+        "private, 4 threads": [patterns, "private", "-t", "4", "-i", "60000"],
+        # the hard case: every access to a line of an 8 MiB working set, a new line each time
+        "private 8 MiB each, 4 threads": [patterns, "private", "-t", "4", "-i", "30000", "-z", "8192"],
     }
     out = table(f"tracing cost, median of {args.runs} runs",
                 ["program", "native s", "valgrind none s", "pinwise tool s", "pinwise trace s", "tool x floor",
                  "command x floor"])
     tool_ratios, command_ratios = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        lib = Path(tmp, "lib")
-        lib.mkdir()
-        for item in _system_tool_dir().iterdir():
-            (lib / item.name).symlink_to(item)
-        (lib / TOOL.name).symlink_to(TOOL)
-        env = {**os.environ, "VALGRIND_LIB": str(lib), "GLIBC_TUNABLES": REP_MOVSB_TUNABLE}
+        env = tool_environment(Path(tmp))
         for name, command in programs.items():
             samples: dict[str, list[float]] = {"native": [], "none": [], "tool": [], "command": []}
             for _ in range(args.runs):

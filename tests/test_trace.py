@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -13,7 +14,7 @@ from conftest import assert_clean_failure, compile_program, run_pinwise
 
 from pinwise.comm import read_comm
 from pinwise.pinning.launcher import NATIVE_DIR
-from pinwise.trace import TOOL
+from pinwise.trace import TOOL, parse_trace, tool_environment
 
 PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None or not TOOL.exists(),
@@ -116,6 +117,24 @@ def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
     _close_above(_planted(tmp_path, build_dir, "mazouz", L, R),
                  np.array([L * (2 * R + 1), L * (2 * R + 1), L * (1 + R) + across, 2 * L * R, L * R + across,
                            L * R + across]))
+
+
+@pytest.mark.parametrize("options", [["--pw-window=1000000000"], ["--pw-window=2000"],
+                                     ["--pw-window=1000000000", "--pw-model=mazouz"]])
+def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
+    """The tool's line cache and stamps only save work: with one-slot-pair caches (every lookup
+    evicts) and stamps reused after two, the deterministic handoff program gives the same matrix."""
+    exe = compile_program("handoff.c", build_dir)
+    env = tool_environment(tmp_path)
+    matrices = []
+    for debug in ([], ["--pw-cache-bits=1", "--pw-max-stamp=2"], ["--pw-cache-bits=4"]):
+        out = tmp_path / f"trace{len(matrices)}.txt"
+        subprocess.run(["valgrind", "-q", "--tool=pinwise", "--fair-sched=yes", f"--pw-out={out}", *options, *debug,
+                        str(exe), "64", "50"], env=env, check=True, capture_output=True, timeout=300)
+        matrices.append(parse_trace(out.read_text(), str(out)).matrix)
+    assert matrices[0].sum() > 0
+    for other in matrices[1:]:
+        np.testing.assert_array_equal(other, matrices[0])
 
 
 def test_mazouz_alpha_model(tmp_path):

@@ -3,8 +3,9 @@
 /*--- data, for thread mapping.                        pw_main.c  ---*/
 /*--------------------------------------------------------------------*/
 
-/* Shaped after Lackey (lackey/lk_main.c): one instrumentation pass that adds a helper call before
-   every memory access, and a fini that writes the result.
+/* Shaped after Lackey (lackey/lk_main.c): one instrumentation pass over each superblock, and a
+   fini that writes the result. Unlike Lackey it calls no helper for most accesses: an inline
+   lookup in a cache of lines finds the ones whose events are already known (see "The fast path").
 
    What it measures (Diener et al., "Communication-aware mapping policies"; SPEC.md capability 3):
    memory is seen at the granularity of 64-byte lines. For each line the tool remembers which
@@ -31,7 +32,7 @@
       threads T
       window N | window-ms N
       accesses TOTAL
-      lines TRACKED DROPPED
+      lines TOUCHED DROPPED       (lines touched; accesses to lines past --pw-max-lines)
       table-bytes B
       accv a0 a1 ...
       load i0 i1 ...
@@ -69,6 +70,13 @@ static Bool clo_readonly = False;
 static Long clo_max_lines = 1 << 24;   /* lines tracked at most (memory bound) */
 static Long clo_dump_ms = 2000;
 static Bool clo_stack = False;         /* also trace accesses addressed from the stack pointer */
+/* Debugging options: a smaller line cache and fewer stamps than the defaults. The matrix must not
+   change with them (the tests check that); only the speed does. */
+#define CACHE_BITS 19                  /* line cache slots at most: 2^19 of 32 bytes */
+#define KEY_SHIFT 41                   /* lines of 47-bit user addresses fit below the stamp */
+#define MAX_STAMP ((1LL << (64 - KEY_SHIFT)) - 2)
+static Long clo_cache_bits = CACHE_BITS;
+static Long clo_max_stamp = MAX_STAMP;
 
 static Bool pw_process_cmd_line_option(const HChar* arg)
 {
@@ -80,6 +88,8 @@ static Bool pw_process_cmd_line_option(const HChar* arg)
    else if VG_BOOL_CLO(arg, "--pw-stack", clo_stack) {}
    else if VG_BINT_CLO(arg, "--pw-max-lines", clo_max_lines, 1024, 1LL << 34) {}
    else if VG_BINT_CLO(arg, "--pw-dump-ms", clo_dump_ms, 0, 100000000) {}
+   else if VG_BINT_CLO(arg, "--pw-cache-bits", clo_cache_bits, 1, CACHE_BITS) {}
+   else if VG_BINT_CLO(arg, "--pw-max-stamp", clo_max_stamp, 2, MAX_STAMP) {}
    else if VG_STR_CLO(arg, "--pw-model", model) {
       if (VG_(strcmp)(model, "mazouz") == 0) clo_mazouz = True;
       else if (VG_(strcmp)(model, "diener") == 0) clo_mazouz = False;
@@ -102,26 +112,40 @@ static void pw_print_usage(void)
 "    --pw-dump-ms=N           write the partial result every N ms (0: only at exit) [2000]\n");
 }
 
-static void pw_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
+static void pw_print_debug_usage(void)
+{
+   VG_(printf)(
+"    --pw-cache-bits=N        line cache of 2^N slots (the result must not change) [19]\n"
+"    --pw-max-stamp=N         reuse stamps after N (the result must not change) [8388606]\n");
+}
 
-/* The fast path. Valgrind runs one thread at a time, so while a thread runs (a "slice") nobody
-   else changes which threads share a line: every access of the running thread to a line it has
-   already touched in this slice adds the same events as its previous one. Instrumented code
-   therefore looks the line up inline in `slice_cache` and, when the line is there, only adds one
-   to the entry's pending count; the helper runs for the first access to a line in a slice (it
-   records the thread as a sharer and counts that access's events at once). Pending counts are
-   settled (C[t][u] += count for each other sharer u) when another thread starts running, when a
-   window closes, when the entry is evicted and at exit, and the cache is emptied then: this is
-   exactly the per-access definition, computed with one inline load, compare, add and store. */
-#define SLICE_BITS 16
-#define SLICE_ENTRIES (1 << SLICE_BITS)
-#define NO_LINE (~0ULL)             /* tag of an empty slot: no address maps to it */
-typedef struct { ULong line; ULong pending; } SliceEntry;
+/* The fast path. Valgrind runs one thread at a time, and a line's sharers change only when a
+   thread touches it for the first time in a window. Once thread t has touched line L in the
+   current window, each further access of t to L adds the same events as the last one until
+   another thread touches L or the window closes. Instrumented code therefore looks L up inline in
+   `line_cache` under the key (L, stamp of t in this window) and, when the entry is there, only adds
+   one to its pending count; the helper runs otherwise (it records t as a sharer, counts that
+   access's events at once and takes the slot). Every line has one slot, so another thread
+   touching L, or a new window's first touch of L, first evicts t's entry, and eviction settles the
+   pending count against the sharers the accesses saw: C[t][u] += count for each other sharer u.
+   Counts still pending are settled before each partial dump and at exit. This is exactly the
+   per-access definition, computed inline with one load, compare, add and store per access. */
+#define CACHE_ENTRIES (1 << CACHE_BITS)
 typedef struct LineEntry LineEntry;
-static SliceEntry slice_cache[SLICE_ENTRIES];       /* read and written by instrumented code */
-static LineEntry* slice_line[SLICE_ENTRIES];        /* the table entry behind each slot */
-static UInt slice_filled[SLICE_ENTRIES];            /* slots filled in this slice, to settle */
-static UInt n_filled = 0;
+typedef struct {
+   ULong      key;      /* line | stamp << KEY_SHIFT; 0: empty (stamps start at 1) */
+   ULong      pending;  /* accesses not yet counted (instrumented code adds to it) */
+   LineEntry* line;     /* the line's entry when pending accesses are events; else NULL */
+   ULong      owner;    /* the thread whose accesses are pending */
+} CacheEntry;           /* 32 bytes: what a miss touches sits in one cache line */
+static CacheEntry line_cache[CACHE_ENTRIES];
+static UInt shared_slots[CACHE_ENTRIES];          /* slots filled with a shared line, to settle */
+static UInt n_shared_slots = 0;
+STATIC_ASSERT(sizeof(CacheEntry) == 32);
+static ULong key_bits = 1ULL << KEY_SHIFT;         /* stamp of the running thread, shifted */
+static ULong next_stamp = 1;
+static UInt* stamp_of = NULL;                      /* per thread: its stamp, valid in stamp_window */
+static UInt* stamp_window = NULL;
 /* Counted inline, per superblock; credited to the running thread when its slice ends. */
 static ULong total_accesses = 0;
 static ULong total_instructions = 0;
@@ -129,8 +153,9 @@ static ULong credited_accesses = 0, credited_instructions = 0;
 static ULong next_window_at = 0;  /* instrumented code calls advance_window once total_accesses reaches it */
 static UInt window = 1;            /* the current time window */
 
-static void settle_slice(void);
+static void settle_all(Bool forget);
 static void credit_slice(void);
+static void set_stamp(void);
 
 /*------------------------------------------------------------*/
 /*--- Threads                                              ---*/
@@ -153,13 +178,20 @@ static void grow_threads(Int needed)
    ULong* new_comm = VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong));
    ULong* new_accv = VG_(calloc)("pw.accv", new_cap, sizeof(ULong));
    ULong* new_load = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
+   UInt* new_stamp_of = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
+   UInt* new_stamp_window = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
    for (Int t = 0; t < cap; t++) {
       VG_(memcpy)(new_comm + (SizeT)t * new_cap, comm + (SizeT)t * cap, cap * sizeof(ULong));
       new_accv[t] = accv[t];
       new_load[t] = load[t];
+      new_stamp_of[t] = stamp_of[t];
+      new_stamp_window[t] = stamp_window[t];
    }
-   if (comm) { VG_(free)(comm); VG_(free)(accv); VG_(free)(load); }
-   comm = new_comm; accv = new_accv; load = new_load; cap = new_cap;
+   if (comm) {
+      VG_(free)(comm); VG_(free)(accv); VG_(free)(load); VG_(free)(stamp_of); VG_(free)(stamp_window);
+   }
+   comm = new_comm; accv = new_accv; load = new_load; stamp_of = new_stamp_of; stamp_window = new_stamp_window;
+   cap = new_cap;
 }
 
 static void pw_thread_create(ThreadId parent, ThreadId child)
@@ -184,15 +216,15 @@ static void pw_thread_exit(ThreadId tid)
 static void advance_window(void);
 
 /* Called each time a thread enters generated code (after every syscall, signal and scheduler
-   tick too); the slice ends only when it is another thread. */
+   tick too); what changes is only whether it is another thread. */
 static void pw_start_client_code(ThreadId tid, ULong blocks)
 {
    (void)blocks;
    Int next = index_of_tid[tid];
    if (next != cur) {
-      settle_slice();
       credit_slice();
       cur = next;
+      set_stamp();
    }
    advance_window();
 }
@@ -296,7 +328,7 @@ static ULong tracer_bytes(void)
 {
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
    return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong)
-          + sizeof slice_cache + sizeof slice_line + sizeof slice_filled;
+          + (((ULong)sizeof(CacheEntry) + sizeof(UInt)) << clo_cache_bits);
 }
 
 /*------------------------------------------------------------*/
@@ -427,11 +459,10 @@ static void access_line(LineEntry* e)
    }
 }
 
-/* `count` more accesses of thread `cur` to a line it already shares: each adds the same events. */
-static void repeat_accesses(LineEntry* e, ULong count)
+/* `count` more accesses of thread `t` to a line it already shares: each adds the same events. */
+static void repeat_accesses(LineEntry* e, ULong count, UShort t)
 {
    if (e == NULL || e->readonly || count == 0) return;
-   UShort t = (UShort)cur;
    if (clo_mazouz) {
       UInt* counts = counts_of(e);
       for (Int k = 0; k < e->n; k++)
@@ -444,30 +475,60 @@ static void repeat_accesses(LineEntry* e, ULong count)
       if (e->sharer[k] != t) row[e->sharer[k]] += count;
 }
 
+static inline UInt slot_of(Addr line_no)
+{
+   return (UInt)(line_no & ((1 << clo_cache_bits) - 1));
+}
+
+/* Count the slot's pending accesses; the entry stays valid. */
 static void settle_slot(UInt slot)
 {
-   SliceEntry* c = &slice_cache[slot];
-   if (c->line == NO_LINE) return;
-   repeat_accesses(slice_line[slot], c->pending);
-   c->line = NO_LINE;
+   CacheEntry* c = &line_cache[slot];
+   if (c->line != NULL) repeat_accesses(c->line, c->pending, (UShort)c->owner);
    c->pending = 0;
 }
 
-/* The running thread's slice ends (or a window closes): settle every pending count. */
-static void settle_slice(void)
+/* Settle every slot that may hold pending events; with `forget` also empty them. */
+static void settle_all(Bool forget)
 {
-   for (UInt i = 0; i < n_filled; i++) settle_slot(slice_filled[i]);
-   n_filled = 0;
+   for (UInt i = 0; i < n_shared_slots; i++) {
+      UInt slot = shared_slots[i];
+      settle_slot(slot);
+      if (forget) {
+         line_cache[slot].key = 0;
+         line_cache[slot].line = NULL;
+      }
+   }
+   if (forget) n_shared_slots = 0;
+}
+
+/* The running thread's stamp: one per thread and window, so its cached lines stay valid while
+   other threads run in between and lapse when the window closes. Stamps are reused from 1 once
+   they run out, after every pending count is settled and the cache emptied. */
+static void set_stamp(void)
+{
+   if (stamp_window[cur] != window) {
+      if (next_stamp > (ULong)clo_max_stamp) {
+         settle_all(True);
+         VG_(memset)(line_cache, 0, sizeof(CacheEntry) << clo_cache_bits);
+         VG_(memset)(stamp_window, 0, cap * sizeof(UInt));
+         next_stamp = 1;
+      }
+      stamp_of[cur] = (UInt)next_stamp++;
+      stamp_window[cur] = window;
+   }
+   key_bits = (ULong)stamp_of[cur] << KEY_SHIFT;
 }
 
 static void close_window(void)
 {
-   settle_slice();
    window++;
+   set_stamp();
    if (clo_dump_ms > 0 && !clo_mazouz) {
       UInt now = VG_(read_millisecond_timer)();
       if (now - last_dump_ms >= (UInt)clo_dump_ms) {
          last_dump_ms = now;
+         settle_all(False);
          credit_slice();
          write_result(True);
       }
@@ -508,44 +569,47 @@ static void advance_window(void)
    }
 }
 
-/* The inline lookup missed (the line's first access in this slice, or an access crossing into a
-   second line): count the access of `weight` identical ones now, and cache its first line with
-   a pending count of -1, which the inline increment of `weight` that follows brings to
-   weight - 1, the accesses not yet counted. */
+/* The inline lookup missed (the thread's first access to the line in this window, a line taken
+   by another thread since, or an access crossing into a second line): count the access of
+   `weight` identical ones now, and cache its first line with a pending count of -1, which the
+   inline increment of `weight` that follows brings to weight - 1, the accesses not yet counted. */
 static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, UWord weight)
 {
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    if (last != first) {
+      settle_slot(slot_of(last));  /* its pending accesses saw the sharers before this one */
       LineEntry* e = line_entry(last);
       access_line(e);
-      repeat_accesses(e, weight - 1);
+      repeat_accesses(e, weight - 1, (UShort)cur);
    }
-   UInt slot = (UInt)(first & (SLICE_ENTRIES - 1));
-   SliceEntry* c = &slice_cache[slot];
-   if (c->line == first) return;  /* cached: only the crossing sent us here */
+   UInt slot = slot_of(first);
+   CacheEntry* c = &line_cache[slot];
+   if (c->key == (first | key_bits)) return;  /* cached: only the crossing sent us here */
    settle_slot(slot);
    LineEntry* e = line_entry(first);
    access_line(e);
-   if (n_filled == SLICE_ENTRIES) settle_slice();
-   c->line = first;
-   c->pending = (ULong)-1;
-   /* A line only this thread has touched in the window stays so until the slice ends: its
-      further accesses are no events, and settling it can skip the line's entry. */
+   /* A line only this thread has touched in the window has no events to settle until another
+      thread takes its slot; a shared one is listed, to be settled before dumps. */
    Bool shared = e != NULL && !e->readonly && (clo_mazouz || e->n > 1);
-   slice_line[slot] = shared ? e : NULL;
-   slice_filled[n_filled++] = slot;
+   if (shared && n_shared_slots == 1U << clo_cache_bits) settle_all(True);
+   c->key = first >> KEY_SHIFT ? 0 : first | key_bits;  /* beyond user addresses: never cached */
+   c->pending = (ULong)-1;
+   c->line = shared ? e : NULL;
+   c->owner = (ULong)cur;
+   if (shared) shared_slots[n_shared_slots++] = slot;
 }
 
-/* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process. */
+/* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process.
+   Windows advance at the next superblock, which keeps the stamp of this one's lookups. */
 static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, UWord weight)
 {
    total_accesses += weight;
-   if (total_accesses >= next_window_at) advance_window();
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    for (Addr line = first; line <= last; line++) {
+      settle_slot(slot_of(line));
       LineEntry* e = line_entry(line);
       access_line(e);
-      repeat_accesses(e, weight - 1);
+      repeat_accesses(e, weight - 1, (UShort)cur);
    }
 }
 
@@ -598,16 +662,20 @@ static IRExpr* add_to_counter(IRSB* sb, ULong* counter, Int amount)
 
 /* At the start of each superblock, inline: its instructions and accesses (an early exit still
    counts the whole block: both are estimates, as in Lackey's --basic-counts), and a call to
-   advance_window when the accesses reach the end of the window. */
-static void add_block_counts(IRSB* sb, Int instructions, Int accesses_in_block)
+   advance_window when the accesses reach the end of the window. Returns the running thread's
+   stamp for the superblock's lookups (NULL when it makes none). */
+static IRExpr* add_block_counts(IRSB* sb, Int instructions, Int accesses_in_block)
 {
    add_to_counter(sb, &total_instructions, instructions);
-   if (accesses_in_block == 0) return;
+   if (accesses_in_block == 0) return NULL;
    IRExpr* total = add_to_counter(sb, &total_accesses, accesses_in_block);
    IRExpr* end = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&next_window_at)));
    IRDirty* di = unsafeIRDirty_0_N(0, "advance_window", VG_(fnptr_to_fnentry)(advance_window), mkIRExprVec_0());
    di->guard = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpLE64U, end, total));
    addStmtToIRSB(sb, IRStmt_Dirty(di));
+   /* The running thread's stamp, read after the window may have moved on: the same for every
+      lookup of the superblock (pw_miss and pw_access_counted never change it). */
+   return tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&key_bits)));
 }
 
 /* The accesses of the superblock being instrumented, found before any code is added so that
@@ -668,14 +736,14 @@ static void merge_repeats(IRSB* in)
    }
 }
 
-/* The inline lookup of one access (see slice_cache): call pw_miss unless the line is cached and
+/* The inline lookup of one access (see line_cache): call pw_miss unless the line is cached and
    the access stays inside it, then add the access's weight to the entry's pending count. */
 static Bool looked_up_inline(const Access* a)
 {
    return a->guard == NULL && a->size >= 1 && a->size <= 64;
 }
 
-static void add_lookup(IRSB* sb, const Access* a)
+static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
 {
    if (!looked_up_inline(a)) {
       IRDirty* di = unsafeIRDirty_0_N(3, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted),
@@ -690,12 +758,13 @@ static void add_lookup(IRSB* sb, const Access* a)
    IRExpr* last_byte = a->size == 1 ? a->address
                        : tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, a->address, u64((ULong)(a->size - 1))));
    IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last_byte, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
-   /* The slot of the first byte's line: (line mod SLICE_ENTRIES) * sizeof(SliceEntry). */
-   IRExpr* shifted = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT - 4))));
-   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)(SLICE_ENTRIES - 1) << 4)));
-   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)slice_cache), offset));
+   IRExpr* key = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Or64, line, key_bits_now));
+   /* The slot of the first byte's line: (line mod 2^clo_cache_bits) * sizeof(CacheEntry). */
+   IRExpr* shifted = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT - 5))));
+   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)((1 << clo_cache_bits) - 1) << 5)));
+   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)line_cache), offset));
    IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
-   IRExpr* miss = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached, line));
+   IRExpr* miss = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached, key));
    IRDirty* di = unsafeIRDirty_0_N(3, "pw_miss", VG_(fnptr_to_fnentry)(pw_miss),
                                    mkIRExprVec_3(a->address, mkIRExpr_HWord((HWord)a->size),
                                                  mkIRExpr_HWord((HWord)a->weight)));
@@ -784,12 +853,12 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    Int counted = 0;
    for (Int k = 0; k < n_accesses; k++)
       if (looked_up_inline(&accesses[k])) counted += accesses[k].weight;
-   add_block_counts(out, instructions, counted);
+   IRExpr* key_bits_now = add_block_counts(out, instructions, counted);
    Int next = 0;
    for (; i < in->stmts_used; i++) {
       while (next < n_accesses && accesses[next].stmt < i) next++;
       for (; next < n_accesses && accesses[next].stmt == i; next++)
-         if (accesses[next].weight > 0) add_lookup(out, &accesses[next]);
+         if (accesses[next].weight > 0) add_lookup(out, &accesses[next], key_bits_now);
       addStmtToIRSB(out, in->stmts[i]);
    }
    return out;
@@ -803,7 +872,7 @@ static void pw_post_clo_init(void)
 {
    index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
-   for (UInt slot = 0; slot < SLICE_ENTRIES; slot++) slice_cache[slot].line = NO_LINE;
+   set_stamp();
    next_window_at = clo_mazouz ? ~0ULL : clo_window_ms > 0 ? CLOCK_CHECK_ACCESSES : (ULong)clo_window;
    last_dump_ms = VG_(read_millisecond_timer)();
 }
@@ -811,7 +880,7 @@ static void pw_post_clo_init(void)
 static void pw_fini(Int exitcode)
 {
    (void)exitcode;
-   settle_slice();
+   settle_all(False);
    credit_slice();
    write_result(False);
 }

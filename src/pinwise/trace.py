@@ -53,6 +53,21 @@ def check_tracer() -> str:
     return valgrind
 
 
+def tool_environment(folder: Path) -> dict[str, str]:
+    """The environment that runs ``valgrind --tool=pinwise``: VALGRIND_LIB at a new folder inside
+    ``folder`` holding the tool next to links to the system's Valgrind files, and glibc's
+    rep-movsb memcpy turned off."""
+    lib = folder / "valgrind-lib"
+    lib.mkdir()
+    for item in _system_tool_dir().iterdir():
+        (lib / item.name).symlink_to(item)
+    (lib / TOOL.name).symlink_to(TOOL)
+    env = dict(os.environ)
+    env["VALGRIND_LIB"] = str(lib)
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
+    return env
+
+
 def parse_trace(text: str, source: str) -> CommMatrix:
     """Read the tool's plain-text output (format in pw_main.c) into a CommMatrix."""
     import numpy as np
@@ -102,15 +117,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     program = find_program(argv)
     show = sys.stderr.isatty() if progress is None else progress
     with tempfile.TemporaryDirectory(prefix="pinwise-trace-") as tmp:
-        lib = Path(tmp, "lib")
-        lib.mkdir()
-        for item in _system_tool_dir().iterdir():
-            (lib / item.name).symlink_to(item)
-        (lib / TOOL.name).symlink_to(TOOL)
         result_path = Path(tmp, "trace.txt")
-        env = dict(os.environ)
-        env["VALGRIND_LIB"] = str(lib)
-        env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
+        env = tool_environment(Path(tmp))
         env.update(extra_env or {})
         command = [valgrind, "--tool=pinwise", "-q", "--fair-sched=yes", "--max-threads=4096",
                    f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
