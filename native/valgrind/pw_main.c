@@ -33,7 +33,8 @@
       window N | window-ms N
       accesses TOTAL
       lines TOUCHED DROPPED       (lines touched; accesses to lines past --pw-max-lines)
-      table-bytes B
+      table-bytes B               (what the lines and the matrix take; grows with the program)
+      cache-bytes B               (the line cache: fixed, mapped as it is used)
       accv a0 a1 ...
       load i0 i1 ...
       matrix
@@ -327,8 +328,7 @@ static UInt* counts_of(LineEntry* e)
 static ULong tracer_bytes(void)
 {
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
-   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong)
-          + (((ULong)sizeof(CacheEntry) + sizeof(UInt)) << clo_cache_bits);
+   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong);
 }
 
 /*------------------------------------------------------------*/
@@ -400,6 +400,7 @@ static void write_result(Bool partial)
    out_printf("lines %llu", lines_touched);
    out_printf(" %llu\n", accesses_dropped);
    out_printf("table-bytes %llu\n", tracer_bytes());
+   out_printf("cache-bytes %llu\n", ((ULong)sizeof(CacheEntry) + sizeof(UInt)) << clo_cache_bits);
    out_text("accv");
    out_len -= 0;
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);

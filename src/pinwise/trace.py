@@ -96,6 +96,7 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         "lines_tracked": int(header.get("lines", ["0", "0"])[0]),
         "lines_dropped": int(header.get("lines", ["0", "0"])[1]),
         "memory_bytes": int(header.get("table-bytes", ["0"])[0]),
+        "cache_bytes": int(header.get("cache-bytes", ["0"])[0]),
     }
     if "window" in header:
         metadata["window"] = {"accesses": int(header["window"][0])}

@@ -97,11 +97,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
                  readonly=args.readonly, stack=args.stack, max_lines=args.max_lines)
     meta = comm.metadata
     print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
-          f"{meta['lines_tracked']:,} lines tracked ({format_size(meta['memory_bytes'])} of tracer memory)"
+          f"{meta['lines_tracked']:,} lines tracked ({format_size(_whole_kib(meta['memory_bytes']))} of tracer memory, "
+          f"{format_size(_whole_kib(meta['cache_bytes']))} line cache)"
           + (f", {meta['lines_dropped']:,} accesses to lines past --max-lines not counted" if meta["lines_dropped"] else "")
           + (" [partial]" if meta["partial"] else ""), file=sys.stderr)
     print(f"next: pinwise analyze {args.output}", file=sys.stderr)
     return 0 if not meta["partial"] else 1
+
+
+def _whole_kib(size: int) -> int:
+    """Rounded up to whole KiB, which format_size shows to one decimal in the largest unit."""
+    return -(-size // 1024) * 1024
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
