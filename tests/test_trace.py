@@ -86,35 +86,42 @@ def test_thread_numbers_are_creation_order(tmp_path, build_dir):
     assert np.all(np.diff(comm.instructions) > 0)
 
 
-def _planted(tmp_path, build_dir, model, lines=256, rounds=400):
+PLANTED_PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (0, 4)]
+
+
+def _planted(tmp_path, build_dir, model, lines, rounds):
     """Trace tests/programs/handoff.c, whose threads run one after the other over the same lines."""
     exe = compile_program("handoff.c", build_dir)
     comm = traced(tmp_path, str(exe), str(lines), str(rounds), options=("--window", "1000000000", "--model", model))
-    assert comm.threads == 4
-    return comm.matrix[np.triu_indices(4, 1)]  # pairs 01 02 03 12 13 23
+    assert comm.threads == 5
+    return np.array([comm.matrix[i, j] for i, j in PLANTED_PAIRS])
 
 
 def _close_above(got, want):
-    """At least the planted events, and at most 1 % more: pthread_create and pthread_join share a
-    few lines of their own (the reused thread stack, the thread descriptor)."""
-    assert np.all(got >= want) and np.all(got <= want * 1.01), (got, want)
+    """At least the planted events, and at most 1 % + 200 more: pthread_create and pthread_join
+    share a few lines of their own (the reused thread stack, the thread descriptor), a hundred or
+    so events per pair."""
+    assert np.all(got >= want) and np.all(got <= want * 1.01 + 200), (got, want)
 
 
 def test_planted_events_are_counted_exactly(tmp_path, build_dir):
     # 0 writes each line; 1 reads each R times; 2 writes each R times; 3 makes R(L-1) reads that
     # each cross into the next line (two lines, three earlier sharers each); 0 reads each R times.
+    # Then 0 writes line B, 4 reads across A into B once (one event), 0 reads B R times (R events):
+    # 4's access, outside the fast path, must end 0's cached claim that B is private.
     L, R = 256, 400
     across = 2 * R * (L - 1)
     _close_above(_planted(tmp_path, build_dir, "diener", L, R),
-                 np.array([2 * L * R, 2 * L * R, across + L * R, L * R, across, across]))
+                 np.array([2 * L * R, 2 * L * R, across + L * R, L * R, across, across, R + 1]))
 
 
 def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
     # alpha[i][j]: over the lines both touched, the accesses of i plus those of j. Per line, thread 0
-    # makes 1 + R, threads 1 and 2 make R; thread 3 makes 2R(L-1) in all.
+    # makes 1 + R, threads 1 and 2 make R; thread 3 makes 2R(L-1) in all. (Not the pair 0-4: over the
+    # whole run, main's many accesses to the lines pthread shares with each thread outweigh B's R + 2.)
     L, R = 256, 400
     across = 2 * R * (L - 1)
-    _close_above(_planted(tmp_path, build_dir, "mazouz", L, R),
+    _close_above(_planted(tmp_path, build_dir, "mazouz", L, R)[:6],
                  np.array([L * (2 * R + 1), L * (2 * R + 1), L * (1 + R) + across, 2 * L * R, L * R + across,
                            L * R + across]))
 

@@ -489,6 +489,20 @@ static void settle_slot(UInt slot)
    c->pending = 0;
 }
 
+/* Before an access of the running thread to a line outside the fast path (the second line of a
+   crossing access, a guarded or very wide access): the line's sharers may change, so the slot is
+   settled and, unless it holds this thread's own entry for the line, emptied. Another thread's
+   entry must not survive: marked private, its later hits would miss the events with this one. */
+static void before_direct_access(Addr line_no)
+{
+   UInt slot = slot_of(line_no);
+   settle_slot(slot);
+   if (line_cache[slot].key != (line_no | key_bits)) {
+      line_cache[slot].key = 0;
+      line_cache[slot].line = NULL;
+   }
+}
+
 /* Settle every slot that may hold pending events; with `forget` also empty them. */
 static void settle_all(Bool forget)
 {
@@ -578,7 +592,7 @@ static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, UWord weight)
 {
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    if (last != first) {
-      settle_slot(slot_of(last));  /* its pending accesses saw the sharers before this one */
+      before_direct_access(last);
       LineEntry* e = line_entry(last);
       access_line(e);
       repeat_accesses(e, weight - 1, (UShort)cur);
@@ -607,7 +621,7 @@ static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, UWord weig
    total_accesses += weight;
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    for (Addr line = first; line <= last; line++) {
-      settle_slot(slot_of(line));
+      before_direct_access(line);
       LineEntry* e = line_entry(line);
       access_line(e);
       repeat_accesses(e, weight - 1, (UShort)cur);
