@@ -4,9 +4,10 @@ Each program runs natively, under `valgrind --tool=none --fair-sched=yes` (what 
 costs at least), under pinwise's Valgrind tool alone (same options as `pinwise trace` uses) and
 under the whole `pinwise trace` command (Python start-up, setup, writing the matrix: ~0.1-0.2 s
 more), interleaved, best of --runs: on a shared VM, interference only ever adds time, so the
-fastest run is the least disturbed measure of each (the advice of Python's timeit). Target (issue: tracer): <= 1.5 x the none floor on the
-tests' programs. One more row shows the hard case, outside the target: every access a new line of
-an 8 MiB working set per thread, where the tool's line cache itself no longer fits the CPU caches.
+fastest run is the least disturbed measure of each (the advice of Python's timeit). Target (issue:
+tracer): <= 1.5 x the none floor on the tests' programs. One more row shows the hard case, outside
+the target: every access a new line of an 8 MiB working set per thread, where the tool's line
+cache itself no longer fits the CPU caches.
 
     python benchmarks/trace_overhead.py [--runs 5]
 """
