@@ -5,9 +5,13 @@ Tables:
       command: JSON list (the program and its arguments); config: JSON (policies, runs, warmup,
       threads, time regex, timeout, comm file); machine: the topology as pinwise JSON.
   runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
-       user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced)
+       user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced,
+       load1, others_cpu, steal_cpu, all_cpu)
       one row per run; (experiment, block, policy, warmup) is unique, which is what makes a
-      re-run resume instead of repeating. Times in seconds; failure is NULL for a good run.
+      re-run resume instead of repeating. Times in seconds; failure is NULL for a good run. The last
+      four say how busy the machine was (bench/noise.py): the load average at the start of the
+      run, and the CPU seconds other processes used, the hypervisor stole, and that passed on all
+      CPUs during it. Databases written before they existed get them (empty) when opened to write.
 
 A crash, kill -9 or Ctrl-C of the bench loses at most the run in flight.
 """
@@ -55,13 +59,19 @@ CREATE TABLE IF NOT EXISTS runs (
     exit_status INTEGER,
     failure TEXT,
     misplaced INTEGER,
+    load1 REAL,
+    others_cpu REAL,
+    steal_cpu REAL,
+    all_cpu REAL,
     UNIQUE (experiment, block, policy, warmup)
 );
 """
 
 RUN_FIELDS = ("block", "policy", "warmup", "position", "placement", "seed", "started", "wall", "program_time",
               "user", "sys", "max_rss_kb", "migrations", "context_switches", "energy_j", "exit_status", "failure",
-              "misplaced")
+              "misplaced", "load1", "others_cpu", "steal_cpu", "all_cpu")
+#: Columns added after the first release: (name, SQL type), added to older databases on open.
+ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"))
 
 
 @dataclass
@@ -92,6 +102,10 @@ def open_db(path: str | Path, create: bool = True) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode=WAL")
         if create:
             connection.executescript(SCHEMA)
+            present = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+            for name, kind in ADDED_COLUMNS:
+                if name not in present:
+                    connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
         else:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if not {"experiments", "runs"} <= tables:

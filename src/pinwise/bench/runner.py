@@ -35,6 +35,7 @@ from ..topology import Topology
 from ..topology import to_json as topology_json
 from . import db
 from .counters import SoftwareCounters, rapl_energy_uj
+from .noise import cpu_times, load_average, run_noise
 
 #: Environment variables that change how a program runs, kept with the experiment.
 RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
@@ -119,6 +120,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             before, energy_before = counters.read(), rapl_energy_uj()
+            load, cpu_before = load_average(), cpu_times()
             started = time.strftime("%Y-%m-%dT%H:%M:%S")
             start = time.perf_counter()
             try:
@@ -143,6 +145,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                 if watchdog:
                     watchdog.cancel()
             wall = time.perf_counter() - start
+            cpu_after = cpu_times()
             process.returncode = os.waitstatus_to_exitcode(status)
             after, energy_after = counters.read(), rapl_energy_uj()
         stdout = out_path.read_text(errors="replace")
@@ -181,7 +184,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         "sys": usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "migrations": delta("migrations"),
         "context_switches": context_switches, "energy_j": energy, "exit_status": code, "failure": failure,
         "misplaced": sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
-        "placement": "os" if plan is None else plan.cpulist(),
+        "placement": "os" if plan is None else plan.cpulist(), "load1": load,
+        **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime),
     }
 
 
@@ -216,7 +220,13 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
 
 def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, runs: int, db_path: str,
               warmup: int = 0, time_regex: str | None = None, timeout: float | None = None, new: bool = False,
-              seed: int | None = None, progress: bool | None = None, extra_config: dict | None = None) -> db.Experiment:
+              seed: int | None = None, progress: bool | None = None, extra_config: dict | None = None,
+              runner=None) -> db.Experiment:
+    """Run every missing run of the experiment and record each as it ends.
+
+    ``runner`` measures one run (default :func:`run_once`, which starts the real program); tests
+    give it a function with the same signature that returns generated timings with a known answer.
+    """
     if runs < 1:
         raise PinwiseError(f"-r/--runs must be at least 1, not {runs}")
     if warmup < 0:
@@ -242,13 +252,15 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
         schedule = [(b, name, warm, position) for warm, blocks in ((1, warmup), (0, runs)) for b in range(blocks)
                     for position, name in enumerate(block_order(names, experiment.seed, b, bool(warm)))]
         todo = [item for item in schedule if item[:3] not in done]
-        _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout, progress)
+        _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout, progress,
+                 runner or run_once)
         return experiment
     finally:
         connection.close()
 
 
-def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress) -> None:
+def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
+             runner) -> None:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -273,7 +285,7 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
-                result = run_once(argv, plan, pattern, timeout, counters)
+                result = runner(argv, plan, pattern, timeout, counters)
                 result.update(block=block, policy=name, warmup=warm, seed=run_seed if candidate.random_threads else None,
                               position=position)
                 db.record_run(connection, experiment.id, result)
