@@ -109,7 +109,7 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
         summaries.append(summary)
         console.print(summary_table(summary))
         for line in hyperfine_lines(summary):
-            console.print(Text("  " + line))
+            console.print(Text("  " + line), soft_wrap=True)
 
     step("6. report")
     png_dir = out / "plots"
@@ -141,5 +141,6 @@ def _conclusion(summaries) -> str:
         if winner:
             parts.append(f"{workload} ran {winner.median.speedup:.1f}x faster with {winner.name} than under the OS")
         else:
-            parts.append(f"{workload} gained nothing significant from pinning, so it is best left to the OS")
+            parts.append(summary.no_gain_text(f"{workload} gained nothing significant from pinning, "
+                                              "so it is best left to the OS"))
     return "; ".join(parts) + "."

@@ -144,6 +144,49 @@ def speedup_interval(baseline, candidate, statistic: str = "mean", confidence: f
     return Interval(float(result.confidence_interval.low), float(result.confidence_interval.high), confidence)
 
 
+def agrees_with_interval(significant: bool, interval: Interval, faster: bool = True) -> bool:
+    """The final decision: a one-sided test's rejection stands only when the speedup's interval at
+    the same confidence lies wholly on its side of 1 (above 1 for "faster", below for "slower").
+
+    The test (Mann-Whitney or t) and the percentile bootstrap interval can disagree near the
+    boundary; reporting "significant" beside an interval that contains 1 would contradict
+    itself, so both must agree. The two-sided interval at level 1 - alpha is at least as wide as
+    the one-sided test needs, so the combined rule stays at level alpha or stricter.
+    """
+    if not significant:
+        return False
+    return interval.low > 1 if faster else interval.high < 1
+
+
+def format_level(confidence: float) -> str:
+    """A confidence level as a percentage with no false precision: 0.95 -> "95%",
+    0.991667 -> "99.17%"."""
+    text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+#: Iglewicz and Hoaglin's cut-off for the modified z-score.
+OUTLIER_Z = 3.5
+
+
+def outliers(sample) -> int:
+    """How many runs are outliers by the modified z-score of Iglewicz and Hoaglin (1993):
+    M_i = 0.6745 (x_i - median(x)) / MAD, MAD = median(|x_i - median(x)|); an outlier has
+    |M_i| > 3.5. hyperfine warns on the same score. A sample whose MAD is 0 (half the runs or
+    more identical) counts every run that differs from the median as an outlier.
+
+    Reference: B. Iglewicz, D. Hoaglin, "How to Detect and Handle Outliers", ASQC 1993.
+    """
+    x = np.asarray(sample, dtype=np.float64)
+    if len(x) < 3:
+        return 0
+    deviation = np.abs(x - np.median(x))
+    mad = float(np.median(deviation))
+    if mad == 0:
+        return int(np.count_nonzero(deviation))
+    return int(np.count_nonzero(0.6745 * deviation / mad > OUTLIER_Z))
+
+
 def ratio_error(baseline, candidate) -> tuple[float, float]:
     """hyperfine's "X ran r ± e times faster": r = mean(base)/mean(cand), e by error propagation."""
     b, c = spread(baseline), spread(candidate)

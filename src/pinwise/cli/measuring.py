@@ -199,5 +199,5 @@ def cmd_auto(args: argparse.Namespace) -> int:
     console = Console(highlight=False, width=max(150, Console().width))
     console.print(summary_table(result.summary))
     for line in result.lines:
-        console.print(Text(line))
+        console.print(Text(line), soft_wrap=True)
     return 0

@@ -66,7 +66,7 @@ def experiment_section(summary: ExperimentSummary) -> str:
     return (
         f"<h2>{html.escape(e.label)}</h2>"
         f"<p>experiment {e.id}, {html.escape(e.created)}; {html.escape(summary.metric)}; baseline "
-        f"<code>{html.escape(summary.baseline)}</code>; one-sided tests at {summary.confidence:.0%} "
+        f"<code>{html.escape(summary.baseline)}</code>; {html.escape(summary.level_text())} "
         f"(Speedup-Test: Welch/Student t-test on means, Wilcoxon-Mann-Whitney on medians); CPUs allowed: "
         f"{html.escape(e.cpuset or '?')}</p>"
         + _table(headers, rows)

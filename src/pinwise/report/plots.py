@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats import format_level
 from .summary import ExperimentSummary
 
 
@@ -43,12 +44,13 @@ def speedup_figure(summary: ExperimentSummary):
     medians = [p.median.speedup for p in results]
     low = [p.median.speedup - p.median_ci.low for p in results]
     high = [p.median_ci.high - p.median.speedup for p in results]
-    colours = ["tab:green" if p.median.significant and p.median.speedup > 1 else "tab:grey" for p in results]
+    colours = ["tab:green" if p.median.significant and p.median.speedup > 1 else "tab:red" if p.slower else "tab:grey"
+               for p in results]
     ax.bar(x, medians, yerr=[low, high], capsize=4, color=colours)
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_xticks(x, [p.name for p in results], rotation=20, ha="right")
     ax.set_ylabel(f"median speedup vs {summary.baseline}")
-    ax.set_title(f"speedup with {summary.confidence:.0%} bootstrap CI (green: significant)")
+    ax.set_title(f"speedup with {format_level(summary.confidence)} bootstrap CI (green: significantly faster, red: slower)")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .. import stats
 from ..bench import db
+from ..bench.noise import Noise, summarize_noise
 
 
 @dataclass
@@ -37,6 +38,15 @@ class PolicyResult:
     def significant(self) -> bool:
         return bool(self.median and self.median.significant) or bool(self.mean and self.mean.significant)
 
+    @property
+    def slower(self) -> bool:
+        """Significantly slower than the baseline: the median test's other tail rejects at the
+        same level and the median speedup's interval lies below 1."""
+        if self.median is None or self.median_ci is None:
+            return False
+        alpha = 1 - self.median_ci.confidence
+        return self.median.pvalue > 1 - alpha and stats.agrees_with_interval(True, self.median_ci, faster=False)
+
 
 @dataclass
 class ExperimentSummary:
@@ -45,6 +55,21 @@ class ExperimentSummary:
     baseline: str
     confidence: float
     policies: list[PolicyResult]
+    correction: str = ""                   # how `confidence` was corrected for several tests, if it was
+    noise: Noise | None = None
+
+    def level_text(self) -> str:
+        """The one level every test and interval of this summary uses, and where it comes from."""
+        text = f"one-sided tests and intervals at {stats.format_level(self.confidence)}"
+        return f"{text} ({self.correction})" if self.correction else text
+
+    def no_gain_text(self, advice: str) -> str:
+        """What to say when no placement beat the baseline: ``advice`` on a quiet machine; on a busy
+        one, that the bench could not tell."""
+        if self.noise is not None and self.noise.busy:
+            return (f"inconclusive: the machine was busy ({self.noise.describe()}); "
+                    "rerun on a quiet machine before deciding")
+        return advice
 
     def result(self, name: str) -> PolicyResult | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -64,7 +89,11 @@ def _median(values) -> float | None:
 
 
 def summarize(connection, experiment: db.Experiment, baseline: str = "os", confidence: float = 0.95,
-              seed: int = 0) -> ExperimentSummary:
+              seed: int = 0, correction: str = "") -> ExperimentSummary:
+    """Every placement's spread and Speedup-Test decisions against ``baseline``, all at one
+    ``confidence`` (already corrected for multiple tests by the caller, who says how in
+    ``correction``). A test's "significant" stands only when the bootstrap interval at the same
+    level agrees (:func:`pinwise.stats.agrees_with_interval`)."""
     rows = db.runs(connection, experiment.id)
     names = experiment.config.get("candidates") or sorted({r["policy"] for r in rows})
     if baseline not in names:
@@ -90,12 +119,16 @@ def summarize(connection, experiment: db.Experiment, baseline: str = "os", confi
     for result in results:
         if result is base or len(result.times) < 2 or len(base.times) < 2:
             continue
-        result.mean = stats.mean_test(base.times, result.times, confidence)
-        result.median = stats.median_test(base.times, result.times, confidence)
+        mean = stats.mean_test(base.times, result.times, confidence)
+        median = stats.median_test(base.times, result.times, confidence)
         result.mean_ci = stats.speedup_interval(base.times, result.times, "mean", confidence, seed)
         result.median_ci = stats.speedup_interval(base.times, result.times, "median", confidence, seed)
+        result.mean = replace(mean, significant=stats.agrees_with_interval(mean.significant, result.mean_ci))
+        result.median = replace(median, significant=stats.agrees_with_interval(median.significant, result.median_ci))
         result.ratio = stats.ratio_error(base.times, result.times)
-    return ExperimentSummary(experiment, metric, baseline, confidence, results)
+    measured = [r for r in rows if r["failure"] is None]
+    noise = summarize_noise(measured, [r.times for r in results if len(r.times)])
+    return ExperimentSummary(experiment, metric, baseline, confidence, results, correction, noise)
 
 
 @dataclass

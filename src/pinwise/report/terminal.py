@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..stats import OUTLIER_Z, format_level
 from .summary import ExperimentSummary, OverallRow, fmt_seconds
 
 
@@ -27,9 +28,8 @@ def _short_decision(result) -> str:
 
 
 def summary_table(summary: ExperimentSummary) -> Table:
-    confidence = f"{summary.confidence:.0%}"
     table = Table(title=Text(f"{summary.experiment.label}  [{summary.metric}, baseline {summary.baseline}, "
-                             f"one-sided tests at {confidence}]"), title_justify="left")
+                             f"{summary.level_text()}]"), title_justify="left")
     columns = ["policy", "runs", "failed", "mean", "median", "speedup mean [CI]", "speedup median [CI]",
                "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
     for column in columns:
@@ -66,8 +66,8 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
         if p.median.significant and p.median.speedup > 1:
             verdict = f"significantly faster (median test p={p.median.pvalue:.2g}"
             verdict += f", mean test p={p.mean.pvalue:.2g})" if p.mean.concluded else ", mean: no conclusion)"
-        elif p.median.pvalue > 1 - (1 - summary.confidence) and p.median.speedup < 1:
-            verdict = "slower"
+        elif p.slower:
+            verdict = f"significantly slower (median test p={1 - p.median.pvalue:.2g} for slower)"
         else:
             verdict = "no significant difference"
         variance = ""
@@ -81,18 +81,40 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
     misplaced = [f"{p.name} ({p.misplaced_runs} runs)" for p in summary.policies if p.misplaced_runs]
     if misplaced:
         lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
+    lines.extend(noise_lines(summary))
     winner = summary.winner()
     if winner:
         lines.append(f"best: {winner.name} (CPUs {winner.placement})")
     else:
-        lines.append(f"no placement is significantly faster than {summary.baseline}: keep the OS placement")
+        lines.append(summary.no_gain_text(f"no placement is significantly faster than {summary.baseline}: "
+                                          "keep the OS placement"))
     return lines
+
+
+#: Outliers are warned about when they are more than this share of the runs: a normal sample
+#: has an occasional one, a machine with something else running has many.
+OUTLIER_WARNING_SHARE = 0.05
+
+
+def noise_lines(summary: ExperimentSummary) -> list[str]:
+    """hyperfine-style warnings, with the numbers behind them."""
+    noise = summary.noise
+    if noise is None:
+        return []
+    if noise.busy:
+        return [f"warning: the machine was busy during the bench ({noise.describe()}): "
+                "timings are unreliable; rerun on a quiet machine"]
+    if noise.outliers > OUTLIER_WARNING_SHARE * noise.runs:
+        return [f"warning: {noise.outliers} of {noise.runs} runs are statistical outliers "
+                f"(modified z-score > {OUTLIER_Z:g}; {noise.describe()}): something else may have run meanwhile"]
+    return []
 
 
 def overall_table(rows: list[OverallRow], confidence: float) -> Table:
     table = Table(title=f"over {rows[0].overall.programs if rows else 0} programs (geometric mean of median speedups)",
                   title_justify="left")
-    for column in ("policy", "speedup", "significantly faster", f"share, {confidence:.0%} CI", "variance min", "variance max"):
+    for column in ("policy", "speedup", "significantly faster", f"share, {format_level(confidence)} CI", "variance min",
+                   "variance max"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
         o = row.overall
@@ -109,7 +131,7 @@ def print_report(summaries: list[ExperimentSummary], console: Console | None = N
     for summary in summaries:
         console.print(summary_table(summary))
         for line in hyperfine_lines(summary):
-            console.print(Text(line))
+            console.print(Text(line), soft_wrap=True)
         console.print()
     if len(summaries) > 1:
         console.print(overall_table(overall_rows(summaries), summaries[0].confidence))
