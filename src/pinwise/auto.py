@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 
 from .analyze import Analysis, analyze
 from .bench import build_candidates, open_db, run_bench
+from .bench.runner import Candidate
 from .comm import CommMatrix
 from .errors import PinwiseError
 from .pinning.plan import Plan
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
+from .stats import format_level
 from .topology import Topology
 
 LOOKS = (15, 25, 35)
@@ -49,11 +51,31 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     return list(dict.fromkeys(policies))
 
 
+def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: Topology) -> list[Candidate]:
+    """Where a communication-aware candidate put an idle creator beside the last worker, also the
+    papers' placement of the same policy (the creator mapped like any thread), named NAME+main,
+    when its CPUs differ: the bench decides which the program prefers."""
+    from .mapping import compute_mapping
+
+    variants = []
+    for candidate in candidates:
+        if candidate.plan is None or "creator" not in candidate.plan.details:
+            continue
+        plan = compute_mapping(candidate.name, comm, topology, creator="policy").to_plan()
+        if plan.cpulist() != candidate.plan.cpulist():
+            variants.append(Candidate(f"{candidate.name}+main", plan))
+    return variants
+
+
 def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
-             progress: bool | None = None, say=print) -> AutoResult:
-    from .trace import trace
+             progress: bool | None = None, say=print, tracer=None, runner=None) -> AutoResult:
+    """Trace ``argv`` (or ``trace_argv``), choose candidates from the analysis, bench them against
+    the OS with early stopping, and name the winner.
 
+    ``tracer(argv, path) -> CommMatrix`` and ``runner`` (see :func:`pinwise.bench.run_bench`)
+    default to the real Valgrind trace and the real runs; tests pass functions with known answers.
+    """
     if budget_minutes <= 0:
         raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
     from .pinning.launcher import find_program
@@ -63,11 +85,17 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     with tempfile.TemporaryDirectory(prefix="pinwise-auto-") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
-        comm = trace(trace_argv or argv, comm_path, progress=progress, quiet=True)
+        if tracer is None:
+            from .trace import trace
+
+            comm = trace(trace_argv or argv, comm_path, progress=progress, quiet=True)
+        else:
+            comm = tracer(trace_argv or argv, comm_path)
         analysis = analyze(comm)
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
         say(f"    recommended: {analysis.policy} ({analysis.reason})")
         candidates = build_candidates(candidate_policies(analysis), [], topology, None, comm)
+        candidates += creator_variants(candidates, comm, topology)
         unique, aliases = [], {}
         for candidate in candidates:  # policies that give the same CPUs are run once
             same = next((u for u in unique if (u.plan and candidate.plan and u.plan.cpulist() == candidate.plan.cpulist())), None)
@@ -79,7 +107,10 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         say("2/3 candidates: " + ", ".join(
             f"{c.name}" + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "")
             + (f" CPUs {c.plan.cpulist()}" if c.plan else " (baseline: no pinning)") for c in unique))
-        alpha = (1 - confidence) / (len(LOOKS) * max(1, len(unique) - 1))
+        comparisons = max(1, len(unique) - 1)
+        alpha = (1 - confidence) / (len(LOOKS) * comparisons)
+        correction = (f"{format_level(confidence)} overall, Bonferroni over {len(LOOKS)} looks x {comparisons} "
+                      f"candidate{'s' if comparisons > 1 else ''}")
         db_file = db_path or os.path.join(tmp, "auto.db")
         summary = None
         runs = 0
@@ -91,11 +122,11 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
                 break
             say(f"3/3 benchmarking, {look} runs per placement (interleaved) ...")
             experiment = run_bench(argv, unique, topology, look, db_file, time_regex=time_regex, progress=progress,
-                                   new=runs == 0 and db_path is not None and os.path.exists(db_path))
+                                   new=runs == 0 and db_path is not None and os.path.exists(db_path), runner=runner)
             runs = look
             connection = open_db(db_file, create=False)
             try:
-                summary = summarize(connection, experiment, "os", 1 - alpha)
+                summary = summarize(connection, experiment, "os", 1 - alpha, correction=correction)
             finally:
                 connection.close()
             if summary.winner() is not None:
@@ -108,13 +139,15 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
 
 
 def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
+    from .report.terminal import noise_lines
+
     summary, winner = result.summary, result.winner
-    lines = []
+    lines = noise_lines(summary)
     if winner is None:
         best = max((p for p in summary.policies if p.median), key=lambda p: p.median.speedup, default=None)
         detail = f" (best: {best.name}, {best.median.speedup:.2f}x, median test p={best.median.pvalue:.2g})" if best else ""
-        lines.append(f"no candidate is significantly faster than the OS placement after {result.runs} runs each{detail}: "
-                     "do not pin this program")
+        lines.append(summary.no_gain_text(f"no candidate is significantly faster than the OS placement after "
+                                          f"{result.runs} runs each{detail}: do not pin this program"))
         return lines
     m, ci = winner.median, winner.median_ci
     mean = (f"mean {winner.mean.speedup:.2f}x, p={winner.mean.pvalue:.2g}" if winner.mean.concluded
@@ -123,9 +156,9 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     variance = (f", variance {winner.spread.variance / base.spread.variance:.2g}x the OS's"
                 if base and base.spread and base.spread.variance > 0 else "")
     lines.append(f"winner: {winner.name}" + (f" (= {', '.join(result.aliases[winner.name])})" if winner.name in result.aliases else ""))
-    lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; {summary.confidence:.2%} CI "
-                 f"[{ci.low:.2f}, {ci.high:.2f}], Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; "
-                 f"{result.runs} runs each, tests at alpha={result.alpha:.2g} (Bonferroni over looks and candidates)")
+    lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; CI [{ci.low:.2f}, {ci.high:.2f}], "
+                 f"Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; {result.runs} runs each; "
+                 f"{summary.level_text()}")
     program = " ".join(argv)
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}

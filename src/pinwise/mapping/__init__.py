@@ -78,10 +78,34 @@ def _matrix(comm) -> np.ndarray:
     return comm.matrix if isinstance(comm, CommMatrix) else comm
 
 
+#: A creator thread that executes less than this share of an average worker's instructions
+#: mostly waits (it creates the workers and joins them).
+IDLE_CREATOR_SHARE = 0.05
+CREATOR_MODES = ("auto", "last", "policy")
+
+
+def idle_creator(comm) -> bool:
+    """Whether thread 0, which creates the others in a pthreads program, is idle by the trace's
+    instruction counts (False when the matrix carries none, e.g. a CSV file)."""
+    instructions = comm.instructions if isinstance(comm, CommMatrix) else None
+    if instructions is None or len(instructions) < 3:
+        return False
+    workers = float(np.mean(instructions[1:]))
+    return workers > 0 and float(instructions[0]) < IDLE_CREATOR_SHARE * workers
+
+
 def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,
-                    threads: int | None = None) -> Mapping:
+                    threads: int | None = None, creator: str = "auto") -> Mapping:
     """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
-    allowed PUs of ``topology`` with ``policy``."""
+    allowed PUs of ``topology`` with ``policy``.
+
+    ``creator`` says where a communication-aware policy puts thread 0, the thread that creates
+    the others: ``"policy"`` maps it like any thread (the papers); ``"last"`` maps only the
+    workers and puts the creator beside the last thread it creates, where it delays no creation
+    (pinned beside the first group, it competes with the first worker it starts and holds back
+    the creation of all the others); ``"auto"`` is ``"last"`` when the trace shows the creator
+    idle (:func:`idle_creator`) and ``"policy"`` otherwise.
+    """
     name = policy.strip().lower()
     if name not in POLICIES:
         raise PinwiseError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
@@ -99,7 +123,16 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
             details["seed"] = seed
         pus = simple_policy_order(name, topology, count, seed)
     else:
-        pus = _COMM_AWARE[name](matrix, tree)
+        if creator not in CREATOR_MODES:
+            raise PinwiseError(f"creator placement {creator!r}: choose one of {', '.join(CREATOR_MODES)}")
+        if creator == "auto":
+            creator = "last" if idle_creator(comm) else "policy"
+        if creator == "last" and count >= 3:
+            workers = _COMM_AWARE[name](matrix[1:, 1:], SlotTree(topology, count - 1))
+            pus = [workers[-1], *workers]
+            details["creator"] = "beside the last thread it creates"
+        else:
+            pus = _COMM_AWARE[name](matrix, tree)
     return Mapping(name, tuple(int(p) for p in pus), count, topology.source, details)
 
 
@@ -123,5 +156,5 @@ def compare(comm, topology: Topology, policies: list[str] | None = None, seed: i
     return rows
 
 
-__all__ = ["Comparison", "CostReport", "Mapping", "POLICIES", "compare", "compute_mapping", "load_mapping",
-           "mapping_cost", "write_mapping"]
+__all__ = ["CREATOR_MODES", "Comparison", "CostReport", "Mapping", "POLICIES", "compare", "compute_mapping",
+           "idle_creator", "load_mapping", "mapping_cost", "write_mapping"]
