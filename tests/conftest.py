@@ -1,4 +1,5 @@
-"""Shared test fixtures: run the installed `pinwise` command, compile small C programs."""
+"""Shared test fixtures: run the installed `pinwise` command, compile small C programs, and a
+fake program whose bench timings have a known answer."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -61,3 +65,24 @@ def _no_terminal_colours(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "120")
     os.environ.pop("PINWISE_PLAN", None)
+
+
+class FakeProgram:
+    """A bench runner whose run times are drawn around a median per placement (lognormal noise
+    ``sigma``). Each placement draws from its own seeded generator, so its sample does not depend
+    on the shuffled order of the runs. ``busy`` is the share of the CPUs other processes take."""
+
+    def __init__(self, medians: dict[str, float], sigma: float, busy: float = 0.0, seed: int = 0):
+        self.medians, self.sigma, self.busy, self.seed = medians, sigma, busy, seed
+        self.generators: dict[str, np.random.Generator] = {}
+        self.calls: list[str] = []
+
+    def __call__(self, argv, plan, pattern, timeout, counters) -> dict:
+        placement = "os" if plan is None else plan.cpulist()
+        rng = self.generators.setdefault(placement, np.random.default_rng(zlib.crc32(placement.encode()) + self.seed))
+        wall = self.medians.get(placement, self.medians["other"]) * float(np.exp(rng.normal(0, self.sigma)))
+        self.calls.append(placement)
+        return {"started": "2026-01-01T00:00:00", "wall": wall, "program_time": None, "user": wall, "sys": 0.0,
+                "max_rss_kb": 1000, "migrations": 0, "context_switches": 2, "energy_j": None, "exit_status": 0,
+                "failure": None, "misplaced": 0, "placement": placement, "load1": 2 + 2 * self.busy,
+                "others_cpu": self.busy * 2 * wall, "steal_cpu": 0.0, "all_cpu": 2 * wall}

@@ -29,26 +29,28 @@ def policy_counts(db_path) -> dict[str, int]:
         connection.close()
 
 
-def test_contending_pairs_together_beat_the_os(tmp_path):
+def test_every_run_is_recorded_under_its_placement_and_read_back(tmp_path):
+    """What pinwise controls, not whether the pairs got faster on this CPU (benchmarks/pairs.py
+    measures that): each run recorded with its placement, every thread found where its plan put it."""
     db_path = str(tmp_path / "pairs.db")
     # A 4-slot plan lines up with every round of 4 threads: slots 1,2,3,0 are the two pairs.
-    # 35 runs each, as the papers did: fewer let one noisy stretch of this shared VM decide.
-    result = run_pinwise("bench", "--db", db_path, "-r", "35", "--policies", "os", "--placement", "together=1,0,0,1",
+    result = run_pinwise("bench", "--db", db_path, "-r", "6", "--policies", "os", "--placement", "together=1,0,0,1",
                          "--placement", "apart=1,0,1,0", "--time-regex", TIME_REGEX, "--quiet", "--",
-                         PAIRS, "-r", "10", timeout=600)
+                         PAIRS, "-r", "2", timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "together ran" in result.stdout and "significantly faster" in result.stdout.split("together ran")[1].split("\n")[0]
+    assert "together ran" in result.stdout and "apart ran" in result.stdout
+    assert policy_counts(db_path) == {"os": 6, "together": 6, "apart": 6}
+    rows = runs(open_db(db_path, create=False), 1)
+    assert {r["policy"]: r["placement"] for r in rows} == {"os": "os", "together": "1,0,0,1", "apart": "1,0,1,0"}
+    assert all(r["failure"] is None and r["misplaced"] == 0 and r["program_time"] > 0 for r in rows)
+    assert all(r["migrations"] is not None and r["user"] >= 0 and r["max_rss_kb"] > 0 for r in rows)
+    # /proc/stat counts 10 ms ticks: a short run may see none, the bench's sum does.
+    assert all(0 <= r["others_cpu"] <= r["all_cpu"] for r in rows) and sum(r["all_cpu"] for r in rows) > 0
     connection = open_db(db_path, create=False)
     summary = summarize(connection, experiments(connection)[0])
     connection.close()
-    together, os_result = summary.result("together"), summary.result("os")
-    assert together.median.significant and together.median.speedup > 1.3
-    assert together.spread.variance < os_result.spread.variance
-    assert summary.winner().name == "together"
-    rows = runs(open_db(db_path, create=False), 1)
-    assert {r["placement"] for r in rows if r["policy"] == "together"} == {"1,0,0,1"}
-    assert all(r["misplaced"] == 0 for r in rows)
-    assert all(r["migrations"] is not None and r["user"] >= 0 and r["max_rss_kb"] > 0 for r in rows)
+    assert [p.name for p in summary.policies] == ["os", "together", "apart"]
+    assert all(len(p.times) == 6 for p in summary.policies)
 
 
 def test_runs_are_interleaved_in_shuffled_blocks(tmp_path):
@@ -170,3 +172,25 @@ def test_hyperfine_style_lines_and_papers_table(tmp_path):
                 check=True)
     out = run_pinwise("report", db_path, check=True).stdout
     assert "speedup median [CI]" in out and "compact ran" in out and "variance" in out
+
+
+def test_a_busy_machine_is_named_and_the_verdict_is_inconclusive(tmp_path):
+    """Two busy loops take both CPUs while the bench sleeps: the bench must see them. With 3 runs
+    a placement Mann-Whitney's smallest one-sided p is 1/20, so nothing can be significant at 95%
+    and the verdict must say why it cannot conclude."""
+    db_path = str(tmp_path / "busy.db")
+    loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        result = run_pinwise("bench", "--db", db_path, "-r", "3", "--policies", "os", "--placement", "one=0",
+                             "--quiet", "--", "/bin/sleep", "0.2")
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert any(line.startswith("warning: the machine was busy during the bench (other processes used ")
+               for line in lines), result.stdout
+    assert lines[-1].startswith("inconclusive: the machine was busy (") and "keep the OS" not in result.stdout
+    report = run_pinwise("report", db_path, check=True).stdout
+    assert "inconclusive: the machine was busy" in report

@@ -126,11 +126,20 @@ def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
                            L * R + across]))
 
 
+#: Events of main's join/create handshake with one worker that timing can add or remove.
+HANDSHAKE_EVENTS = 8
+
+
 @pytest.mark.parametrize("options", [["--pw-window=1000000000"], ["--pw-window=2000"],
                                      ["--pw-window=1000000000", "--pw-model=mazouz"]])
 def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     """The tool's line cache and stamps only save work: with one-slot-pair caches (every lookup
-    evicts) and stamps reused after two, the deterministic handoff program gives the same matrix."""
+    evicts) and stamps reused after two, the handoff program gives the same matrix.
+
+    The workers run strictly one after another, so their entries are deterministic and must be
+    equal. Main's row also holds the pthread_create/join handshake, whose few shared-line accesses
+    depend on whether a worker has already exited when main joins it: timing, which a loaded
+    machine changes (seen: 135 vs 137 events). That row is held to a few events."""
     exe = compile_program("handoff.c", build_dir)
     env = tool_environment(tmp_path)
     matrices = []
@@ -141,7 +150,8 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
         matrices.append(parse_trace(out.read_text(), str(out)).matrix)
     assert matrices[0].sum() > 0
     for other in matrices[1:]:
-        np.testing.assert_array_equal(other, matrices[0])
+        np.testing.assert_array_equal(other[1:, 1:], matrices[0][1:, 1:])
+        np.testing.assert_allclose(other[0], matrices[0][0], atol=HANDSHAKE_EVENTS, rtol=0)
 
 
 def test_mazouz_alpha_model(tmp_path):

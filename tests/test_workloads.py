@@ -42,29 +42,6 @@ def test_workload_cli():
     assert_clean_failure(run_pinwise("workload", "run"), "which workload")
 
 
-@needs_tracer
-@needs_two_cpus
-def test_auto_keeps_each_pair_on_one_cpu():
-    command = workload_command("pairs", threads=4, iterations=3000, shared_ratio=1.0)
-    result = run_pinwise("auto", "--time-regex", TIME_REGEX, "--", *command, timeout=600)
-    assert result.returncode == 0, result.stderr
-    winner = next(line for line in result.stdout.splitlines() if line.startswith("winner:"))
-    cpus = [int(c) for c in result.stdout.split("pinwise run --cpus ")[1].split()[0].split(",")]
-    assert cpus[0] == cpus[1] and cpus[2] == cpus[3] and cpus[0] != cpus[2], winner
-    assert "faster than the OS placement" in result.stdout
-    assert "likwid-pin -c" in result.stdout and "OMP_PLACES=" in result.stdout and "taskset -c" in result.stdout
-
-
-@needs_tracer
-@needs_two_cpus
-def test_auto_claims_nothing_for_private_threads():
-    command = workload_command("private", threads=2, iterations=6000)
-    result = run_pinwise("auto", "--time-regex", TIME_REGEX, "--", *command, timeout=600)
-    assert result.returncode == 0, result.stderr
-    assert "no candidate is significantly faster than the OS placement" in result.stdout
-    assert "do not pin" in result.stdout
-
-
 def test_auto_bad_input():
     assert_clean_failure(run_pinwise("auto"), "no program")
     assert_clean_failure(run_pinwise("auto", "--budget", "0", "--", "/bin/true"), "budget")
