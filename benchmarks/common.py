@@ -54,6 +54,18 @@ def interleaved(configs: dict[str, list[str]], runs: int, pattern: str, seed: in
     return samples
 
 
+def cpu_model() -> str:
+    """The host CPU's name: every figure a benchmark prints depends on it."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def table(title: str, columns: list[str]) -> Table:
     out = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
