@@ -37,6 +37,11 @@
       cache-bytes B               (the line cache: fixed, mapped as it is used)
       accv a0 a1 ...
       load i0 i1 ...
+      load-together i0 i1 ...     (instructions executed while another thread was alive: a creator
+                                   that only starts and joins its workers has few)
+      creator - c1 c2 ...         (the thread that created each thread; main has none)
+      lifetime b0 e0 b1 e1 ...    (each thread's start and end on the clock of total accesses;
+                                   a thread still alive ends at the dump)
       matrix
       T rows of T numbers
 */
@@ -168,6 +173,10 @@ static Int cur = 0;                 /* creation index of the thread running clie
 static Int live_threads = 1;
 static ULong* accv = NULL;          /* per thread: memory accesses */
 static ULong* load = NULL;          /* per thread: guest instructions */
+static ULong* load_together = NULL; /* per thread: guest instructions while another thread lived */
+static Int* creator_of = NULL;      /* per thread: creation index of its creator (-1: main) */
+static ULong* born = NULL;          /* per thread: total_accesses when it was created */
+static ULong* ended = NULL;         /* per thread: total_accesses when it exited; 0 while alive */
 static ULong* comm = NULL;          /* C[t * cap + u] */
 static Int cap = 0;
 
@@ -181,7 +190,15 @@ static void grow_threads(Int needed)
    ULong* new_load = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
    UInt* new_stamp_of = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
    UInt* new_stamp_window = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
+   Int* new_creator_of = VG_(calloc)("pw.life", new_cap, sizeof(Int));
+   ULong* new_born = VG_(calloc)("pw.life", new_cap, sizeof(ULong));
+   ULong* new_ended = VG_(calloc)("pw.life", new_cap, sizeof(ULong));
+   ULong* new_load_together = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
    for (Int t = 0; t < cap; t++) {
+      new_load_together[t] = load_together[t];
+      new_creator_of[t] = creator_of[t];
+      new_born[t] = born[t];
+      new_ended[t] = ended[t];
       VG_(memcpy)(new_comm + (SizeT)t * new_cap, comm + (SizeT)t * cap, cap * sizeof(ULong));
       new_accv[t] = accv[t];
       new_load[t] = load[t];
@@ -190,8 +207,10 @@ static void grow_threads(Int needed)
    }
    if (comm) {
       VG_(free)(comm); VG_(free)(accv); VG_(free)(load); VG_(free)(stamp_of); VG_(free)(stamp_window);
+      VG_(free)(creator_of); VG_(free)(born); VG_(free)(ended); VG_(free)(load_together);
    }
    comm = new_comm; accv = new_accv; load = new_load; stamp_of = new_stamp_of; stamp_window = new_stamp_window;
+   creator_of = new_creator_of; born = new_born; ended = new_ended; load_together = new_load_together;
    cap = new_cap;
 }
 
@@ -203,14 +222,21 @@ static void pw_thread_create(ThreadId parent, ThreadId child)
       return;
    }
    if (n_threads >= MAX_THREADS) return;
-   index_of_tid[child] = n_threads++;
+   credit_slice();  /* what ran before this thread existed was not "together" with it */
+   Int index = n_threads++;
+   index_of_tid[child] = index;
    live_threads++;
    grow_threads(n_threads);
+   creator_of[index] = index_of_tid[parent];
+   born[index] = total_accesses;
+   ended[index] = 0;
 }
 
 static void pw_thread_exit(ThreadId tid)
 {
-   (void)tid;
+   Int index = index_of_tid[tid];
+   credit_slice();
+   if (index >= 0 && index < n_threads) ended[index] = total_accesses + 1;  /* + 1: 0 means alive */
    if (live_threads > 1) live_threads--;
 }
 
@@ -406,6 +432,15 @@ static void write_result(Bool partial)
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
    out_text("\nload");
    for (Int i = 0; i < t; i++) out_printf(" %llu", load[i]);
+   out_text("\nload-together");
+   for (Int i = 0; i < t; i++) out_printf(" %llu", load_together[i]);
+   out_text("\ncreator -");
+   for (Int i = 1; i < t; i++) out_printf(" %llu", (ULong)creator_of[i]);
+   out_text("\nlifetime");
+   for (Int i = 0; i < t; i++) {
+      out_printf(" %llu", born[i]);
+      out_printf(" %llu", ended[i] ? ended[i] - 1 : total_accesses);
+   }
    out_text("\nmatrix\n");
    if (clo_mazouz && !partial) mazouz_alpha();
    for (Int i = 0; i < t; i++) {
@@ -554,6 +589,7 @@ static void credit_slice(void)
 {
    accv[cur] += total_accesses - credited_accesses;
    load[cur] += total_instructions - credited_instructions;
+   if (live_threads > 1) load_together[cur] += total_instructions - credited_instructions;
    credited_accesses = total_accesses;
    credited_instructions = total_instructions;
 }

@@ -139,3 +139,56 @@ def read_comm(path: str | Path) -> CommMatrix:
 
 def write_comm(comm: CommMatrix, path: str | Path) -> None:
     write_text_atomic(path, comm.to_json() + "\n")
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Workers created in rounds: the creator (thread 0) starts ``size`` workers, joins them, and
+    starts ``size`` more, ``count`` times. Worker j of every round plays the same role."""
+
+    size: int
+    count: int
+
+    def role(self, thread: int) -> int:
+        """The slot of a thread when the plan holds the creator and one round: 0, 1..size."""
+        return 0 if thread == 0 else 1 + (thread - 1) % self.size
+
+
+def find_rounds(comm: CommMatrix) -> Rounds | None:
+    """Rounds from the trace's creators and lifetimes (``pinwise trace`` records both): every
+    thread but 0 created by thread 0, a new round starting where a worker is born after all
+    earlier workers ended, at least two rounds, all of one size. None otherwise (one pool that
+    lives through the run, workers creating workers, or a matrix without lifetimes)."""
+    creators, lifetimes = comm.metadata.get("creators"), comm.metadata.get("lifetimes")
+    threads = comm.threads
+    if not isinstance(creators, list) or not isinstance(lifetimes, list) or threads < 3:
+        return None
+    if len(creators) != threads or len(lifetimes) != threads or any(c != 0 for c in creators[1:]):
+        return None
+    starts, last_end = [1], lifetimes[1][1]
+    for thread in range(2, threads):
+        born, ended = lifetimes[thread]
+        if born >= last_end:
+            starts.append(thread)
+        last_end = max(last_end, ended)
+    sizes = {b - a for a, b in zip(starts, starts[1:] + [threads])}
+    if len(starts) < 2 or len(sizes) != 1:
+        return None
+    return Rounds(sizes.pop(), len(starts))
+
+
+def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
+    """One thread per role: the creator and one round's workers, each summing what its role did in
+    every round (communication, accesses, instructions). Workers of different rounds never run
+    together, so what they share lands on the diagonal, which mapping ignores."""
+    roles = np.array([rounds.role(t) for t in range(comm.threads)])
+    size = rounds.size + 1
+    fold = np.zeros((size, comm.threads))
+    fold[roles, np.arange(comm.threads)] = 1
+    matrix = fold @ comm.matrix @ fold.T
+    metadata = {k: v for k, v in comm.metadata.items() if k not in ("creators", "lifetimes", "instructions_together")}
+    if "instructions_together" in comm.metadata:
+        metadata["instructions_together"] = (fold @ np.array(comm.metadata["instructions_together"], float)).tolist()
+    metadata["rounds"] = {"size": rounds.size, "count": rounds.count, "threads": comm.threads}
+    return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
+                      None if comm.instructions is None else fold @ comm.instructions, metadata)

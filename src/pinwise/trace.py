@@ -98,6 +98,16 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         "memory_bytes": int(header.get("table-bytes", ["0"])[0]),
         "cache_bytes": int(header.get("cache-bytes", ["0"])[0]),
     }
+    try:  # dumps of tools older than the creator and lifetime lines have neither
+        if "load-together" in header:
+            metadata["instructions_together"] = [int(v) for v in header["load-together"]]
+        if "creator" in header:
+            metadata["creators"] = [None] + [int(v) for v in header["creator"][1:]]
+        if "lifetime" in header:
+            ends = [int(v) for v in header["lifetime"]]
+            metadata["lifetimes"] = [ends[i:i + 2] for i in range(0, len(ends), 2)]
+    except ValueError as err:
+        raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
     if "window" in header:
         metadata["window"] = {"accesses": int(header["window"][0])}
     if "window-ms" in header:
