@@ -5,6 +5,10 @@
  *   PINWISE_PLAN    slots separated by ';', each a CPU list: "0;2;1,3". Slot k is for the k-th
  *                   thread of the process in creation order, the main thread being thread 0;
  *                   past the last slot the plan wraps round.
+ *   PINWISE_REPEAT_FROM  slot R (default 0): past the last slot the plan starts again at slot R,
+ *                   not at 0. Programs that create their workers in rounds (create, join, create
+ *                   again) use R = 1, so worker j of every round gets worker j's slot and never
+ *                   the main thread's.
  *   PINWISE_SKIP    hex mask (likwid-pin's -s): bit i set means the i-th pthread_create call
  *                   (0-based, the main thread not counted) makes a helper thread that takes no
  *                   slot; it may run on any CPU of the plan.
@@ -45,6 +49,7 @@ static int follow;                 /* pin programs exec'd from here too */
 static int observe_only;           /* PINWISE_OBSERVE=1: log where threads run, pin nothing */
 static int log_fd = -1;
 static uint64_t skip_mask;
+static unsigned repeat_from;       /* PINWISE_REPEAT_FROM: where the plan starts again past its end */
 static atomic_uint created;        /* pthread_create calls seen in this process */
 static atomic_uint next_slot;      /* next slot to hand out; the main thread holds slot 0 */
 static pthread_key_t exit_key;
@@ -166,8 +171,10 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
         return real_create(thread, attr, routine, arg);
     unsigned call = atomic_fetch_add(&created, 1);
     int slot = -1;
-    if (!(call < 64 && ((skip_mask >> call) & 1)))
-        slot = (int)(atomic_fetch_add(&next_slot, 1) % (unsigned)plan.nslots);
+    if (!(call < 64 && ((skip_mask >> call) & 1))) {
+        unsigned next = atomic_fetch_add(&next_slot, 1), n = (unsigned)plan.nslots;
+        slot = (int)(next < n ? next : repeat_from + (next - repeat_from) % (n - repeat_from));
+    }
     struct start *start = malloc(sizeof *start);
     if (start == NULL)
         return real_create(thread, attr, routine, arg);
@@ -278,6 +285,18 @@ __attribute__((constructor)) static void pinwise_init(void)
     } else if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
         warn_once("unusable plan: %s; the program runs unpinned", err);
         return;
+    }
+    const char *repeat_text = getenv("PINWISE_REPEAT_FROM");
+    if (repeat_text != NULL && *repeat_text) {
+        char *end;
+        errno = 0;
+        unsigned long value = strtoul(repeat_text, &end, 10);
+        if (errno != 0 || *end != '\0' || value >= (unsigned long)plan.nslots) {
+            warn_once("unusable PINWISE_REPEAT_FROM=%s (want a slot below %d); the program runs unpinned", repeat_text,
+                      plan.nslots);
+            return;
+        }
+        repeat_from = (unsigned)value;
     }
     const char *skip_text = getenv("PINWISE_SKIP");
     if (skip_text != NULL && *skip_text) {

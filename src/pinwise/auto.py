@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from .analyze import Analysis, analyze
 from .bench import build_candidates, open_db, run_bench
 from .bench.runner import Candidate
-from .comm import CommMatrix
+from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
 from .pinning.plan import Plan
 from .report import summarize
@@ -91,6 +91,11 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             comm = trace(trace_argv or argv, comm_path, progress=progress, quiet=True)
         else:
             comm = tracer(trace_argv or argv, comm_path)
+        rounds = find_rounds(comm)
+        if rounds is not None:
+            say(f"    the program creates its workers in {rounds.count} rounds of {rounds.size}: "
+                f"planning the creator and one round, every round's worker j on worker j's CPU")
+            comm = fold_rounds(comm, rounds)
         analysis = analyze(comm)
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
         say(f"    recommended: {analysis.policy} ({analysis.reason})")
@@ -162,5 +167,7 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     program = " ".join(argv)
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
-    lines.extend(f"  {line}{command_after.get(name, '')}" for name, line in result.plans[winner.name].job_script_lines())
+    traced = result.comm.metadata.get("rounds", {}).get("threads")
+    lines.extend(f"  {line}{command_after.get(name, '')}"
+                 for name, line in result.plans[winner.name].job_script_lines(traced))
     return lines

@@ -62,9 +62,13 @@ def build_candidates(policies: list[str], placements: list[str], topology: Topol
                      comm=None) -> list[Candidate]:
     """Policies by name (comm-aware ones need ``comm``) and NAME=SPEC placements, where SPEC is a
     CPU list or a likwid-pin expression."""
-    from ..mapping import POLICIES, compute_mapping
+    from ..mapping import POLICIES, by_role, compute_mapping
     from ..pinning import likwid
 
+    comm = by_role(comm) if comm is not None else None
+    # Workers created in rounds: every plan holds the creator and one round, and starts again at
+    # slot 1 past its end.
+    repeat_from = 1 if comm is not None and "rounds" in comm.metadata else 0
     candidates: list[Candidate] = []
     for name in policies:
         name = name.strip().lower()
@@ -80,7 +84,8 @@ def build_candidates(policies: list[str], placements: list[str], topology: Topol
             candidates.append(Candidate(name, None, random_threads=count))
         elif name in SIMPLE_POLICIES:
             order = simple_policy_order(name, topology, count)
-            candidates.append(Candidate(name, Plan(tuple((c,) for c in order), 0, f"policy {name}")))
+            candidates.append(Candidate(name, Plan(tuple((c,) for c in order), 0, f"policy {name}",
+                                                   repeat_from=repeat_from)))
         else:
             if comm is None:
                 raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE")

@@ -37,6 +37,9 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
                         help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
     parser.add_argument("--skip", "-s", metavar="MASK",
                         help="hex mask of created threads that take no slot (likwid-pin -s), e.g. 0x1")
+    parser.add_argument("--repeat-from", type=int, default=0, metavar="SLOT",
+                        help="past the last slot, start again at this slot (default 0, as likwid-pin wraps); 1 for "
+                             "programs that create their workers in rounds, so the main thread's slot is not reused")
     parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
     parser.add_argument("--comm", metavar="FILE",
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")

@@ -12,6 +12,18 @@ from ..files import write_text_atomic
 
 
 def _resolve_plan(args: argparse.Namespace, topology):
+    plan = _resolve_placement(args, topology)
+    repeat_from = getattr(args, "repeat_from", 0)
+    if repeat_from:
+        from dataclasses import replace
+
+        if plan is None:
+            raise PinwiseError("--repeat-from goes with a placement; policy os places nothing")
+        plan = replace(plan, repeat_from=repeat_from)
+    return plan
+
+
+def _resolve_placement(args: argparse.Namespace, topology):
     from ..mapping import POLICIES, compute_mapping
     from ..pinning import SIMPLE_POLICIES, resolve_plan
 
@@ -44,7 +56,8 @@ def _print_plan(plan, topology) -> None:
             threads_on_pu.setdefault(cpu, []).append(slot)
     print(topo_mod.render(topology, threads_on_pu))
     print(f"\nplan: {plan.nb_slots} threads ({plan.source}); thread k runs on the k-th CPU, "
-          "wrapping round past the last" + (f"; skip mask {plan.skip_mask:#x}" if plan.skip_mask else ""))
+          + (f"starting again at slot {plan.repeat_from} past the last" if plan.repeat_from else "wrapping round past the last")
+          + (f"; skip mask {plan.skip_mask:#x}" if plan.skip_mask else ""))
     width = max(len(name) for name, _ in plan.job_script_lines())
     for name, line in plan.job_script_lines():
         print(f"  {name:<{width}}  {line}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..comm import CommMatrix
+from ..comm import CommMatrix, find_rounds, fold_rounds
 from ..errors import PinwiseError
 from ..files import write_text_atomic
 from ..pinning.placement import MAPPING_FORMAT, read_mapping, simple_policy_order
@@ -52,9 +52,12 @@ class Mapping:
     details: dict = field(default_factory=dict, compare=False)
 
     def to_plan(self) -> Plan | None:
+        """Thread i on ``pus[i]``; for workers created in rounds, the plan starts again at slot 1
+        past its end, so every round's worker j gets worker j's PU."""
         if self.pus is None:
             return None
-        return Plan(tuple((pu,) for pu in self.pus), 0, f"policy {self.policy}", self.details)
+        return Plan(tuple((pu,) for pu in self.pus), 0, f"policy {self.policy}", self.details,
+                    repeat_from=1 if "rounds" in self.details else 0)
 
     def to_json(self) -> str:
         return json.dumps({"format": MAPPING_FORMAT, "version": 1, "policy": self.policy,
@@ -80,18 +83,33 @@ def _matrix(comm) -> np.ndarray:
 
 #: A creator thread that executes less than this share of an average worker's instructions
 #: mostly waits (it creates the workers and joins them).
-IDLE_CREATOR_SHARE = 0.05
+IDLE_CREATOR_SHARE = 0.10
 CREATOR_MODES = ("auto", "last", "policy")
 
 
 def idle_creator(comm) -> bool:
     """Whether thread 0, which creates the others in a pthreads program, is idle by the trace's
-    instruction counts (False when the matrix carries none, e.g. a CSV file)."""
-    instructions = comm.instructions if isinstance(comm, CommMatrix) else None
-    if instructions is None or len(instructions) < 3:
+    instruction counts: those executed while another thread was alive where the trace has them
+    (the program's start-up, the loader's work among it, is not the creator competing with its
+    workers), all of them otherwise. False when the matrix carries none, e.g. a CSV file."""
+    if not isinstance(comm, CommMatrix):
+        return False
+    together = comm.metadata.get("instructions_together")
+    instructions = np.array(together, dtype=np.float64) if isinstance(together, list) else comm.instructions
+    if instructions is None or len(instructions) < 3 or len(instructions) != comm.threads:
         return False
     workers = float(np.mean(instructions[1:]))
     return workers > 0 and float(instructions[0]) < IDLE_CREATOR_SHARE * workers
+
+
+def by_role(comm):
+    """A traced matrix whose workers were created in rounds, folded to one thread per role
+    (:func:`pinwise.comm.fold_rounds`); anything else as it is."""
+    if isinstance(comm, CommMatrix):
+        rounds = find_rounds(comm)
+        if rounds is not None:
+            return fold_rounds(comm, rounds)
+    return comm
 
 
 def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,
@@ -109,6 +127,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     name = policy.strip().lower()
     if name not in POLICIES:
         raise PinwiseError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    comm = by_role(comm)
     matrix = _matrix(comm)
     count = matrix.shape[0]
     if threads is not None and threads != count:
@@ -117,6 +136,8 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
         return Mapping(name, None, count, topology.source)
     tree = SlotTree(topology, count)
     details: dict = {}
+    if isinstance(comm, CommMatrix) and "rounds" in comm.metadata:
+        details["rounds"] = comm.metadata["rounds"]
     if name in ("random", "compact", "scatter", "close", "spread"):
         if name == "random":
             seed = seed if seed is not None else random_module.SystemRandom().randrange(1 << 31)
