@@ -29,6 +29,7 @@ from pinwise.pinning import (
     pin_self,
     resolve_plan,
 )
+from pinwise.pinning.launcher import NATIVE_DIR, PRELOAD_LIBRARY
 from pinwise.topology import preset, read_sysfs
 
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -323,3 +324,34 @@ def test_random_expressions_never_traceback(text):
     except PinwiseError:
         return
     assert all(isinstance(c, int) for c in cpus)
+
+
+def test_repeat_from_gives_later_threads_the_workers_slots(threads_exe):
+    # Slots 0,1,2 = CPUs 0,1,0; past slot 2 the plan starts again at slot 1, never at main's slot 0.
+    placement = run_and_read(pinwise_run("--cpus", "0,1,0", "--repeat-from", "1") + [str(threads_exe), "5"])
+    assert placement == {0: [0], 1: [1], 2: [0], 3: [1], 4: [0], 5: [1]}
+    plan = resolve_plan(read_sysfs(), cpus="0,1,0")
+    assert [plan.cpus_for_slot(k) for k in range(6)] == [(0,), (1,), (0,), (0,), (1,), (0,)]  # wraps to 0
+
+
+def test_workers_created_in_rounds_keep_their_role(tmp_path):
+    """The blog's pairs program creates its 4 workers 3 times; every round's worker j runs in slot j."""
+    pairs = str(NATIVE_DIR / "bin" / "pairs")
+    result = subprocess.run([PINWISE, "run", "--verify", "--cpus", "1,0,0,1,1", "--repeat-from", "1", "--", pairs,
+                             "-r", "3", "-i", "1000"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    rows = [line.strip("│ ").split("│") for line in result.stderr.splitlines() if line.startswith("│")]
+    slots = {int(row[0]): int(row[1]) for row in rows}
+    assert slots == {0: 0, **{k: 1 + (k - 1) % 4 for k in range(1, 13)}}
+    assert result.stderr.strip().endswith("13 threads, all where asked")
+
+
+def test_unusable_repeat_from_is_refused(threads_exe):
+    assert_clean_failure(subprocess.run(pinwise_run("--cpus", "0,1", "--repeat-from", "2") + [str(threads_exe), "1"],
+                                        capture_output=True, text=True, stdin=subprocess.DEVNULL),
+                         "repeats from slot 2", "slots 0 to 1")
+    # The preload library refuses it once, and the program runs unpinned rather than crash.
+    env = {**os.environ, "LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN": "0;1", "PINWISE_REPEAT_FROM": "5"}
+    result = subprocess.run([str(threads_exe), "1"], input="", capture_output=True, text=True, env=env)
+    assert result.returncode == 0
+    assert result.stderr.count("pinwise: unusable PINWISE_REPEAT_FROM=5 (want a slot below 2)") == 1

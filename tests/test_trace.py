@@ -12,13 +12,20 @@ import numpy as np
 import pytest
 from conftest import assert_clean_failure, compile_program, run_pinwise
 
-from pinwise.comm import read_comm
+from pinwise.comm import Rounds, find_rounds, read_comm
+from pinwise.mapping import by_role, idle_creator
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.trace import TOOL, parse_trace, tool_environment
 
 PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None or not TOOL.exists(),
                                 reason="Valgrind or pinwise's Valgrind tool is missing (make deps installs valgrind)")
+
+#: Iterations of the traced workloads. Under Valgrind the threads run one at a time; at a few
+#: hundred iterations a thread's whole work fits in a few scheduling quanta, and on a loaded
+#: machine a thread woken late from the start barrier can miss another entirely (seen: a pair of
+#: all-to-all with 158 events against ~130,000 for the others). At 2000 they overlap for long.
+TRACE_ITERATIONS = "2000"
 
 
 def traced(tmp_path, *argv, options=()):
@@ -35,7 +42,7 @@ def share(matrix, cells):
 
 
 def test_pairs_give_two_heavy_blocks(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", "300")
+    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS)
     assert comm.threads == 4
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
     assert comm.metadata["tool"].startswith("pinwise-valgrind") and comm.metadata["partial"] is False
@@ -43,24 +50,24 @@ def test_pairs_give_two_heavy_blocks(tmp_path):
 
 
 def test_neighbour_gives_a_band(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "6", "-i", "300")
+    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "6", "-i", TRACE_ITERATIONS)
     assert share(comm.matrix, [(i, i + 1) for i in range(5)]) > 0.95
     assert all(comm.matrix[i, i + 1] > 0 for i in range(5))
 
 
 def test_master_gives_one_heavy_row(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "master", "-t", "6", "-i", "300")
+    comm = traced(tmp_path, PATTERNS, "master", "-t", "6", "-i", TRACE_ITERATIONS)
     assert share(comm.matrix, [(0, j) for j in range(1, 6)]) > 0.95
 
 
 def test_all_to_all_is_flat(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "all-to-all", "-t", "4", "-i", "300")
+    comm = traced(tmp_path, PATTERNS, "all-to-all", "-t", "4", "-i", TRACE_ITERATIONS)
     off = comm.matrix[~np.eye(4, dtype=bool)]
     assert off.min() > 0 and off.std() / off.mean() < 0.5
 
 
 def test_private_is_near_zero(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "private", "-t", "4", "-i", "300")
+    comm = traced(tmp_path, PATTERNS, "private", "-t", "4", "-i", TRACE_ITERATIONS)
     assert comm.matrix.sum() / 2 < 0.01 * comm.accesses.sum()
 
 
@@ -136,10 +143,11 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     """The tool's line cache and stamps only save work: with one-slot-pair caches (every lookup
     evicts) and stamps reused after two, the handoff program gives the same matrix.
 
-    The workers run strictly one after another, so their entries are deterministic and must be
-    equal. Main's row also holds the pthread_create/join handshake, whose few shared-line accesses
-    depend on whether a worker has already exited when main joins it: timing, which a loaded
-    machine changes (seen: 135 vs 137 events). That row is held to a few events."""
+    The workers run strictly one after another, so over one whole-run window their entries are
+    deterministic and must be equal. Main's row also holds the pthread_create/join handshake,
+    whose few shared-line accesses depend on whether a worker has already exited when main joins
+    it: timing, which a loaded machine changes (seen: 135 vs 137 events). That row is held to a
+    few events."""
     exe = compile_program("handoff.c", build_dir)
     env = tool_environment(tmp_path)
     matrices = []
@@ -149,13 +157,17 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
                         str(exe), "64", "50"], env=env, check=True, capture_output=True, timeout=300)
         matrices.append(parse_trace(out.read_text(), str(out)).matrix)
     assert matrices[0].sum() > 0
+    # With small windows the boundaries fall where main's handshake timing puts them, so the
+    # workers' entries move a little too; a cache that lost or doubled counts would be far off
+    # (dropping the settle at eviction loses 49 of every 50 events here).
+    whole_run = options[0] == "--pw-window=1000000000"
     for other in matrices[1:]:
-        np.testing.assert_array_equal(other[1:, 1:], matrices[0][1:, 1:])
-        np.testing.assert_allclose(other[0], matrices[0][0], atol=HANDSHAKE_EVENTS, rtol=0)
+        np.testing.assert_allclose(other[1:, 1:], matrices[0][1:, 1:], rtol=0 if whole_run else 0.03)
+        np.testing.assert_allclose(other[0], matrices[0][0], atol=HANDSHAKE_EVENTS, rtol=0 if whole_run else 0.03)
 
 
 def test_mazouz_alpha_model(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", "200", options=("--model", "mazouz"))
+    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS, options=("--model", "mazouz"))
     assert comm.metadata["model"] == "mazouz"
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
 
@@ -212,3 +224,19 @@ def test_many_threads(tmp_path):
     assert comm.threads == 600 and comm.matrix.shape == (600, 600)
     assert comm.metadata["memory_bytes"] > 600 * 600 * 8  # the matrix itself is counted
     assert all(comm.matrix[i, i + 1] > 0 for i in range(599))
+
+
+def test_creators_and_lifetimes_show_rounds(tmp_path):
+    """The blog's pairs program: main creates 4 workers, joins them, 3 times. The tracer records
+    who created each thread and when it lived; the rounds and the idle creator follow."""
+    comm = traced(tmp_path, str(NATIVE_DIR / "bin" / "pairs"), "-r", "3", "-i", "20000")
+    assert comm.threads == 13
+    assert comm.metadata["creators"] == [None] + [0] * 12
+    lifetimes = comm.metadata["lifetimes"]
+    assert all(start <= end for start, end in lifetimes)
+    for r in range(2):  # every worker of a round ended before the next round's first began
+        assert max(end for _, end in lifetimes[1 + 4 * r:5 + 4 * r]) <= lifetimes[5 + 4 * r][0]
+    assert find_rounds(comm) == Rounds(4, 3)
+    together = comm.metadata["instructions_together"]
+    assert together[0] < comm.instructions[0]  # the loader's start-up ran before any worker
+    assert idle_creator(by_role(comm))

@@ -25,7 +25,7 @@ EXPECTED = {"pairs": "pairs", "neighbour": "neighbour", "far-pairs": "far pairs"
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_workload_shows_its_pattern(tmp_path, name):
     out = tmp_path / f"{name}.json"
-    run_pinwise("trace", "-o", str(out), "--", *workload_command(name, threads=8, iterations=300), check=True,
+    run_pinwise("trace", "-o", str(out), "--", *workload_command(name, threads=8, iterations=2000), check=True,
                 timeout=300)
     assert analyze(read_comm(out)).pattern == EXPECTED[name]
 

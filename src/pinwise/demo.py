@@ -26,9 +26,9 @@ from .trace import trace
 from .workloads import TIME_REGEX, workload_command
 
 #: workload -> (trace iterations, bench iterations); sized for this project's 2-core test machine.
-QUICK = {"pairs": (300, 3000), "neighbour": (300, None), "master": (300, None), "private": (300, 3000)}
-FULL = {"pairs": (400, 4000), "neighbour": (400, 4000), "far-pairs": (400, None), "master": (400, None),
-        "pipeline": (400, None), "all-to-all": (400, 3000), "private": (400, 4000)}
+QUICK = {"pairs": (2000, 3000), "neighbour": (2000, None), "master": (2000, None), "private": (2000, 3000)}
+FULL = {"pairs": (2000, 4000), "neighbour": (2000, 4000), "far-pairs": (2000, None), "master": (2000, None),
+        "pipeline": (2000, None), "all-to-all": (2000, 3000), "private": (2000, 4000)}
 
 
 def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) -> Path:

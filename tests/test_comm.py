@@ -1,0 +1,84 @@
+"""Communication matrices: workers created in rounds found from planted lifetimes, and folded to
+one thread per role; the mapping of a folded matrix repeats from the first worker's slot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pinwise.comm import CommMatrix, Rounds, find_rounds, fold_rounds, parse_comm
+from pinwise.mapping import compute_mapping, idle_creator
+from pinwise.topology import load_topology
+
+
+def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
+    """Main creates ``count`` rounds of ``size`` workers; worker j of each round talks to worker
+    j ^ 1 (pairs). Each round lives from 100r + 10 to 100r + 90 on the access clock; with
+    ``overlap`` a round starts before the last one ended (one pool, not rounds)."""
+    threads = 1 + size * count
+    matrix = np.zeros((threads, threads))
+    lifetimes = [[0, 100 * count]]
+    for r in range(count):
+        first = 1 + r * size
+        for j in range(size):
+            start = 100 * r + 10 - (60 if overlap and r else 0)
+            lifetimes.append([start, 100 * r + 90])
+            if j < (j ^ 1) < size:
+                matrix[first + j, first + (j ^ 1)] = 1000 + r
+    matrix = matrix + matrix.T
+    instructions = np.array([50.0] + [1e4] * (threads - 1))
+    return CommMatrix(matrix, np.ones(threads), instructions,
+                      {"creators": [None] + [0] * (threads - 1), "lifetimes": lifetimes})
+
+
+def test_rounds_are_found_from_lifetimes():
+    assert find_rounds(in_rounds(4, 5)) == Rounds(4, 5)
+    assert find_rounds(in_rounds(2, 3)) == Rounds(2, 3)
+    assert find_rounds(in_rounds(4, 5, overlap=True)) is None      # threads of two rounds ran together
+    assert find_rounds(in_rounds(4, 1)) is None                    # one pool for the whole run
+
+
+def test_no_rounds_without_lifetimes_or_with_other_creators():
+    plain = in_rounds(4, 3)
+    assert find_rounds(CommMatrix(plain.matrix)) is None
+    nested = in_rounds(4, 3)
+    nested.metadata["creators"][5] = 2                              # a worker created a worker
+    assert find_rounds(nested) is None
+    uneven = in_rounds(4, 3)
+    uneven.metadata["lifetimes"][4][0] = 95                         # round 1 is 3 + 5 threads
+    assert find_rounds(uneven) is None
+
+
+def test_folding_sums_each_role_over_the_rounds():
+    comm = in_rounds(4, 3)
+    folded = fold_rounds(comm, find_rounds(comm))
+    assert folded.threads == 5
+    # pairs (1,2) and (3,4) in every round: 1000 + 1001 + 1002
+    assert folded.matrix[1, 2] == folded.matrix[3, 4] == 3003
+    assert folded.matrix[1, 3] == 0 and folded.matrix.sum() == 4 * 3003
+    assert folded.instructions.tolist() == [50, 3e4, 3e4, 3e4, 3e4]
+    assert folded.metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
+    assert "lifetimes" not in folded.metadata
+    assert parse_comm(folded.to_json()).metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
+
+
+def test_mapping_a_matrix_in_rounds_plans_one_round_and_repeats_from_slot_1():
+    comm = in_rounds(4, 3)
+    mapping = compute_mapping("locality", comm, load_topology("pack:1 core:2 pu:1"))
+    assert mapping.threads == 5 and mapping.details["rounds"]["threads"] == 13
+    pus = mapping.pus
+    assert pus[1] == pus[2] and pus[3] == pus[4] and pus[1] != pus[3]  # each pair on one PU
+    assert pus[0] == pus[4]                                          # the idle creator beside the last pair
+    plan = mapping.to_plan()
+    assert plan.repeat_from == 1
+    assert [plan.cpus_for_slot(k)[0] for k in range(13)] == [pus[0]] + list(pus[1:]) * 3
+
+
+@pytest.mark.parametrize("main_work, idle", [(50.0, True), (9e2, True), (2e3, False), (1e4, False)])
+def test_creator_is_idle_below_a_tenth_of_a_worker(main_work, idle):
+    comm = in_rounds(4, 1)
+    comm.instructions[0] = main_work
+    assert idle_creator(comm) is idle
+    # What it executed while its workers lived counts, not the program's start-up.
+    comm.metadata["instructions_together"] = [10.0] + [1e4] * 4
+    assert idle_creator(comm)
