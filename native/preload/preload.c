@@ -12,8 +12,9 @@
  *   PINWISE_SKIP    hex mask (likwid-pin's -s): bit i set means the i-th pthread_create call
  *                   (0-based, the main thread not counted) makes a helper thread that takes no
  *                   slot; it may run on any CPU of the plan.
- *   PINWISE_LOG     file to append one line per thread start and end: where it was asked to run
- *                   and where it ran. `pinwise run --verify` reads it back.
+ *   PINWISE_LOG     file to append one line per thread start and end: where it was asked to run,
+ *                   where it ran, and when (CLOCK_MONOTONIC, ns). `pinwise run --verify` reads it
+ *                   back; `pinwise auto` reads the times to find workers created in rounds.
  *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
  *                   Otherwise they get the affinity the program had before pinning.
  *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -105,7 +107,14 @@ static void warn_once(const char *fmt, ...)
     }
 }
 
-/* start PID TID INDEX SLOT ERRNO CPU REQUESTED */
+static long long now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+/* start PID TID INDEX SLOT ERRNO CPU REQUESTED NS */
 static void log_start(unsigned index, int slot, int error)
 {
     if (log_fd < 0)
@@ -113,18 +122,18 @@ static void log_start(unsigned index, int slot, int error)
     char cpus[256];
     pinwise_cpulist_format(slot >= 0 ? &plan.slots[slot] : &plan.all, cpus, sizeof cpus);
     char line[384];
-    int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s\n", (int)getpid(), (int)current_tid(),
-                     index, slot, error, sched_getcpu(), cpus);
+    int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s %lld\n", (int)getpid(), (int)current_tid(),
+                     index, slot, error, sched_getcpu(), cpus, now_ns());
     write_all(log_fd, line, (size_t)n);
 }
 
-/* end PID TID CPU: the CPU the thread last ran on */
+/* end PID TID CPU NS: the CPU the thread last ran on, and when it ended */
 static void log_end(pid_t tid, int cpu)
 {
     if (log_fd < 0)
         return;
-    char line[96];
-    int n = snprintf(line, sizeof line, "end %d %d %d\n", (int)getpid(), (int)tid, cpu);
+    char line[128];
+    int n = snprintf(line, sizeof line, "end %d %d %d %lld\n", (int)getpid(), (int)tid, cpu, now_ns());
     write_all(log_fd, line, (size_t)n);
 }
 

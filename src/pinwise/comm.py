@@ -155,10 +155,16 @@ class Rounds:
 
 
 def find_rounds(comm: CommMatrix) -> Rounds | None:
-    """Rounds from the trace's creators and lifetimes (``pinwise trace`` records both): every
-    thread but 0 created by thread 0, a new round starting where a worker is born after all
-    earlier workers ended, at least two rounds, all of one size. None otherwise (one pool that
-    lives through the run, workers creating workers, or a matrix without lifetimes)."""
+    """Rounds from the creators and lifetimes in the matrix's metadata: every thread but 0
+    created by thread 0, a new round starting where a worker is born after all earlier workers
+    ended, at least two rounds, all of one size of at least two workers, and in every round a
+    moment when all its workers were alive.
+
+    None otherwise: one pool that lives through the run, workers creating workers, a matrix
+    without lifetimes, or lifetimes that do not show rounds unambiguously. The last matters with
+    lifetimes measured under Valgrind, which runs one thread at a time: a short worker may end
+    before its partner is created, and folding on such a gap would put workers that run together
+    natively in one slot. ``pinwise auto`` therefore takes lifetimes from a native run."""
     creators, lifetimes = comm.metadata.get("creators"), comm.metadata.get("lifetimes")
     threads = comm.threads
     if not isinstance(creators, list) or not isinstance(lifetimes, list) or threads < 3:
@@ -171,9 +177,12 @@ def find_rounds(comm: CommMatrix) -> Rounds | None:
         if born >= last_end:
             starts.append(thread)
         last_end = max(last_end, ended)
-    sizes = {b - a for a, b in zip(starts, starts[1:] + [threads])}
-    if len(starts) < 2 or len(sizes) != 1:
+    bounds = list(zip(starts, starts[1:] + [threads]))
+    sizes = {b - a for a, b in bounds}
+    if len(starts) < 2 or len(sizes) != 1 or min(sizes) < 2:
         return None
+    if any(max(lifetimes[t][0] for t in range(a, b)) >= min(lifetimes[t][1] for t in range(a, b)) for a, b in bounds):
+        return None  # some round's workers were never all alive together
     return Rounds(sizes.pop(), len(starts))
 
 

@@ -105,7 +105,7 @@ def parse_trace(text: str, source: str) -> CommMatrix:
             metadata["creators"] = [None] + [int(v) for v in header["creator"][1:]]
         if "lifetime" in header:
             ends = [int(v) for v in header["lifetime"]]
-            metadata["lifetimes"] = [ends[i:i + 2] for i in range(0, len(ends), 2)]
+            metadata["lifetimes_traced"] = [ends[i:i + 2] for i in range(0, len(ends), 2)]
     except ValueError as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
     if "window" in header:
@@ -117,9 +117,12 @@ def parse_trace(text: str, source: str) -> CommMatrix:
 
 def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
           model: str = "diener", readonly: bool = False, stack: bool = False, max_lines: int = 1 << 24,
-          progress: bool | None = None, extra_env: dict[str, str] | None = None, quiet: bool = False) -> CommMatrix:
+          progress: bool | None = None, extra_env: dict[str, str] | None = None, quiet: bool = False,
+          native_run: bool = True) -> CommMatrix:
     """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm).
-    With ``quiet`` the program's standard output is discarded."""
+    With ``quiet`` the program's standard output is discarded. With ``native_run`` the program
+    then runs once natively, its output discarded, for the threads' real lifetimes (under
+    Valgrind they take turns): they show workers created in rounds (pinwise.comm.find_rounds)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if window < 1 or (window_ms is not None and window_ms < 1):
@@ -163,6 +166,14 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             raise PinwiseError(f"{argv[0]} {why} before the tracer wrote anything; nothing saved")
         comm = parse_trace(result_path.read_text(), str(result_path))
     partial = comm.metadata["partial"] or returncode != 0 or interrupted
+    if native_run and not partial:
+        if show:
+            print("tracing done; one native run for the threads' lifetimes ...", file=sys.stderr)
+        from .pinning.launcher import observe_lifetimes
+
+        lifetimes = observe_lifetimes(argv, extra_env)
+        if lifetimes is not None and len(lifetimes) == comm.threads:
+            comm.metadata["lifetimes"] = lifetimes
     comm.metadata.update({
         "command": [program, *argv[1:]], "threads": comm.threads, "tool": TOOL_VERSION, "partial": partial,
         "exit_status": returncode, "seconds": round(time.perf_counter() - start, 3),

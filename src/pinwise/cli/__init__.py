@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     tracer.add_argument("--stack", action="store_true",
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
     tracer.add_argument("--max-lines", type=int, default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
+                        help="skip the one native run (output discarded) that records when each thread lived; "
+                             "without it, workers created in rounds are not recognised")
     tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     tracer.set_defaults(handler=cmd_trace)
 

@@ -14,6 +14,7 @@ from .placing import _read_comm_with_warnings
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import build_candidates, interrupted_message, open_db, run_bench
+    from ..bench.runner import unique_candidates
     from ..policies import POLICIES
     from ..pinning import SIMPLE_POLICIES
     from ..report import print_report, summarize
@@ -25,12 +26,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
     topology = topo_mod.load_topology(None)
     comm = _read_comm_with_warnings(args.comm) if args.comm else None
-    if args.policies.strip().lower() == "all":
+    run_all = args.policies.strip().lower() == "all"
+    if run_all:
         policies = [p for p in POLICIES if p in SIMPLE_POLICIES or comm is not None]
-        policies = [p for p in policies if p not in ("close", "spread")]  # same as compact/scatter here
     else:
         policies = [p for p in args.policies.split(",") if p.strip()]
     candidates = build_candidates(policies, args.placement or [], topology, args.threads, comm)
+    if run_all:  # every placement whose CPUs differ, once: on a small machine many policies coincide
+        candidates, aliases = unique_candidates(candidates)
+        for name, same in aliases.items():
+            print(f"pinwise: {', '.join(same)} place{'s' if len(same) == 1 else ''} the threads as {name} does "
+                  f"here: run once, as {name}", file=sys.stderr)
     try:
         experiment = run_bench(argv, candidates, topology, args.runs, args.db, warmup=args.warmup,
                                time_regex=args.time_regex, timeout=args.timeout, new=args.new, seed=args.seed,
@@ -94,7 +100,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
     comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
-                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines)
+                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines, native_run=args.native_run)
     meta = comm.metadata
     print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
           f"{meta['lines_tracked']:,} lines tracked ({format_size(_whole_kib(meta['memory_bytes']))} of tracer memory, "

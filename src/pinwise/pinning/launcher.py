@@ -37,6 +37,8 @@ class ThreadRecord:
     start_cpu: int            # the CPU it ran on right after pinning
     end_cpu: int | None = None  # the CPU it last ran on (None if it never reported, e.g. killed)
     error: int = 0            # errno of sched_setaffinity, 0 when pinning worked
+    started_ns: int | None = None  # CLOCK_MONOTONIC when it started and ended (None in older logs)
+    ended_ns: int | None = None
 
     @property
     def ran_where_asked(self) -> bool:
@@ -108,8 +110,8 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
     if not PRELOAD_LIBRARY.exists():
         raise PinwiseError(f"the preload library is missing ({PRELOAD_LIBRARY}); reinstall pinwise with its native part")
     env = dict(os.environ if base is None else base)
-    for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_LOG", "PINWISE_FOLLOW", "PINWISE_OWNER",
-                 "PINWISE_ORIGINAL", "PINWISE_OBSERVE"):
+    for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_REPEAT_FROM", "PINWISE_LOG", "PINWISE_FOLLOW",
+                 "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE"):
         env.pop(name, None)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{PRELOAD_LIBRARY} {preload}".strip()
@@ -131,13 +133,18 @@ def parse_log(text: str) -> tuple[list[ThreadRecord], list[str]]:
     for line in text.splitlines():
         fields = line.split(" ")
         try:
-            if fields[0] == "start" and len(fields) == 8:
+            if fields[0] == "start" and len(fields) in (8, 9):
                 pid, tid, index, slot, error, cpu = (int(f) for f in fields[1:7])
-                threads[(pid, tid)] = ThreadRecord(pid, tid, index, slot, parse_cpulist(fields[7]), cpu, None, error)
-            elif fields[0] == "end" and len(fields) == 4:
+                started = int(fields[8]) if len(fields) == 9 else None
+                threads[(pid, tid)] = ThreadRecord(pid, tid, index, slot, parse_cpulist(fields[7]), cpu, None, error,
+                                                   started)
+            elif fields[0] == "end" and len(fields) in (4, 5):
                 pid, tid, cpu = (int(f) for f in fields[1:4])
-                if (pid, tid) in threads and cpu >= 0:
-                    threads[(pid, tid)].end_cpu = cpu
+                if (pid, tid) in threads:
+                    if cpu >= 0:
+                        threads[(pid, tid)].end_cpu = cpu
+                    if len(fields) == 5:
+                        threads[(pid, tid)].ended_ns = int(fields[4])
             elif fields[0] == "error":
                 errors.append(" ".join(fields[2:]))
         except (ValueError, PinwiseError):
@@ -146,11 +153,12 @@ def parse_log(text: str) -> tuple[list[ThreadRecord], list[str]]:
 
 
 def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
-                extra_env: dict[str, str] | None = None, observe: bool = True) -> RunResult:
+                extra_env: dict[str, str] | None = None, observe: bool = True, output=None) -> RunResult:
     """Run ``argv`` with ``plan`` (None: unpinned, only observed) and report where its threads ran.
 
     With ``omp``, the plan is given to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of
-    the preload library, which then only observes.
+    the preload library, which then only observes. ``output``: where the program's standard output
+    and error go (default: ours; ``subprocess.DEVNULL`` to discard them).
     """
     program = launchable_program(argv)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
@@ -162,7 +170,8 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
             env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))
         env.update(extra_env or {})
         try:
-            process = subprocess.Popen([program, *argv[1:]], env=env)
+            process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
+                                       stdin=subprocess.DEVNULL if output is not None else None)
         except OSError as err:
             raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
         while True:
@@ -178,3 +187,21 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     if returncode < 0:
         result.signal_name = signal.Signals(-returncode).name
     return result
+
+
+def observe_lifetimes(argv: list[str], extra_env: dict[str, str] | None = None) -> list[list[int]] | None:
+    """Run the program once natively, its output discarded, the preload library only observing:
+    when each thread of the process started and ended (CLOCK_MONOTONIC ns), in creation order.
+    Natively threads run in parallel, so these show which workers live together, as a trace
+    under Valgrind (one thread at a time) cannot. None if the run failed or a time is missing."""
+    result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
+    if result.returncode != 0 or not result.threads:
+        return None
+    pid = result.threads[0].pid  # the program's own process: its children are not followed
+    records = [t for t in result.threads if t.pid == pid]
+    if [t.index for t in records] != list(range(len(records))):
+        return None
+    if any(t.started_ns is None or t.ended_ns is None for t in records):
+        return None
+    start = records[0].started_ns
+    return [[t.started_ns - start, t.ended_ns - start] for t in records]
