@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .analyze import Analysis, analyze
 from .bench import build_candidates, open_db, run_bench
-from .bench.runner import Candidate
+from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
 from .pinning.plan import Plan
@@ -101,13 +101,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         say(f"    recommended: {analysis.policy} ({analysis.reason})")
         candidates = build_candidates(candidate_policies(analysis), [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
-        unique, aliases = [], {}
-        for candidate in candidates:  # policies that give the same CPUs are run once
-            same = next((u for u in unique if (u.plan and candidate.plan and u.plan.cpulist() == candidate.plan.cpulist())), None)
-            if same is None:
-                unique.append(candidate)
-            else:
-                aliases.setdefault(same.name, []).append(candidate.name)
+        unique, aliases = unique_candidates(candidates)  # policies that give the same CPUs are run once
         names = [c.name for c in unique]
         say("2/3 candidates: " + ", ".join(
             f"{c.name}" + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "")

@@ -108,6 +108,27 @@ def build_candidates(policies: list[str], placements: list[str], topology: Topol
     return candidates
 
 
+def unique_candidates(candidates: list[Candidate]) -> tuple[list[Candidate], dict[str, list[str]]]:
+    """Candidates whose plans put the threads on the same CPUs (with the same repeat rule) are run
+    once, under the first one's name; returns them and, per kept name, the names it stands for."""
+    unique: list[Candidate] = []
+    aliases: dict[str, list[str]] = {}
+    for candidate in candidates:
+        key = _placement_key(candidate)
+        same = next((u for u in unique if key is not None and _placement_key(u) == key), None)
+        if same is None:
+            unique.append(candidate)
+        else:
+            aliases.setdefault(same.name, []).append(candidate.name)
+    return unique, aliases
+
+
+def _placement_key(candidate: Candidate):
+    if candidate.plan is None or candidate.random_threads:
+        return None  # the OS and random placements are never the same as another
+    return candidate.plan.slots, candidate.plan.repeat_from, candidate.plan.skip_mask
+
+
 def _kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
