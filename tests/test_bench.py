@@ -197,3 +197,23 @@ def test_a_busy_machine_is_named_and_the_verdict_is_inconclusive(tmp_path):
     assert lines[-1].startswith("inconclusive: the machine was busy (") and "keep the OS" not in result.stdout
     report = run_pinwise("report", db_path, check=True).stdout
     assert "inconclusive: the machine was busy" in report
+
+
+def test_all_policies_keep_every_placement_whose_cpus_differ():
+    """On x7550 with 8 threads spread is 0,8,16,... and scatter 0,16,32,48,2,...: both run. On one
+    package of two cores, policies that give the same CPUs run once, under the first name."""
+    from pinwise.bench import build_candidates
+    from pinwise.bench.runner import unique_candidates
+    from pinwise.topology import load_topology, preset
+
+    names = ["os", "compact", "scatter", "close", "spread", "random"]
+    kept, aliases = unique_candidates(build_candidates(names, [], preset("x7550"), 8))
+    plans = {c.name: c.plan.cpulist() for c in kept if c.plan}
+    assert plans["spread"] == "0,8,16,24,32,40,48,56" and plans["scatter"] == "0,16,32,48,2,18,34,50"
+    assert [c.name for c in kept] == ["os", "compact", "scatter", "spread", "random"] and aliases == {"compact": ["close"]}
+    candidates = build_candidates(names, [], load_topology("pack:1 core:2 pu:1"), 4)
+    kept, aliases = unique_candidates(candidates)
+    by_name = {c.name: c.plan.slots for c in candidates if c.plan}
+    assert aliases == {"compact": ["scatter"], "close": ["spread"]} and len(kept) == 4
+    assert all(by_name[alias] == by_name[name] for name, same in aliases.items() for alias in same)
+    assert len({by_name[c.name] for c in kept if c.plan}) == len([c for c in kept if c.plan])

@@ -49,6 +49,18 @@ def test_no_rounds_without_lifetimes_or_with_other_creators():
     assert find_rounds(uneven) is None
 
 
+def test_ambiguous_lifetimes_give_no_rounds():
+    """Gaps that Valgrind's one-thread-at-a-time runs can make inside a round: a worker alone
+    between gaps, or a round whose workers never were all alive together. (A gap at the same
+    place in every round cannot be told from true rounds by lifetimes at all: that is why auto
+    takes lifetimes from a native run.)"""
+    alone = in_rounds(1, 4)                                         # one worker at a time
+    assert find_rounds(alone) is None
+    chained = in_rounds(4, 3)                                       # a round whose workers never all met
+    chained.metadata["lifetimes"][1:5] = [[10, 30], [20, 40], [35, 60], [55, 90]]
+    assert find_rounds(chained) is None
+
+
 def test_folding_sums_each_role_over_the_rounds():
     comm = in_rounds(4, 3)
     folded = fold_rounds(comm, find_rounds(comm))
