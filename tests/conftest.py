@@ -11,8 +11,9 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-
 import pytest
+
+from pinwise.comm import CommMatrix
 
 PINWISE = str(Path(sys.executable).parent / "pinwise")
 PROGRAMS = Path(__file__).parent / "programs"
@@ -86,3 +87,23 @@ class FakeProgram:
                 "max_rss_kb": 1000, "migrations": 0, "context_switches": 2, "energy_j": None, "exit_status": 0,
                 "failure": None, "misplaced": 0, "placement": placement, "load1": 2 + 2 * self.busy,
                 "others_cpu": self.busy * 2 * wall, "steal_cpu": 0.0, "all_cpu": 2 * wall}
+
+
+def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
+    """Main creates ``count`` rounds of ``size`` workers; worker j of each round talks to worker
+    j ^ 1 (pairs). Each round lives from 100r + 10 to 100r + 90 on the access clock; with
+    ``overlap`` a round starts before the last one ended (one pool, not rounds)."""
+    threads = 1 + size * count
+    matrix = np.zeros((threads, threads))
+    lifetimes = [[0, 100 * count]]
+    for r in range(count):
+        first = 1 + r * size
+        for j in range(size):
+            start = 100 * r + 10 - (60 if overlap and r else 0)
+            lifetimes.append([start, 100 * r + 90])
+            if j < (j ^ 1) < size:
+                matrix[first + j, first + (j ^ 1)] = 1000 + r
+    matrix = matrix + matrix.T
+    instructions = np.array([50.0] + [1e4] * (threads - 1))
+    return CommMatrix(matrix, np.ones(threads), instructions,
+                      {"creators": [None] + [0] * (threads - 1), "lifetimes": lifetimes})

@@ -3,32 +3,12 @@ one thread per role; the mapping of a folded matrix repeats from the first worke
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from conftest import in_rounds
 
 from pinwise.comm import CommMatrix, Rounds, find_rounds, fold_rounds, parse_comm
 from pinwise.mapping import compute_mapping, idle_creator
 from pinwise.topology import load_topology
-
-
-def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
-    """Main creates ``count`` rounds of ``size`` workers; worker j of each round talks to worker
-    j ^ 1 (pairs). Each round lives from 100r + 10 to 100r + 90 on the access clock; with
-    ``overlap`` a round starts before the last one ended (one pool, not rounds)."""
-    threads = 1 + size * count
-    matrix = np.zeros((threads, threads))
-    lifetimes = [[0, 100 * count]]
-    for r in range(count):
-        first = 1 + r * size
-        for j in range(size):
-            start = 100 * r + 10 - (60 if overlap and r else 0)
-            lifetimes.append([start, 100 * r + 90])
-            if j < (j ^ 1) < size:
-                matrix[first + j, first + (j ^ 1)] = 1000 + r
-    matrix = matrix + matrix.T
-    instructions = np.array([50.0] + [1e4] * (threads - 1))
-    return CommMatrix(matrix, np.ones(threads), instructions,
-                      {"creators": [None] + [0] * (threads - 1), "lifetimes": lifetimes})
 
 
 def test_rounds_are_found_from_lifetimes():

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import assert_clean_failure, run_pinwise
+from conftest import PINWISE, assert_clean_failure, compile_program, in_rounds, run_pinwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pinwise import PinwiseError
-from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm
+from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm, write_comm
 from pinwise.mapping import POLICIES, compute_mapping, mapping_cost
 from pinwise.mapping.pairing import balanced_partition, max_weight_matching
 from pinwise.mapping.tree import SlotTree
@@ -294,3 +295,33 @@ def test_random_matrix_text_never_traceback(text):
     except PinwiseError:
         return
     assert comm.matrix.shape[0] == comm.matrix.shape[1]
+
+
+def test_map_of_a_program_in_rounds_plans_one_round(tmp_path, build_dir):
+    """From a matrix whose workers come in rounds (2 pairs a round, more threads than CPUs): one
+    round planned, every format says how it repeats, and the mapping file makes `run --mapping`
+    give round k's worker j worker j's CPU."""
+    comm_path, mapping_path = tmp_path / "rounds.json", tmp_path / "mapping.json"
+    write_comm(in_rounds(4, 3), comm_path)
+    topology = "pack:1 core:2 pu:1"
+    result = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-f", "cpulist", check=True)
+    cpus = [int(c) for c in result.stdout.strip().split(",")]
+    assert len(cpus) == 5 and cpus[1] == cpus[2] != cpus[3] == cpus[4]  # each pair on one CPU
+    assert cpus[0] == cpus[4]  # the idle creator beside the last pair it creates
+    assert "3 rounds of 4" in result.stderr and "--repeat-from 1" in result.stderr
+    likwid = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-f", "likwid", check=True)
+    assert likwid.stdout.strip() == "likwid-pin -c " + ",".join(map(str, cpus[:1] + cpus[1:] * 3))
+    papers = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "--creator", "policy",
+                         "-f", "json", check=True)
+    assert "creator" not in json.loads(papers.stdout)
+    run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-o", str(mapping_path), check=True)
+    document = json.loads(mapping_path.read_text())
+    assert document["rounds"] == {"size": 4, "count": 3, "threads": 13} and document["pus"] == cpus
+    threads_program = compile_program("threads.c", build_dir)
+    out = subprocess.run([PINWISE, "run", "--verify", "--mapping", str(mapping_path), "--", str(threads_program), "12"],
+                         input="", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rows = [line.strip("│ ").split("│") for line in out.stderr.splitlines() if line.startswith("│")]
+    slots = {int(r[0]): int(r[1]) for r in rows}
+    assert slots == {0: 0, **{k: 1 + (k - 1) % 4 for k in range(1, 13)}}
+    assert {int(r[0]): int(r[3]) for r in rows} == {k: cpus[slot] for k, slot in slots.items()}

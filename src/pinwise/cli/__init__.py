@@ -43,6 +43,9 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
     parser.add_argument("--comm", metavar="FILE",
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
+    parser.add_argument("--creator", choices=CREATOR_MODES, default="auto",
+                        help="where a communication-aware policy puts thread 0, the creator: auto (default: beside the last thread it "
+                                 "creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
     _add_topology_option(parser)
 
 
@@ -53,6 +56,11 @@ def _add_topology_option(parser: argparse.ArgumentParser) -> None:
              "an hwloc XML file (lstopo --of xml), a pinwise JSON file, or a synthetic string such as "
              "'pack:2 l3:1 core:4 pu:2'",
     )
+
+
+#: Where a communication-aware policy puts the creator thread (pinwise.mapping.CREATOR_MODES,
+#: repeated here so that building the parser imports no numpy).
+CREATOR_MODES = ("auto", "last", "policy")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -141,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")
     mapper.add_argument("--threads", "-n", type=int, help="expected thread count (checked against the matrix)")
     mapper.add_argument("--seed", type=int, help="seed of the random policy")
+    mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
+                        help="where a communication-aware policy puts thread 0, the creator: auto (default: beside the last thread it "
+                                 "creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
     _add_topology_option(mapper)
     mapper.set_defaults(handler=cmd_map)
 

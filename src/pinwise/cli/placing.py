@@ -35,7 +35,7 @@ def _resolve_placement(args: argparse.Namespace, topology):
             raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE "
                                "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
         mapping = compute_mapping(name, _read_comm_with_warnings(args.comm), topology, seed=args.seed,
-                                  threads=args.threads)
+                                  threads=args.threads, creator=args.creator)
         plan = mapping.to_plan()
         if args.skip:
             from ..pinning.plan import Plan, parse_skip_mask
@@ -49,7 +49,7 @@ def _resolve_placement(args: argparse.Namespace, topology):
                         threads=args.threads, skip=args.skip, seed=args.seed)
 
 
-def _print_plan(plan, topology) -> None:
+def _print_plan(plan, topology, traced: int | None = None) -> None:
     threads_on_pu: dict[int, list[int]] = {}
     for slot, cpus in enumerate(plan.slots):
         for cpu in cpus:
@@ -58,8 +58,9 @@ def _print_plan(plan, topology) -> None:
     print(f"\nplan: {plan.nb_slots} threads ({plan.source}); thread k runs on the k-th CPU, "
           + (f"starting again at slot {plan.repeat_from} past the last" if plan.repeat_from else "wrapping round past the last")
           + (f"; skip mask {plan.skip_mask:#x}" if plan.skip_mask else ""))
-    width = max(len(name) for name, _ in plan.job_script_lines())
-    for name, line in plan.job_script_lines():
+    lines = plan.job_script_lines(traced)
+    width = max(len(name) for name, _ in lines)
+    for name, line in lines:
         print(f"  {name:<{width}}  {line}")
 
 
@@ -162,12 +163,13 @@ def _mapping_table(mapping, topology, cost) -> None:
 
 
 def cmd_map(args: argparse.Namespace) -> int:
-    from ..mapping import compare, compute_mapping, mapping_cost, write_mapping
+    from ..mapping import by_role, compare, compute_mapping, mapping_cost, write_mapping
 
-    comm = _read_comm_with_warnings(args.comm_file)
+    comm = by_role(_read_comm_with_warnings(args.comm_file))  # workers created in rounds: one thread per role
     topology = topo_mod.load_topology(args.topology)
     if args.compare:
-        return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1), topology)
+        return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
+                                         creator=args.creator), topology)
     if args.policy is None:
         raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
     policy = args.policy
@@ -177,7 +179,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         result = analyze(comm)
         policy = result.policy
         print(f"auto: {result.pattern} pattern -> {policy} ({result.reason})", file=sys.stderr)
-    mapping = compute_mapping(policy, comm, topology, seed=args.seed, threads=args.threads)
+    mapping = compute_mapping(policy, comm, topology, seed=args.seed, threads=args.threads, creator=args.creator)
     if args.output:
         write_mapping(mapping, args.output)
         print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
@@ -185,15 +187,25 @@ def cmd_map(args: argparse.Namespace) -> int:
     if plan is None:
         print("policy os: no pinning; the OS places the threads")
         return 0
+    traced = mapping.details.get("rounds", {}).get("threads")
+    if traced:
+        rounds = mapping.details["rounds"]
+        print(f"pinwise: the program creates its workers in {rounds['count']} rounds of {rounds['size']}: the plan holds "
+              f"the creator and one round and starts again at slot {plan.repeat_from} past its end "
+              f"(pinwise run --repeat-from {plan.repeat_from}); other tools' lists are written out for the {traced} "
+              "threads traced", file=sys.stderr)
     if args.format == "table":
         _mapping_table(mapping, topology, mapping_cost(comm.matrix, topology, mapping.pus))
     elif args.format == "picture":
-        _print_plan(plan, topology)
+        _print_plan(plan, topology, traced)
     elif args.format == "json":
         print(mapping.to_json())
+    elif args.format == "cpulist":
+        print(plan.cpulist())
     else:
-        print({"cpulist": plan.cpulist, "omp-places": plan.omp_places, "gomp": plan.gomp_cpu_affinity,
-               "kmp": plan.kmp_affinity, "likwid": plan.likwid_pin, "taskset": plan.taskset}[args.format]())
+        written = plan.expanded(traced) if traced else plan
+        print({"omp-places": written.omp_places, "gomp": written.gomp_cpu_affinity, "kmp": written.kmp_affinity,
+               "likwid": written.likwid_pin, "taskset": written.taskset}[args.format]())
     return 0
 
 

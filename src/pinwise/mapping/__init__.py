@@ -73,8 +73,9 @@ def write_mapping(mapping: Mapping, path: str | Path) -> None:
 
 def load_mapping(path: str | Path) -> Mapping:
     document = read_mapping(path)
+    details = {key: document[key] for key in ("rounds", "creator", "seed") if key in document}
     return Mapping(document.get("policy", "?"), tuple(document["pus"]), len(document["pus"]),
-                   document.get("topology", ""))
+                   document.get("topology", ""), details)
 
 
 def _matrix(comm) -> np.ndarray:
@@ -164,13 +165,17 @@ class Comparison:
     seconds: float
 
 
-def compare(comm, topology: Topology, policies: list[str] | None = None, seed: int = 1) -> list[Comparison]:
-    """Every policy's mapping with its cost, for ``pinwise map --compare``."""
+def compare(comm, topology: Topology, policies: list[str] | None = None, seed: int = 1,
+            creator: str = "auto") -> list[Comparison]:
+    """Every policy's mapping with its cost, for ``pinwise map --compare``: the same mappings as
+    ``pinwise map --policy`` gives (creator rule and rounds included), scored on the matrix they
+    were computed from."""
     rows = []
+    comm = by_role(comm)
     matrix = _matrix(comm)
     for name in policies or list(POLICIES):
         start = time.perf_counter()
-        mapping = compute_mapping(name, matrix, topology, seed=seed)
+        mapping = compute_mapping(name, comm, topology, seed=seed, creator=creator)
         seconds = time.perf_counter() - start
         cost = mapping_cost(matrix, topology, mapping.pus) if mapping.pus is not None else None
         rows.append(Comparison(mapping, cost, seconds))

@@ -89,6 +89,8 @@ def resolve_plan(topology: Topology, *, cpus: str | None = None, expr: str | Non
         document = read_mapping(mapping)
         order = document["pus"]
         source = f"mapping {mapping}" + (f" (policy {document['policy']})" if document.get("policy") else "")
+        if isinstance(document.get("rounds"), dict):  # workers created in rounds: one round, repeated
+            details["rounds"] = document["rounds"]
     else:
         name = policy.strip().lower()
         if name == "os":
@@ -108,6 +110,7 @@ def resolve_plan(topology: Topology, *, cpus: str | None = None, expr: str | Non
         raise PinwiseError("empty plan: the placement selects no CPU")
     if threads is not None and policy is None:  # policies already made exactly `threads` slots
         order = [order[i % len(order)] for i in range(threads)]
-    plan = Plan(tuple((cpu,) for cpu in order), skip_mask, source, details)
+    plan = Plan(tuple((cpu,) for cpu in order), skip_mask, source, details,
+                repeat_from=1 if "rounds" in details and len(order) > 1 else 0)
     plan.validate(topology)
     return plan
