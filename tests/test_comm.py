@@ -11,34 +11,27 @@ from pinwise.mapping import compute_mapping, idle_creator
 from pinwise.topology import load_topology
 
 
-def test_rounds_are_found_from_lifetimes():
+def test_rounds_are_found_from_the_creators_calls():
     assert find_rounds(in_rounds(4, 5)) == Rounds(4, 5)
     assert find_rounds(in_rounds(2, 3)) == Rounds(2, 3)
-    assert find_rounds(in_rounds(4, 5, overlap=True)) is None      # threads of two rounds ran together
-    assert find_rounds(in_rounds(4, 1)) is None                    # one pool for the whole run
+    assert find_rounds(in_rounds(1, 4)) == Rounds(1, 4)             # one worker at a time
+    assert find_rounds(in_rounds(4, 5, overlap=True)) is None       # a round began while workers lived
+    assert find_rounds(in_rounds(4, 1)) is None                     # one pool for the whole run
 
 
-def test_no_rounds_without_lifetimes_or_with_other_creators():
+def test_no_rounds_without_the_calls_or_with_other_creators():
     plain = in_rounds(4, 3)
     assert find_rounds(CommMatrix(plain.matrix)) is None
     nested = in_rounds(4, 3)
     nested.metadata["creators"][5] = 2                              # a worker created a worker
     assert find_rounds(nested) is None
     uneven = in_rounds(4, 3)
-    uneven.metadata["lifetimes"][4][0] = 95                         # round 1 is 3 + 5 threads
+    spawns = uneven.metadata["spawns"]                              # round 1 is 3 + 5 threads
+    spawns.insert(spawns.index(["create", 5]) + 1, spawns.pop(spawns.index(["join", 4])))
     assert find_rounds(uneven) is None
-
-
-def test_ambiguous_lifetimes_give_no_rounds():
-    """Gaps that Valgrind's one-thread-at-a-time runs can make inside a round: a worker alone
-    between gaps, or a round whose workers never were all alive together. (A gap at the same
-    place in every round cannot be told from true rounds by lifetimes at all: that is why auto
-    takes lifetimes from a native run.)"""
-    alone = in_rounds(1, 4)                                         # one worker at a time
-    assert find_rounds(alone) is None
-    chained = in_rounds(4, 3)                                       # a round whose workers never all met
-    chained.metadata["lifetimes"][1:5] = [[10, 30], [20, 40], [35, 60], [55, 90]]
-    assert find_rounds(chained) is None
+    damaged = in_rounds(4, 3)
+    damaged.metadata["spawns"][0] = ["fork", 1]
+    assert find_rounds(damaged) is None
 
 
 def test_folding_sums_each_role_over_the_rounds():
@@ -50,7 +43,7 @@ def test_folding_sums_each_role_over_the_rounds():
     assert folded.matrix[1, 3] == 0 and folded.matrix.sum() == 4 * 3003
     assert folded.instructions.tolist() == [50, 3e4, 3e4, 3e4, 3e4]
     assert folded.metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
-    assert "lifetimes" not in folded.metadata
+    assert "spawns" not in folded.metadata and "creators" not in folded.metadata
     assert parse_comm(folded.to_json()).metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
 
 

@@ -14,7 +14,8 @@
  *                   slot; it may run on any CPU of the plan.
  *   PINWISE_LOG     file to append one line per thread start and end: where it was asked to run,
  *                   where it ran, and when (CLOCK_MONOTONIC, ns). `pinwise run --verify` reads it
- *                   back; `pinwise auto` reads the times to find workers created in rounds.
+ *                   back. Also one line per pthread_create and pthread_join call, from the calling
+ *                   thread: `pinwise trace` reads the creator's to find workers created in rounds.
  *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
  *                   Otherwise they get the affinity the program had before pinning.
  *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
@@ -43,8 +44,12 @@
 #include <unistd.h>
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*join_fn)(pthread_t, void **);
 
 static create_fn real_create;
+static join_fn real_join;
+#define TRACKED 4096
+static pthread_t created_ids[TRACKED]; /* created thread k's pthread_t, for naming it in the join log */
 static struct pinwise_plan plan;
 static int active;                 /* pin the threads of this process */
 static int follow;                 /* pin programs exec'd from here too */
@@ -137,6 +142,18 @@ static void log_end(pid_t tid, int cpu)
     write_all(log_fd, line, (size_t)n);
 }
 
+/* create|join PID TID INDEX NS: the calling thread created (joined) thread INDEX. A thread's own
+   records are in its program order, so the creator's show its rounds: create 4, join 4, ... */
+static void log_spawn(const char *kind, unsigned index)
+{
+    if (log_fd < 0)
+        return;
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s %d %d %u %lld\n", kind, (int)getpid(), (int)current_tid(), index,
+                     now_ns());
+    write_all(log_fd, line, (size_t)n);
+}
+
 static int pin_calling_thread(int slot)
 {
     const cpu_set_t *set = slot >= 0 ? &plan.slots[slot] : &plan.all;
@@ -192,8 +209,33 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
     start->slot = slot;
     start->index = call + 1;
     int rc = real_create(thread, attr, trampoline, start);
-    if (rc != 0)
+    if (rc != 0) {
         free(start);
+        return rc;
+    }
+    if (call + 1 < TRACKED)
+        created_ids[call + 1] = *thread;
+    log_spawn("create", call + 1);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int pthread_join(pthread_t thread, void **value)
+{
+    if (real_join == NULL)
+        real_join = (join_fn)dlsym(RTLD_NEXT, "pthread_join");
+    if (real_join == NULL) /* cannot happen with a working libc; never crash the host */
+        return EINVAL;
+    int rc = real_join(thread, value);
+    if (rc != 0 || !active || log_fd < 0)
+        return rc;
+    /* The newest thread with this pthread_t: an id is reused only after its last owner ended. */
+    unsigned top = atomic_load(&created) + 1;
+    for (unsigned k = (top < TRACKED ? top : TRACKED) - 1; k >= 1; k--) {
+        if (pthread_equal(created_ids[k], thread)) {
+            log_spawn("join", k);
+            break;
+        }
+    }
     return rc;
 }
 

@@ -155,35 +155,44 @@ class Rounds:
 
 
 def find_rounds(comm: CommMatrix) -> Rounds | None:
-    """Rounds from the creators and lifetimes in the matrix's metadata: every thread but 0
-    created by thread 0, a new round starting where a worker is born after all earlier workers
-    ended, at least two rounds, all of one size of at least two workers, and in every round a
-    moment when all its workers were alive.
+    """Rounds from the main thread's pthread_create and pthread_join calls, in its program order
+    (``"spawns"`` in the metadata: what ``pinwise trace`` records in its native run): it creates
+    ``size`` workers, joins every one of them, creates ``size`` more, at least twice, and creates
+    every other thread itself (``"creators"``, where the trace has them).
 
-    None otherwise: one pool that lives through the run, workers creating workers, a matrix
-    without lifetimes, or lifetimes that do not show rounds unambiguously. The last matters with
-    lifetimes measured under Valgrind, which runs one thread at a time: a short worker may end
-    before its partner is created, and folding on such a gap would put workers that run together
-    natively in one slot. ``pinwise auto`` therefore takes lifetimes from a native run."""
-    creators, lifetimes = comm.metadata.get("creators"), comm.metadata.get("lifetimes")
+    This is the program's structure, not its timing: lifetimes cannot show it reliably (under
+    Valgrind threads take turns; natively, on a busy or small machine, a creator starved by its
+    first workers creates the rest late). None for one pool that lives through the run, workers
+    that create workers, or a matrix without the calls."""
+    spawns, creators = comm.metadata.get("spawns"), comm.metadata.get("creators")
     threads = comm.threads
-    if not isinstance(creators, list) or not isinstance(lifetimes, list) or threads < 3:
+    if not isinstance(spawns, list) or threads < 3:
         return None
-    if len(creators) != threads or len(lifetimes) != threads or any(c != 0 for c in creators[1:]):
+    if isinstance(creators, list) and (len(creators) != threads or any(c != 0 for c in creators[1:])):
         return None
-    starts, last_end = [1], lifetimes[1][1]
-    for thread in range(2, threads):
-        born, ended = lifetimes[thread]
-        if born >= last_end:
-            starts.append(thread)
-        last_end = max(last_end, ended)
-    bounds = list(zip(starts, starts[1:] + [threads]))
-    sizes = {b - a for a, b in bounds}
-    if len(starts) < 2 or len(sizes) != 1 or min(sizes) < 2:
+    rounds: list[list[int]] = []
+    alive: set[int] = set()
+    joined_since_create = True
+    for event in spawns:
+        if not (isinstance(event, list) and len(event) == 2 and event[0] in ("create", "join")):
+            return None
+        kind, thread = event
+        if kind == "create":
+            if joined_since_create:
+                if alive:  # a round starts while workers of the last one still live: no rounds
+                    return None
+                rounds.append([])
+            rounds[-1].append(thread)
+            alive.add(thread)
+            joined_since_create = False
+        else:
+            alive.discard(thread)
+            joined_since_create = True
+    created = [t for r in rounds for t in r]
+    sizes = {len(r) for r in rounds}
+    if created != list(range(1, threads)) or len(rounds) < 2 or len(sizes) != 1:
         return None
-    if any(max(lifetimes[t][0] for t in range(a, b)) >= min(lifetimes[t][1] for t in range(a, b)) for a, b in bounds):
-        return None  # some round's workers were never all alive together
-    return Rounds(sizes.pop(), len(starts))
+    return Rounds(sizes.pop(), len(rounds))
 
 
 def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
@@ -195,7 +204,8 @@ def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
     fold = np.zeros((size, comm.threads))
     fold[roles, np.arange(comm.threads)] = 1
     matrix = fold @ comm.matrix @ fold.T
-    metadata = {k: v for k, v in comm.metadata.items() if k not in ("creators", "lifetimes", "instructions_together")}
+    per_thread = ("creators", "lifetimes", "lifetimes_traced", "spawns", "instructions_together")
+    metadata = {k: v for k, v in comm.metadata.items() if k not in per_thread}
     if "instructions_together" in comm.metadata:
         metadata["instructions_together"] = (fold @ np.array(comm.metadata["instructions_together"], float)).tolist()
     metadata["rounds"] = {"size": rounds.size, "count": rounds.count, "threads": comm.threads}

@@ -122,7 +122,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm).
     With ``quiet`` the program's standard output is discarded. With ``native_run`` the program
     then runs once natively, its output discarded, for the threads' real lifetimes (under
-    Valgrind they take turns): they show workers created in rounds (pinwise.comm.find_rounds)."""
+    Valgrind they take turns) and the main thread's create/join calls, which show workers created
+    in rounds (pinwise.comm.find_rounds)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if window < 1 or (window_ms is not None and window_ms < 1):
@@ -168,12 +169,12 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     partial = comm.metadata["partial"] or returncode != 0 or interrupted
     if native_run and not partial:
         if show:
-            print("tracing done; one native run for the threads' lifetimes ...", file=sys.stderr)
-        from .pinning.launcher import observe_lifetimes
+            print("tracing done; one native run for the threads' lifetimes and rounds ...", file=sys.stderr)
+        from .pinning.launcher import observe_threads
 
-        lifetimes = observe_lifetimes(argv, extra_env)
-        if lifetimes is not None and len(lifetimes) == comm.threads:
-            comm.metadata["lifetimes"] = lifetimes
+        observed = observe_threads(argv, extra_env)
+        if observed is not None and len(observed["lifetimes"]) == comm.threads:
+            comm.metadata.update(observed)
     comm.metadata.update({
         "command": [program, *argv[1:]], "threads": comm.threads, "tool": TOOL_VERSION, "partial": partial,
         "exit_status": returncode, "seconds": round(time.perf_counter() - start, 3),

@@ -189,19 +189,52 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     return result
 
 
-def observe_lifetimes(argv: list[str], extra_env: dict[str, str] | None = None) -> list[list[int]] | None:
-    """Run the program once natively, its output discarded, the preload library only observing:
-    when each thread of the process started and ended (CLOCK_MONOTONIC ns), in creation order.
-    Natively threads run in parallel, so these show which workers live together, as a trace
-    under Valgrind (one thread at a time) cannot. None if the run failed or a time is missing."""
-    result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
-    if result.returncode != 0 or not result.threads:
+def parse_spawns(text: str) -> list[tuple[str, int, int, int]]:
+    """The log's ``create``/``join`` records in file order: (kind, pid, calling TID, thread index).
+    One thread's records are in its program order."""
+    events = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if fields[0] in ("create", "join") and len(fields) == 5:
+            try:
+                events.append((fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+            except ValueError:
+                continue
+    return events
+
+
+def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) -> dict | None:
+    """Run the program once natively, its output discarded, the preload library only observing.
+
+    Returns ``{"lifetimes": [[start, end], ...], "spawns": [["create"|"join", index], ...]}``:
+    when each thread of the process lived (CLOCK_MONOTONIC ns from the first, creation order), and
+    the main thread's pthread_create and pthread_join calls in its program order, which show
+    workers created in rounds whatever the scheduler did. None if the run failed or the log is
+    incomplete."""
+    program = launchable_program(argv)
+    fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
+    os.close(fd)
+    try:
+        env = preload_environment(None, log_path, False)
+        env.update(extra_env or {})
+        try:
+            returncode = subprocess.run([program, *argv[1:]], env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        except OSError as err:
+            raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+        text = Path(log_path).read_text(errors="replace")
+    finally:
+        Path(log_path).unlink(missing_ok=True)
+    threads, _ = parse_log(text)
+    if returncode != 0 or not threads:
         return None
-    pid = result.threads[0].pid  # the program's own process: its children are not followed
-    records = [t for t in result.threads if t.pid == pid]
+    pid = threads[0].pid  # the program's own process: its children are not followed
+    records = [t for t in threads if t.pid == pid]
     if [t.index for t in records] != list(range(len(records))):
         return None
     if any(t.started_ns is None or t.ended_ns is None for t in records):
         return None
     start = records[0].started_ns
-    return [[t.started_ns - start, t.ended_ns - start] for t in records]
+    main_tid = records[0].tid
+    spawns = [[kind, index] for kind, event_pid, tid, index in parse_spawns(text) if event_pid == pid and tid == main_tid]
+    return {"lifetimes": [[t.started_ns - start, t.ended_ns - start] for t in records], "spawns": spawns}
