@@ -1,7 +1,8 @@
-/* Test program: the main thread creates WORKERS threads, joins them, ROUNDS times. The workers of
- * a round meet at a barrier, so they are all alive together whatever the scheduler does, and the
- * joins end every round before the next starts: rounds that any trace must show. Worker j of a
- * round shares a counter with worker j ^ 1 (pairs). Usage: rounds [WORKERS ROUNDS INCREMENTS]. */
+/* Workload program (pinwise-rounds): the main thread creates WORKERS threads, joins them, ROUNDS
+ * times. The workers of a round meet at a barrier, so they are all alive together whatever the
+ * scheduler does, and the joins end every round before the next starts: rounds that any trace
+ * must show. Worker j of a round shares a counter with worker j ^ 1 (pairs).
+ * Usage: pinwise-rounds [WORKERS ROUNDS INCREMENTS]. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,5 +47,7 @@ int main(int argc, char **argv)
             pthread_join(threads[j], NULL);
     }
     printf("%d rounds of %d workers\n", rounds, workers);
+    free(threads);
+    free(counters);
     return 0;
 }

@@ -34,6 +34,23 @@ WORKLOADS = {w.name: w for w in [
 
 TIME_REGEX = r"Time in seconds = *([0-9.]+)"
 
+#: The workload programs as installed on the environment's PATH (native/CMakeLists.txt).
+PATH_NAMES = {"patterns": "pinwise-patterns", "pairs": "pinwise-pairs", "rounds": "pinwise-rounds"}
+
+
+def on_path(program: str) -> str:
+    """A workload program by the name it has on PATH (pinwise-patterns, ...) when that name finds
+    the copy installed with this pinwise, its full path otherwise (e.g. the environment is not
+    activated, or PATH finds another installation's)."""
+    import os
+    import shutil
+    import sysconfig
+
+    name = PATH_NAMES.get(os.path.basename(program))
+    found = shutil.which(name) if name else None
+    ours = os.path.join(sysconfig.get_path("scripts"), name) if name else None
+    return name if found and os.path.exists(ours) and os.path.samefile(found, ours) else program
+
 
 def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared_ratio: float = 0.5,
                      imbalance: float | None = None, size_kib: int = 4) -> list[str]:

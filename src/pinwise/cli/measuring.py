@@ -159,7 +159,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from ..workloads import WORKLOADS, workload_command
+    from ..workloads import WORKLOADS, on_path, workload_command
 
     if args.action == "list":
         for workload in WORKLOADS.values():
@@ -171,7 +171,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         raise PinwiseError("which workload? pinwise workload run NAME (pinwise workload list shows them)")
     command = workload_command(args.name, args.threads, args.iterations, args.shared_ratio, args.imbalance, args.size)
     if args.print:
-        print(" ".join(command))
+        print(" ".join([on_path(command[0]), *command[1:]]))
         return 0
     import subprocess
 
