@@ -4,6 +4,7 @@ produce "significant" beside an interval that contains 1."""
 
 from __future__ import annotations
 
+import io
 import re
 
 from conftest import FakeProgram
@@ -45,7 +46,7 @@ def test_significant_never_stands_beside_an_interval_containing_one(tmp_path):
         if ": significantly faster" in text:
             assert near.median_ci.low > 1, text
         assert ("best: near" in text) == near.median.significant
-        console = Console(width=250, record=True, file=open("/dev/null", "w"))
+        console = Console(width=250, record=True, file=io.StringIO())
         console.print(summary_table(summary))
         row = next(line for line in console.export_text().splitlines() if line.strip("│ ").startswith("near"))
         decision = re.search(r"(yes|no|\?)/(yes|no)", row)

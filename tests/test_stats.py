@@ -121,3 +121,21 @@ def test_overall_speedup_and_share_interval():
     # Clopper-Pearson for 2 of 4: beta quantiles.
     assert result.share_interval.low == pytest.approx(sps.beta.ppf(0.025, 2, 3))
     assert result.share_interval.high == pytest.approx(sps.beta.ppf(0.975, 3, 2))
+
+
+def test_slower_is_its_own_one_sided_test():
+    """With 3 runs each, Mann-Whitney's smallest one-sided p is 1/20 = 0.05 either way: a
+    candidate slower on every run is still not significantly slower at 95%. (1 - p of the
+    "faster" test would say p = 0: the statistic is discrete.)"""
+    base, slow = [1.00, 1.01, 1.02], [1.10, 1.11, 1.12]
+    test = stats.median_test(base, slow)
+    assert test.pvalue == pytest.approx(1.0) and test.pvalue_slower == pytest.approx(0.05)
+    assert stats.median_test(base * 4, slow * 4).pvalue_slower < 0.05
+
+
+def test_an_exact_p_of_alpha_is_not_below_alpha():
+    """3 runs against 3, every candidate run faster: Mann-Whitney's exact p is 1/20 = 0.05, which
+    must not count as significant at 95% (1 - 0.95 is 0.05000000000000004 in floating point)."""
+    test = stats.median_test([1.10, 1.11, 1.12], [1.00, 1.01, 1.02], confidence=0.95)
+    assert test.pvalue == 0.05 and not test.significant
+    assert stats.median_test([1.10, 1.11, 1.12, 1.13], [1.00, 1.01, 1.02, 1.03]).significant  # p = 1/70

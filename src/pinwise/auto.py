@@ -162,6 +162,6 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
     traced = result.comm.metadata.get("rounds", {}).get("threads")
-    lines.extend(f"  {line}{command_after.get(name, '')}"
+    lines.extend(f"  ({line})" if name == "note" else f"  {line}{command_after.get(name, '')}"
                  for name, line in result.plans[winner.name].job_script_lines(traced))
     return lines

@@ -45,7 +45,7 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     machine = live_topology()
 
     def step(text: str) -> None:
-        console.print(Text(f"\n== {text}  [{time.perf_counter() - start:.0f} s]", style="bold"))
+        console.print(Text(f"\n== {text}  [at {time.perf_counter() - start:.0f} s]", style="bold"))
 
     step("1. the machine")
     console.print(Text(render(machine)))
@@ -139,7 +139,7 @@ def _conclusion(summaries) -> str:
         workload = summary.experiment.command[1] if len(summary.experiment.command) > 1 else summary.experiment.label
         winner = summary.winner()
         if winner:
-            parts.append(f"{workload} ran {winner.median.speedup:.1f}x faster with {winner.name} than under the OS")
+            parts.append(f"{workload} ran {winner.median.speedup:.1f}x faster (median) with {winner.name} than under the OS")
         else:
             parts.append(summary.no_gain_text(f"{workload} gained nothing significant from pinning, "
                                               "so it is best left to the OS"))

@@ -40,12 +40,12 @@ class PolicyResult:
 
     @property
     def slower(self) -> bool:
-        """Significantly slower than the baseline: the median test's other tail rejects at the
-        same level and the median speedup's interval lies below 1."""
+        """Significantly slower than the baseline: the one-sided median test for "slower" rejects
+        at the same level and the median speedup's interval lies below 1."""
         if self.median is None or self.median_ci is None:
             return False
-        alpha = 1 - self.median_ci.confidence
-        return self.median.pvalue > 1 - alpha and stats.agrees_with_interval(True, self.median_ci, faster=False)
+        alpha = stats.risk(self.median_ci.confidence)
+        return self.median.pvalue_slower < alpha and stats.agrees_with_interval(True, self.median_ci, faster=False)
 
 
 @dataclass

@@ -67,7 +67,7 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
             verdict = f"significantly faster (median test p={p.median.pvalue:.2g}"
             verdict += f", mean test p={p.mean.pvalue:.2g})" if p.mean.concluded else ", mean: no conclusion)"
         elif p.slower:
-            verdict = f"significantly slower (median test p={1 - p.median.pvalue:.2g} for slower)"
+            verdict = f"significantly slower (median test p={p.median.pvalue_slower:.2g})"
         else:
             verdict = "no significant difference"
         variance = ""
