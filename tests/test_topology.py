@@ -280,3 +280,10 @@ def test_usage_errors_are_one_line():
     assert_clean_failure(run_pinwise(), "COMMAND")
     assert_clean_failure(run_pinwise("topo", "--of", "foo"), "invalid choice", "pinwise topo --help")
     assert_clean_failure(run_pinwise("nosuchcommand"), "invalid choice")
+
+
+def test_instruction_caches_alone_are_no_machine():
+    """Found by the property test above on one of its random draws: a string of instruction
+    caches only (which placement ignores) left no level and raised IndexError."""
+    with pytest.raises(PinwiseError, match="the last level must be pu"):
+        parse_synthetic("l1i:1")

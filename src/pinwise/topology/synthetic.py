@@ -97,7 +97,7 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
             levels[-1] = ("numa", levels[-1][1], None)
             continue
         levels.append((type_, arity, size))
-    if levels[-1][0] != "pu":
+    if not levels or levels[-1][0] != "pu":
         raise PinwiseError(f"synthetic topology {description!r}: the last level must be pu, e.g. '... core:4 pu:1'")
     # NUMA nodes and groups may sit above or below packages (hwloc allows both); everything else
     # keeps the hardware's order, each type once.
