@@ -350,6 +350,9 @@ def test_unusable_repeat_from_is_refused(threads_exe):
     assert_clean_failure(subprocess.run(pinwise_run("--cpus", "0,1", "--repeat-from", "2") + [str(threads_exe), "1"],
                                         capture_output=True, text=True, stdin=subprocess.DEVNULL),
                          "repeats from slot 2", "slots 0 to 1")
+    assert_clean_failure(subprocess.run(pinwise_run("--cpus", "0,1", "--repeat-from", "1", "--omp") + ["/bin/true"],
+                                        capture_output=True, text=True, stdin=subprocess.DEVNULL),
+                         "--repeat-from cannot be handed to the OpenMP runtime")
     # The preload library refuses it once, and the program runs unpinned rather than crash.
     env = {**os.environ, "LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN": "0;1", "PINWISE_REPEAT_FROM": "5"}
     result = subprocess.run([str(threads_exe), "1"], input="", capture_output=True, text=True, env=env)

@@ -44,8 +44,7 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--comm", metavar="FILE",
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
     parser.add_argument("--creator", choices=CREATOR_MODES, default="auto",
-                        help="where a communication-aware policy puts thread 0, the creator: auto (default: beside the last thread it "
-                                 "creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
+                        help=CREATOR_HELP)
     _add_topology_option(parser)
 
 
@@ -61,6 +60,8 @@ def _add_topology_option(parser: argparse.ArgumentParser) -> None:
 #: Where a communication-aware policy puts the creator thread (pinwise.mapping.CREATOR_MODES,
 #: repeated here so that building the parser imports no numpy).
 CREATOR_MODES = ("auto", "last", "policy")
+CREATOR_HELP = ("where a communication-aware policy puts thread 0, the creator: auto (default: beside the last "
+                "thread it creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -150,8 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--threads", "-n", type=int, help="expected thread count (checked against the matrix)")
     mapper.add_argument("--seed", type=int, help="seed of the random policy")
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
-                        help="where a communication-aware policy puts thread 0, the creator: auto (default: beside the last thread it "
-                                 "creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
+                        help=CREATOR_HELP)
     _add_topology_option(mapper)
     mapper.set_defaults(handler=cmd_map)
 

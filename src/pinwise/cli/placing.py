@@ -19,6 +19,9 @@ def _resolve_plan(args: argparse.Namespace, topology):
 
         if plan is None:
             raise PinwiseError("--repeat-from goes with a placement; policy os places nothing")
+        if getattr(args, "omp", False):
+            raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
+                               "first place): drop --omp, and the preload library applies it")
         plan = replace(plan, repeat_from=repeat_from)
     return plan
 

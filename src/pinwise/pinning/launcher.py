@@ -218,18 +218,24 @@ def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) ->
         env = preload_environment(None, log_path, False)
         env.update(extra_env or {})
         try:
-            returncode = subprocess.run([program, *argv[1:]], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            process = subprocess.Popen([program, *argv[1:]], env=env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError as err:
             raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+        try:
+            returncode = process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
         text = Path(log_path).read_text(errors="replace")
     finally:
         Path(log_path).unlink(missing_ok=True)
     threads, _ = parse_log(text)
-    if returncode != 0 or not threads:
-        return None
-    pid = threads[0].pid  # the program's own process: its children are not followed
+    pid = process.pid  # the program's own process, not children that inherited the library
     records = [t for t in threads if t.pid == pid]
+    if returncode != 0 or not records:
+        return None
     if [t.index for t in records] != list(range(len(records))):
         return None
     if any(t.started_ns is None or t.ended_ns is None for t in records):
