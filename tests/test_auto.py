@@ -152,3 +152,14 @@ def test_auto_on_a_real_program_records_every_run_where_its_plan_says(tmp_path):
     for row in rows:  # every run ran under its candidate's plan, threads read back where asked
         assert row["placement"] == (config["plans"][row["policy"]] or "os")
     assert config["plans"]["os"] is None and len(config["plans"]) >= 2
+
+
+def test_locality_is_benched_whenever_threads_communicate(tmp_path):
+    """Even when the pattern reads "all-to-all" (a trace can misread pairs that also share a
+    read-only line), the bench, not the classifier, decides whether locality pays."""
+    comm = contending_pairs()
+    comm.matrix[:, :] = 1e6  # everyone with everyone
+    np.fill_diagonal(comm.matrix, 0)
+    result, _ = auto(FakeProgram({"os": 1.0, "other": 1.0}, 0.05), tmp_path, comm)
+    assert result.analysis.pattern == "all-to-all"
+    assert "locality" in result.candidates or "locality" in sum(result.aliases.values(), [])
