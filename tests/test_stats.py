@@ -139,3 +139,9 @@ def test_an_exact_p_of_alpha_is_not_below_alpha():
     test = stats.median_test([1.10, 1.11, 1.12], [1.00, 1.01, 1.02], confidence=0.95)
     assert test.pvalue == 0.05 and not test.significant
     assert stats.median_test([1.10, 1.11, 1.12, 1.13], [1.00, 1.01, 1.02, 1.03]).significant  # p = 1/70
+
+
+def test_interval_bounds_are_printed_on_their_side_of_one():
+    assert stats.format_ratio(1.002) == "1.002" and stats.format_ratio(0.9996) == "0.9996"
+    assert stats.format_ratio(1.2345) == "1.23" and stats.format_ratio(1.0) == "1.00"
+    assert stats.format_interval(stats.Interval(1.0004, 1.06, 0.95)) == "[1.0004, 1.06]"

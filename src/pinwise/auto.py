@@ -22,7 +22,7 @@ from .errors import PinwiseError
 from .pinning.plan import Plan
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
-from .stats import format_level
+from .stats import format_interval, format_level
 from .topology import Topology
 
 LOOKS = (15, 25, 35)
@@ -161,7 +161,7 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     variance = (f", variance {winner.spread.variance / base.spread.variance:.2g}x the OS's"
                 if base and base.spread and base.spread.variance > 0 else "")
     lines.append(f"winner: {winner.name}" + (f" (= {', '.join(result.aliases[winner.name])})" if winner.name in result.aliases else ""))
-    lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; CI [{ci.low:.2f}, {ci.high:.2f}], "
+    lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; CI {format_interval(ci)}, "
                  f"Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; {result.runs} runs each; "
                  f"{summary.level_text()}")
     program = " ".join(argv)

@@ -169,6 +169,22 @@ def agrees_with_interval(significant: bool, interval: Interval, faster: bool = T
     return interval.low > 1 if faster else interval.high < 1
 
 
+def format_ratio(value: float, decimals: int = 2) -> str:
+    """A speedup or interval bound with ``decimals`` decimals, or as many more as it takes to stay
+    on its side of 1: a lower bound of 1.002 printed as "1.00" beside "significant" would read as
+    an interval that contains 1."""
+    for places in range(decimals, 7):
+        text = f"{value:.{places}f}"
+        if (float(text) > 1) == (value > 1) and (float(text) < 1) == (value < 1):
+            return text
+    return repr(value)
+
+
+def format_interval(interval: Interval) -> str:
+    """``[low, high]``, each bound on its own side of 1 (:func:`format_ratio`)."""
+    return f"[{format_ratio(interval.low)}, {format_ratio(interval.high)}]"
+
+
 def format_level(confidence: float) -> str:
     """A confidence level as a percentage with no false precision: 0.95 -> "95%",
     0.991667 -> "99.17%"."""

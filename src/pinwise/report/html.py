@@ -10,6 +10,7 @@ import base64
 import html
 from pathlib import Path
 
+from ..stats import format_interval
 from .plots import distribution_figure, figure_png_bytes, speedup_figure
 from .summary import ExperimentSummary, fmt_seconds, overall_rows
 from .terminal import _decision, hyperfine_lines
@@ -54,8 +55,8 @@ def experiment_section(summary: ExperimentSummary) -> str:
             continue
         mean = median = "1 (baseline)" if p.name == summary.baseline else "-"
         if p.mean_ci:
-            mean = f"{p.mean.speedup:.2f} [{p.mean_ci.low:.2f}, {p.mean_ci.high:.2f}]"
-            median = f"{p.median.speedup:.2f} [{p.median_ci.low:.2f}, {p.median_ci.high:.2f}]"
+            mean = f"{p.mean.speedup:.2f} {format_interval(p.mean_ci)}"
+            median = f"{p.median.speedup:.2f} {format_interval(p.median_ci)}"
         rows.append([p.name, p.placement, str(p.runs), str(sum(p.failures.values())), fmt_seconds(p.spread.mean),
                      fmt_seconds(p.spread.median), mean, median, _decision(p, "mean"), _decision(p, "median"),
                      f"{p.spread.variance:.3g}", f"{p.spread.cv:.1%}"])

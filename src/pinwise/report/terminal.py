@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..stats import OUTLIER_Z, format_level
+from ..stats import OUTLIER_Z, format_interval, format_level
 from .summary import ExperimentSummary, OverallRow, fmt_seconds
 
 
@@ -40,8 +40,8 @@ def summary_table(summary: ExperimentSummary) -> Table:
             continue
         mean_cell = median_cell = "1 (baseline)" if p.name == summary.baseline else "-"
         if p.mean_ci:
-            mean_cell = f"{p.mean.speedup:.2f} [{p.mean_ci.low:.2f}, {p.mean_ci.high:.2f}]"
-            median_cell = f"{p.median.speedup:.2f} [{p.median_ci.low:.2f}, {p.median_ci.high:.2f}]"
+            mean_cell = f"{p.mean.speedup:.2f} {format_interval(p.mean_ci)}"
+            median_cell = f"{p.median.speedup:.2f} {format_interval(p.median_ci)}"
         table.add_row(
             p.name, str(p.runs), str(sum(p.failures.values())), fmt_seconds(p.spread.mean),
             fmt_seconds(p.spread.median), mean_cell, median_cell, _short_decision(p),
