@@ -52,6 +52,9 @@ class RunResult:
     threads: list[ThreadRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     signal_name: str | None = None
+    pid: int | None = None                 # the process pinwise started
+    #: pthread_create/pthread_join calls as the log holds them: (kind, pid, calling TID, index)
+    spawns: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     @property
     def misplaced(self) -> list[ThreadRecord]:
@@ -180,10 +183,11 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
                 break
             except KeyboardInterrupt:
                 process.send_signal(signal.SIGINT)  # the program decides what Ctrl-C means
-        threads, errors = parse_log(Path(log_path).read_text(errors="replace"))
+        text = Path(log_path).read_text(errors="replace")
     finally:
         Path(log_path).unlink(missing_ok=True)
-    result = RunResult(returncode, threads, errors)
+    threads, errors = parse_log(text)
+    result = RunResult(returncode, threads, errors, pid=process.pid, spawns=parse_spawns(text))
     if returncode < 0:
         result.signal_name = signal.Signals(-returncode).name
     return result
@@ -211,30 +215,9 @@ def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) ->
     the main thread's pthread_create and pthread_join calls in its program order, which show
     workers created in rounds whatever the scheduler did. None if the run failed or the log is
     incomplete."""
-    program = launchable_program(argv)
-    fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
-    os.close(fd)
-    try:
-        env = preload_environment(None, log_path, False)
-        env.update(extra_env or {})
-        try:
-            process = subprocess.Popen([program, *argv[1:]], env=env, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except OSError as err:
-            raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
-        try:
-            returncode = process.wait()
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
-        text = Path(log_path).read_text(errors="replace")
-    finally:
-        Path(log_path).unlink(missing_ok=True)
-    threads, _ = parse_log(text)
-    pid = process.pid  # the program's own process, not children that inherited the library
-    records = [t for t in threads if t.pid == pid]
-    if returncode != 0 or not records:
+    result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
+    records = [t for t in result.threads if t.pid == result.pid]  # not children that inherited the library
+    if result.returncode != 0 or not records:
         return None
     if [t.index for t in records] != list(range(len(records))):
         return None
@@ -242,5 +225,5 @@ def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) ->
         return None
     start = records[0].started_ns
     main_tid = records[0].tid
-    spawns = [[kind, index] for kind, event_pid, tid, index in parse_spawns(text) if event_pid == pid and tid == main_tid]
+    spawns = [[kind, index] for kind, pid, tid, index in result.spawns if pid == result.pid and tid == main_tid]
     return {"lifetimes": [[t.started_ns - start, t.ended_ns - start] for t in records], "spawns": spawns}
