@@ -12,9 +12,9 @@ from pinwise.topology import load_topology
 
 
 def test_rounds_are_found_from_the_creators_calls():
-    assert find_rounds(in_rounds(4, 5)) == Rounds(4, 5)
-    assert find_rounds(in_rounds(2, 3)) == Rounds(2, 3)
-    assert find_rounds(in_rounds(1, 4)) == Rounds(1, 4)             # one worker at a time
+    assert find_rounds(in_rounds(4, 5)) == Rounds(4, 5, 21)
+    assert find_rounds(in_rounds(2, 3)) == Rounds(2, 3, 7)
+    assert find_rounds(in_rounds(1, 4)) == Rounds(1, 4, 5)           # one worker at a time
     assert find_rounds(in_rounds(4, 5, overlap=True)) is None       # a round began while workers lived
     assert find_rounds(in_rounds(4, 1)) is None                     # one pool for the whole run
 
@@ -50,11 +50,11 @@ def test_folding_sums_each_role_over_the_rounds():
 def test_mapping_a_matrix_in_rounds_plans_one_round_and_repeats_from_slot_1():
     comm = in_rounds(4, 3)
     mapping = compute_mapping("locality", comm, load_topology("pack:1 core:2 pu:1"))
-    assert mapping.threads == 5 and mapping.details["rounds"]["threads"] == 13
+    assert mapping.nb_slots == 5 and mapping.rounds.threads == 13
     pus = mapping.pus
     assert pus[1] == pus[2] and pus[3] == pus[4] and pus[1] != pus[3]  # each pair on one PU
     assert pus[0] == pus[4]                                          # the idle creator beside the last pair
-    plan = mapping.to_plan()
+    plan = mapping
     assert plan.repeat_from == 1
     assert [plan.cpus_for_slot(k)[0] for k in range(13)] == [pus[0]] + list(pus[1:]) * 3
 

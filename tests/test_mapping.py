@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 
 import networkx as nx
@@ -15,7 +16,9 @@ from hypothesis import strategies as st
 
 from pinwise import PinwiseError
 from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm, write_comm
-from pinwise.mapping import POLICIES, compute_mapping, mapping_cost
+from pinwise.mapping import compute_mapping, mapping_cost
+from pinwise.plan import Plan
+from pinwise.policies import REGISTRY
 from pinwise.mapping.pairing import balanced_partition, max_weight_matching
 from pinwise.mapping.tree import SlotTree
 from pinwise.topology import parse_synthetic, preset
@@ -184,19 +187,22 @@ SHAPES = ["pack:2 core:2 pu:2", "pack:2 l3:1 l2:2 core:1 pu:1", "numa:2 pack:2 c
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(SHAPES), st.integers(1, 20), st.integers(0, 10_000), st.sampled_from(sorted(POLICIES)),
+@given(st.sampled_from(SHAPES), st.integers(1, 20), st.integers(0, 10_000), st.sampled_from(sorted(REGISTRY)),
        st.data())
 def test_policy_invariants(shape, threads, seed, policy, data):
     topology = parse_synthetic(shape)
     allowed = data.draw(st.sets(st.sampled_from(sorted(topology.allowed)), min_size=1))
-    topology.allowed = frozenset(allowed)
+    topology = topology.restricted(allowed)
     matrix = random_matrix(np.random.default_rng(seed), threads)
     mapping = compute_mapping(policy, matrix, topology, seed=seed)
     if policy == "os":
-        assert mapping.pus is None
+        assert mapping is None
         return
     assert len(mapping.pus) == threads
     assert set(mapping.pus) <= allowed
+    if policy == "primary":  # OpenMP's primary: every thread on the first place
+        assert set(mapping.pus) == {min(mapping.pus)}
+        return
     counts = np.bincount(list(mapping.pus), minlength=max(allowed) + 1)[sorted(allowed)]
     if threads <= len(allowed):
         assert counts.max() == 1  # no PU doubly used while a free one remains
@@ -247,15 +253,54 @@ def test_run_with_a_communication_aware_policy(tmp_path):
     assert_clean_failure(run_pinwise("run", "-t", "core2", "--policy", "locality", "--print"), "--comm")
 
 
+def table_rows(text: str) -> dict[str, list[str]]:
+    """The body rows of a rich table, keyed by their first cell."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if cells and cells[0]:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
 def test_map_formats_and_compare(tmp_path):
     csv = tmp_path / "m.csv"
     matrix, _ = planted(np.random.default_rng(1), 8, 2)
     np.savetxt(csv, matrix, fmt="%d", delimiter=",")
-    assert run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "cpulist", check=True).stdout.strip() == "0,4,1,5,2,6,3,7"
-    assert "OMP_PLACES" not in run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "omp-places", check=True).stdout
-    assert run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", "-f", "kmp", check=True).stdout.startswith("granularity=fine,explicit")
-    compare = run_pinwise("map", str(csv), "-t", "core2", "--compare", check=True).stdout
-    assert all(name in compare for name in POLICIES)
+
+    def mapped(*options):
+        return run_pinwise("map", str(csv), "-t", "nehalem", "-p", "scatter", *options, check=True).stdout.strip()
+
+    order = "0,4,1,5,2,6,3,7"  # KMP scatter on two packages of four cores
+    assert mapped("-f", "cpulist") == order
+    assert mapped("-f", "omp-places") == "{0},{4},{1},{5},{2},{6},{3},{7}"
+    assert mapped("-f", "gomp") == order.replace(",", " ")
+    assert mapped("-f", "kmp") == f"granularity=fine,explicit,proclist=[{order}]"
+    assert mapped("-f", "likwid") == f"likwid-pin -c {order}"
+    assert mapped("-f", "taskset") == "taskset -c 0-7"
+    plan = Plan.from_json(mapped("-f", "json"))
+    assert plan.cpulist() == order and plan.policy == "scatter"
+    assert plan.machine.fingerprint == preset("nehalem").fingerprint
+
+    core2 = preset("core2")
+    rows = table_rows(run_pinwise("map", str(csv), "-t", "core2", "--compare", check=True,
+                                  env={**os.environ, "COLUMNS": "250"}).stdout)
+    assert set(REGISTRY) <= set(rows)
+    assert rows["os"][1:3] == ["-", "-"] and rows["os"][-1] == "(not pinned)"
+    costs = {}
+    for name in REGISTRY:
+        if name == "os":
+            continue
+        family, cost, _ = rows[name][:3]
+        assert family == REGISTRY[name].family
+        expected = mapping_cost(matrix, core2, compute_mapping(name, matrix, core2, seed=1).pus).hops
+        costs[name] = float(cost.replace(",", ""))
+        assert costs[name] == pytest.approx(expected, abs=0.5), name
+    assert rows["primary"][2] == "stacked"  # every thread on one PU: cheapest, and measured against nothing
+    best = min(cost for name, cost in costs.items() if name != "primary")
+    for name, cost in costs.items():
+        if name != "primary":
+            assert rows[name][2] == f"{cost / best:.2f}", name
 
 
 @pytest.mark.parametrize("content, words", [
@@ -314,10 +359,14 @@ def test_map_of_a_program_in_rounds_plans_one_round(tmp_path, build_dir):
     papers = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "--creator", "policy",
                          "-f", "json", check=True)
     assert "creator" not in json.loads(papers.stdout)
+    # A mapping file for that machine is refused here, where the same CPU numbers name other cores.
     run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-o", str(mapping_path), check=True)
     document = json.loads(mapping_path.read_text())
     assert document["rounds"] == {"size": 4, "count": 3, "threads": 13} and document["pus"] == cpus
     threads_program = compile_program("threads.c", build_dir)
+    assert_clean_failure(run_pinwise("run", "--mapping", str(mapping_path), "--", str(threads_program), "12"),
+                         "made for another machine", "--any-machine")
+    run_pinwise("map", str(comm_path), "--policy", "locality", "-o", str(mapping_path), check=True)  # this machine
     out = subprocess.run([PINWISE, "run", "--verify", "--mapping", str(mapping_path), "--", str(threads_program), "12"],
                          input="", capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

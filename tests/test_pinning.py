@@ -27,8 +27,8 @@ from pinwise.pinning import (
     current_placement,
     likwid_evaluate,
     pin_self,
-    resolve_plan,
 )
+from pinwise.placement import Placement, resolve
 from pinwise.pinning.launcher import NATIVE_DIR, PRELOAD_LIBRARY
 from pinwise.topology import preset, read_sysfs
 
@@ -107,11 +107,21 @@ def test_more_threads_than_cpus_wrap_round(threads_exe):
     assert placement == expected([1, 0], 10)
 
 
+def printed_cpus(*options: str) -> list[int]:
+    out = run_pinwise("run", *options, "--print", check=True).stdout
+    return [int(c) for c in out.split("pinwise run --cpus ")[1].split()[0].split(",")]
+
+
 def test_random_policy_is_a_permutation_fixed_by_its_seed(threads_exe):
-    first = run_and_read(pinwise_run("--policy", "random", "--seed", "7") + [str(threads_exe), "1"])
-    second = run_and_read(pinwise_run("--policy", "random", "--seed", "7") + [str(threads_exe), "1"])
-    assert first == second
-    assert sorted(cpu for cpus in first.values() for cpu in cpus) == [0, 1]
+    x7550 = preset("x7550")
+    first = printed_cpus("-t", "x7550", "--policy", "random", "--seed", "7")
+    assert first == printed_cpus("-t", "x7550", "--policy", "random", "--seed", "7")
+    assert sorted(first) == list(range(64))  # a permutation of every PU
+    assert first not in (x7550.compact_order(), x7550.scatter_order())
+    assert printed_cpus("-t", "x7550", "--policy", "random", "--seed", "8") != first  # the seed changes it
+    here = printed_cpus("--policy", "random", "--seed", "7")
+    placement = run_and_read(pinwise_run("--policy", "random", "--seed", "7") + [str(threads_exe), "1"])
+    assert [cpus for _, cpus in sorted(placement.items())] == [[cpu] for cpu in here]
 
 
 def test_skip_mask_gives_helper_threads_no_slot(threads_exe):
@@ -260,12 +270,12 @@ def test_likwid_expressions_on_a_two_socket_smt_machine():
 
 def test_policies_on_presets():
     nehalem = preset("nehalem")
-    assert resolve_plan(nehalem, policy="scatter").cpulist() == "0,4,1,5,2,6,3,7"
-    assert resolve_plan(nehalem, policy="compact", threads=3).cpulist() == "0,1,2"
-    assert resolve_plan(nehalem, policy="spread", threads=2).cpulist() == "0,4"
-    assert resolve_plan(nehalem, policy="close", threads=16).cpulist() == "0,0,1,1,2,2,3,3,4,4,5,5,6,6,7,7"
-    assert resolve_plan(nehalem, policy="os") is None
-    plan = resolve_plan(nehalem, cpus="1,3", threads=5)
+    assert resolve(Placement(policy="scatter"), nehalem).cpulist() == "0,4,1,5,2,6,3,7"
+    assert resolve(Placement(policy="compact", threads=3), nehalem).cpulist() == "0,1,2"
+    assert resolve(Placement(policy="spread", threads=2), nehalem).cpulist() == "0,4"
+    assert resolve(Placement(policy="close", threads=16), nehalem).cpulist() == "0,0,1,1,2,2,3,3,4,4,5,5,6,6,7,7"
+    assert resolve(Placement(policy="os"), nehalem) is None
+    plan = resolve(Placement(cpus="1,3", threads=5), nehalem)
     assert plan.cpulist() == "1,3,1,3,1"
 
 
@@ -330,7 +340,7 @@ def test_repeat_from_gives_later_threads_the_workers_slots(threads_exe):
     # Slots 0,1,2 = CPUs 0,1,0; past slot 2 the plan starts again at slot 1, never at main's slot 0.
     placement = run_and_read(pinwise_run("--cpus", "0,1,0", "--repeat-from", "1") + [str(threads_exe), "5"])
     assert placement == {0: [0], 1: [1], 2: [0], 3: [1], 4: [0], 5: [1]}
-    plan = resolve_plan(read_sysfs(), cpus="0,1,0")
+    plan = resolve(Placement(cpus="0,1,0"), read_sysfs())
     assert [plan.cpus_for_slot(k) for k in range(6)] == [(0,), (1,), (0,), (0,), (1,), (0,)]  # wraps to 0
 
 

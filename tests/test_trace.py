@@ -246,7 +246,7 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
         assert len(lifetimes) == 13 and all(start <= end for start, end in lifetimes)
     expected = [[kind, 1 + 4 * r + j] for r in range(3) for kind in ("create", "join") for j in range(4)]
     assert comm.metadata["spawns"] == expected
-    assert find_rounds(comm) == Rounds(4, 3)
+    assert find_rounds(comm) == Rounds(4, 3, 13)
     assert comm.metadata["instructions_together"][0] < comm.instructions[0]  # the loader ran before any worker
     folded = by_role(comm).matrix
     assert folded.shape == (5, 5)

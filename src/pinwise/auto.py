@@ -18,8 +18,9 @@ from .analyze import Analysis, analyze
 from .bench import build_candidates, open_db, run_bench
 from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
+from . import policies as registry
 from .errors import PinwiseError
-from .pinning.plan import Plan
+from .plan import Plan
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
 from .stats import format_interval, format_level
@@ -65,9 +66,9 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
 
     variants = []
     for candidate in candidates:
-        if candidate.plan is None or "creator" not in candidate.plan.details:
+        if candidate.plan is None or candidate.plan.creator is None:
             continue
-        plan = compute_mapping(candidate.name, comm, topology, creator="policy").to_plan()
+        plan = compute_mapping(candidate.name, comm, topology, creator="policy")
         if plan.cpulist() != candidate.plan.cpulist():
             variants.append(Candidate(f"{candidate.name}+main", plan))
     return variants
@@ -75,18 +76,23 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
 
 def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
-             progress: bool | None = None, say=print, tracer=None, runner=None) -> AutoResult:
+             progress: bool | None = None, say=print, tracer=None, runner=None,
+             policies: list[str] | None = None) -> AutoResult:
     """Trace ``argv`` (or ``trace_argv``), choose candidates from the analysis, bench them against
     the OS with early stopping, and name the winner.
 
     ``tracer(argv, path) -> CommMatrix`` and ``runner`` (see :func:`pinwise.bench.run_bench`)
     default to the real Valgrind trace and the real runs; tests pass functions with known answers.
+    ``policies`` replaces the candidates the analysis suggests (``os``, the baseline, is added).
     """
     if budget_minutes <= 0:
         raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
     from .pinning.launcher import find_program
 
     find_program(argv)
+    for name in policies or []:  # before the long trace, not after it
+        if name.strip().lower() != registry.AUTO:
+            registry.lookup(name)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pinwise-auto-") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
@@ -105,7 +111,8 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         analysis = analyze(comm)
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
         say(f"    recommended: {analysis.policy} ({analysis.reason})")
-        candidates = build_candidates(candidate_policies(analysis), [], topology, None, comm)
+        chosen = list(dict.fromkeys(["os", *policies])) if policies else candidate_policies(analysis)
+        candidates = build_candidates(chosen, [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
         unique, aliases = unique_candidates(candidates)  # policies that give the same CPUs are run once
         names = [c.name for c in unique]
@@ -167,7 +174,7 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     program = " ".join(argv)
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
-    traced = result.comm.metadata.get("rounds", {}).get("threads")
+    plan = result.plans[winner.name]
     lines.extend(f"  ({line})" if name == "note" else f"  {line}{command_after.get(name, '')}"
-                 for name, line in result.plans[winner.name].job_script_lines(traced))
+                 for name, line in plan.job_script_lines(plan.traced_threads))
     return lines

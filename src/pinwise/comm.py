@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import PinwiseError
 from .files import read_input, write_text_atomic
+from .plan import Rounds
 
 COMM_FORMAT = "pinwise-comm"
 
@@ -141,19 +142,6 @@ def write_comm(comm: CommMatrix, path: str | Path) -> None:
     write_text_atomic(path, comm.to_json() + "\n")
 
 
-@dataclass(frozen=True)
-class Rounds:
-    """Workers created in rounds: the creator (thread 0) starts ``size`` workers, joins them, and
-    starts ``size`` more, ``count`` times. Worker j of every round plays the same role."""
-
-    size: int
-    count: int
-
-    def role(self, thread: int) -> int:
-        """The slot of a thread when the plan holds the creator and one round: 0, 1..size."""
-        return 0 if thread == 0 else 1 + (thread - 1) % self.size
-
-
 def find_rounds(comm: CommMatrix) -> Rounds | None:
     """Rounds from the main thread's pthread_create and pthread_join calls, in its program order
     (``"spawns"`` in the metadata: what ``pinwise trace`` records in its native run): it creates
@@ -192,7 +180,7 @@ def find_rounds(comm: CommMatrix) -> Rounds | None:
     sizes = {len(r) for r in rounds}
     if created != list(range(1, threads)) or len(rounds) < 2 or len(sizes) != 1:
         return None
-    return Rounds(sizes.pop(), len(rounds))
+    return Rounds(sizes.pop(), len(rounds), threads)
 
 
 def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:

@@ -77,7 +77,7 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     for p in policies:
         table.add_column(p, justify="right")
     for name, (comm, _) in analyses.items():
-        rows = {r.mapping.policy: r for r in compare(comm.matrix, paper, policies)}
+        rows = {r.policy: r for r in compare(comm.matrix, paper, policies)}
         best = min(r.cost.hops for r in rows.values()) or 1
         table.add_row(name, *[f"{rows[p].cost.hops / best:.2f}" if best else "-" for p in policies])
     console.print(table)

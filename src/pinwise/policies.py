@@ -1,26 +1,153 @@
-"""The catalog of mapping policies: names, families and one-line descriptions.
+"""The one registry of placement policies: every command, the bench, auto and the help text read it.
 
-Kept apart from the mapping engine (pinwise.mapping, which loads numpy, scipy and the native
-kernels) so that the command line can list the policies without paying for those imports.
+A policy is either *application independent* (Mazouz et al. 3.1, OpenMP's proc_bind): a pure
+function of the topology and the thread count, written here in plain Python; or it *needs the
+communication matrix* (Mazouz et al. 3.2, Diener et al. 4): a kernel ``(matrix, SlotTree) -> PU of
+each thread`` in :mod:`pinwise.mapping`, imported only when the policy is used, so that listing or
+applying the simple policies never loads numpy or scipy.
 """
 
 from __future__ import annotations
 
-#: Policy name -> (family, one-line description), in the order `--compare` shows them.
-POLICIES: dict[str, tuple[str, str]] = {
-    "os": ("independent", "no pinning: the OS places threads (baseline)"),
-    "random": ("independent", "a random permutation of the PUs, new for every seed"),
-    "compact": ("independent", "depth-first PU order, like KMP_AFFINITY=compact"),
-    "scatter": ("independent", "one PU per package first, like KMP_AFFINITY=scatter"),
-    "close": ("independent", "OpenMP proc_bind close over PU places"),
-    "spread": ("independent", "OpenMP proc_bind spread over PU places"),
-    "lp-compact": ("Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order"),
-    "lp-scatter": ("Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order"),
-    "gp": ("Mazouz", "balanced k-way partition (METIS), one part per package"),
-    "lpgp": ("Mazouz", "pairs first, then the pairs partitioned onto packages"),
-    "gplp": ("Mazouz", "packages first (partition), then pairs inside each package"),
-    "locality": ("Diener", "hierarchical grouping maximising communication inside each object (EagerMap)"),
-    "distance": ("Diener", "locality on the inverted matrix max(M) - M"),
-    "balance": ("Diener", "threads by decreasing CommV, each where the least communication is so far"),
-    "balanced-locality": ("Diener", "locality, no object above its level's average communication"),
-}
+import importlib
+import random as random_module
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import PinwiseError
+
+#: The kernel of a matrix policy: (matrix, SlotTree) -> PU of each thread.
+Kernel = Callable[..., list[int]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One entry of the registry."""
+
+    name: str
+    family: str
+    description: str
+    #: Application independent: (topology, threads, seed) -> CPU of each thread. None for ``os``
+    #: (no pinning) and for the policies that read the matrix.
+    order: Callable[..., list[int]] | None = None
+    #: "module:function" of the kernel of a policy that reads the matrix.
+    kernel: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def needs_matrix(self) -> bool:
+        return self.kernel is not None
+
+    @property
+    def pins(self) -> bool:
+        """False for ``os``, which leaves the threads to the OS."""
+        return self.order is not None or self.kernel is not None
+
+    def load_kernel(self) -> Kernel:
+        module, _, function = (self.kernel or "").partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+def draw_seed() -> int:
+    """A new seed for the random policy, from the OS's entropy (printed and stored with the plan)."""
+    return random_module.SystemRandom().randrange(1 << 31)
+
+
+def _repeat(order: list[int], threads: int) -> list[int]:
+    return [order[i % len(order)] for i in range(threads)]
+
+
+def compact(topology, threads: int, seed: int | None = None) -> list[int]:
+    """Depth-first PU order (KMP_AFFINITY=compact), wrapping round past the last PU."""
+    return _repeat(topology.compact_order(), threads)
+
+
+def scatter(topology, threads: int, seed: int | None = None) -> list[int]:
+    """PUs by reversed coordinates: one per package first (KMP_AFFINITY=scatter)."""
+    return _repeat(topology.scatter_order(), threads)
+
+
+def random(topology, threads: int, seed: int | None = None) -> list[int]:
+    """A permutation of the allowed PUs fixed by ``seed`` (Mazouz et al.'s random mapping)."""
+    order = topology.compact_order()
+    random_module.Random(seed).shuffle(order)
+    return _repeat(order, threads)
+
+
+def close(topology, threads: int, seed: int | None = None) -> list[int]:
+    """OpenMP proc_bind(close) over one place per allowed PU (OpenMP 5.2, 10.1.3)."""
+    places = topology.compact_order()
+    count = len(places)
+    return [places[i % count] if threads <= count else places[i * count // threads] for i in range(threads)]
+
+
+def spread(topology, threads: int, seed: int | None = None) -> list[int]:
+    """OpenMP proc_bind(spread) over one place per allowed PU: threads evenly over the places."""
+    places = topology.compact_order()
+    return [places[i * len(places) // threads] for i in range(threads)]
+
+
+def primary(topology, threads: int, seed: int | None = None) -> list[int]:
+    """OpenMP proc_bind(primary): every thread on the primary thread's place."""
+    return [topology.compact_order()[0]] * threads
+
+
+_MAPPING = "pinwise.mapping"
+
+#: Every policy, in the order ``map --compare`` and ``bench --policies all`` show them.
+REGISTRY: dict[str, Policy] = {p.name: p for p in (
+    Policy("os", "independent", "no pinning: the OS places threads (baseline)"),
+    Policy("random", "independent", "a random permutation of the PUs, new for every seed", order=random),
+    Policy("compact", "independent", "depth-first PU order, like KMP_AFFINITY=compact", order=compact),
+    Policy("scatter", "independent", "one PU per package first, like KMP_AFFINITY=scatter", order=scatter),
+    Policy("close", "OpenMP", "OpenMP proc_bind close over PU places", order=close),
+    Policy("spread", "OpenMP", "OpenMP proc_bind spread over PU places", order=spread),
+    Policy("primary", "OpenMP", "OpenMP proc_bind primary: every thread on the first PU", order=primary,
+           aliases=("master",)),
+    Policy("lp-compact", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order",
+           kernel=f"{_MAPPING}.pairing:lp_compact"),
+    Policy("lp-scatter", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order",
+           kernel=f"{_MAPPING}.pairing:lp_scatter"),
+    Policy("gp", "Mazouz", "balanced k-way partition (METIS), one part per package", kernel=f"{_MAPPING}.pairing:gp"),
+    Policy("lpgp", "Mazouz", "pairs first, then the pairs partitioned onto packages", kernel=f"{_MAPPING}.pairing:lpgp"),
+    Policy("gplp", "Mazouz", "packages first (partition), then pairs inside each package",
+           kernel=f"{_MAPPING}.pairing:gplp"),
+    Policy("locality", "Diener", "hierarchical grouping maximising communication inside each object (EagerMap)",
+           kernel=f"{_MAPPING}.grouping:locality"),
+    Policy("distance", "Diener", "locality on the inverted matrix max(M) - M", kernel=f"{_MAPPING}.grouping:distance"),
+    Policy("balance", "Diener", "threads by decreasing CommV, each where the least communication is so far",
+           kernel=f"{_MAPPING}.grouping:balance"),
+    Policy("balanced-locality", "Diener", "locality, no object above its level's average communication",
+           kernel=f"{_MAPPING}.grouping:balanced_locality"),
+)}
+
+#: Chosen from the matrix's metrics by ``pinwise analyze`` (any command with a matrix accepts it).
+AUTO = "auto"
+
+_BY_ALIAS = {alias: policy for policy in REGISTRY.values() for alias in (policy.name, *policy.aliases)}
+
+
+def names(with_auto: bool = False) -> list[str]:
+    """The policy names every command accepts (aliases aside), in registry order."""
+    return [*REGISTRY, *([AUTO] if with_auto else [])]
+
+
+def is_policy(name: str) -> bool:
+    return name.strip().lower() in _BY_ALIAS or name.strip().lower() == AUTO
+
+
+def lookup(name: str) -> Policy:
+    """The policy called ``name`` (case and aliases allowed), or one clear error listing them all."""
+    key = name.strip().lower()
+    if key in _BY_ALIAS:
+        return _BY_ALIAS[key]
+    raise PinwiseError(f"unknown policy {name!r}: choose one of {', '.join(names(with_auto=True))}, "
+                       "or pass a mapping file from 'pinwise map' with --mapping")
+
+
+def help_text() -> str:
+    """One line for --help: every name, the matrix policies marked."""
+    simple = [p.name for p in REGISTRY.values() if not p.needs_matrix]
+    matrix = [p.name for p in REGISTRY.values() if p.needs_matrix]
+    return (f"{', '.join(simple)}; with the matrix (--comm): {', '.join(matrix)}, or {AUTO} "
+            "(the one 'pinwise analyze' recommends)")

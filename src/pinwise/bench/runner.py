@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
@@ -29,8 +29,9 @@ from ..pinning.launcher import (
     parse_log,
     preload_environment,
 )
-from ..pinning.placement import SIMPLE_POLICIES, simple_policy_order
-from ..pinning.plan import Plan
+from .. import policies
+from ..placement import Placement, resolve
+from ..plan import Plan
 from ..topology import Topology
 from ..topology import to_json as topology_json
 from . import db
@@ -43,9 +44,9 @@ RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFI
 STDERR_TAIL = 400
 
 
-@dataclass
+@dataclass(frozen=True)
 class Candidate:
-    """One placement under test: a policy name or a user's NAME=CPUS placement."""
+    """One placement under test: a policy name or a user's NAME=SPEC placement."""
 
     name: str
     plan: Plan | None            # None: the OS places the threads
@@ -54,57 +55,38 @@ class Candidate:
     def plan_for_run(self, topology: Topology, seed: int) -> Plan | None:
         if not self.random_threads:
             return self.plan
-        order = simple_policy_order("random", topology, self.random_threads, seed)
-        return Plan(tuple((cpu,) for cpu in order), 0, f"policy random (seed {seed})", {"seed": seed})
+        return resolve(Placement(policy="random", threads=self.random_threads, seed=seed), topology)
 
 
-def build_candidates(policies: list[str], placements: list[str], topology: Topology, threads: int | None,
+def build_candidates(names: list[str], placements: list[str], topology: Topology, threads: int | None,
                      comm=None) -> list[Candidate]:
-    """Policies by name (comm-aware ones need ``comm``) and NAME=SPEC placements, where SPEC is a
-    CPU list or a likwid-pin expression."""
-    from ..mapping import POLICIES, by_role, compute_mapping
-    from ..pinning import likwid
-
-    comm = by_role(comm) if comm is not None else None
-    # Workers created in rounds: every plan holds the creator and one round, and starts again at
-    # slot 1 past its end.
-    repeat_from = 1 if comm is not None and "rounds" in comm.metadata else 0
+    """Policies by name (those that read the matrix need ``comm``) and NAME=SPEC placements, where
+    SPEC is a CPU list, a likwid-pin expression, a policy or a mapping file; all through
+    :func:`pinwise.placement.resolve`."""
     candidates: list[Candidate] = []
-    for name in policies:
+    for name in names:
         name = name.strip().lower()
         if not name:
             continue
-        if name not in POLICIES:
-            raise PinwiseError(f"unknown policy {name!r}: choose from {', '.join(POLICIES)} "
-                               "(or give your own with --placement NAME=CPUS)")
-        count = threads or (comm.threads if comm is not None else len(topology.allowed))
-        if name == "os":
-            candidates.append(Candidate(name, None))
-        elif name == "random":
-            candidates.append(Candidate(name, None, random_threads=count))
-        elif name in SIMPLE_POLICIES:
-            order = simple_policy_order(name, topology, count)
-            candidates.append(Candidate(name, Plan(tuple((c,) for c in order), 0, f"policy {name}",
-                                                   repeat_from=repeat_from)))
+        if name != policies.AUTO:
+            name = policies.lookup(name).name
+        plan = resolve(Placement(policy=name, threads=threads), topology, comm)
+        if name == "random":
+            candidates.append(Candidate(name, None, random_threads=plan.nb_slots))
         else:
-            if comm is None:
-                raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE")
-            candidates.append(Candidate(name, compute_mapping(name, comm, topology, threads=threads).to_plan()))
+            candidates.append(Candidate(name, plan))
     for text in placements:
         label, sep, spec = text.partition("=")
         if not sep or not label.strip() or not spec.strip():
             raise PinwiseError(f"placement {text!r} must look like NAME=CPUS, e.g. together=1,0,0,1 or spread=S:scatter")
-        cpus = likwid.evaluate(spec, topology)
-        candidates.append(Candidate(label.strip(), Plan(tuple((c,) for c in cpus), 0, f"--placement {text}")))
+        plan = resolve(Placement.parse(spec), topology)
+        candidates.append(Candidate(label.strip(), None if plan is None else replace(plan, source=f"--placement {text}")))
     names = [c.name for c in candidates]
     if not candidates:
         raise PinwiseError("nothing to compare: give --policies and/or --placement")
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
         raise PinwiseError(f"placement names must differ: {', '.join(sorted(duplicates))} appears twice")
-    for candidate in candidates:
-        if candidate.plan is not None:
-            candidate.plan.validate(topology)
     return candidates
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from .. import __version__
 from ..errors import PinwiseError
-from ..policies import POLICIES
+from .. import policies
+from ..placement import CREATOR_MODES
 from .measuring import (
     cmd_analyze,
     cmd_auto,
@@ -29,10 +31,10 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cpus", "-c", metavar="LIST", help="explicit CPU per thread in creation order: 0,4,1-3")
     group.add_argument("--expr", "-e", metavar="EXPR",
                        help="likwid-pin expression: N:0-3, S0:0-3, C0:, M0:, E:N:8:1:2, S:scatter, joined with @")
-    group.add_argument("--policy", "-p", metavar="NAME",
-                       help="os (no pinning), compact, scatter, random, OpenMP's close, spread, primary, or a "
-                            "communication-aware policy of 'pinwise map' with --comm")
-    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map'")
+    group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
+    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o'")
+    parser.add_argument("--any-machine", action="store_true",
+                        help="run a mapping file made for a machine of another structure anyway")
     parser.add_argument("-n", "--threads", type=int, metavar="N",
                         help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
     parser.add_argument("--skip", "-s", metavar="MASK",
@@ -57,9 +59,6 @@ def _add_topology_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: Where a communication-aware policy puts the creator thread (pinwise.mapping.CREATOR_MODES,
-#: repeated here so that building the parser imports no numpy).
-CREATOR_MODES = ("auto", "last", "policy")
 CREATOR_HELP = ("where a communication-aware policy puts thread 0, the creator: auto (default: beside the last "
                 "thread it creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
 
@@ -140,11 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     mapper = commands.add_parser(
         "map", help="compute a placement from a communication matrix with a policy of the papers",
         description="Map threads to PUs from a communication matrix (JSON from 'pinwise trace', or CSV). "
-                    "Policies: " + ", ".join(POLICIES) + ".",
+                    "Policies: " + ", ".join(policies.names(with_auto=True)) + ".",
     )
     mapper.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
-    mapper.add_argument("--policy", "-p", metavar="NAME",
-                        help="mapping policy (see the list above), or auto: the one 'pinwise analyze' recommends")
+    mapper.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
     mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
     mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
     mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")
@@ -161,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "in the SQLite database at once, and the same command resumes an interrupted experiment.",
     )
     bench.add_argument("--policies", default="os,compact,scatter",
-                       help="comma-separated policies, or 'all' (default: os,compact,scatter)")
+                       help="comma-separated policies, or 'all' (default: os,compact,scatter); policies: "
+                            + policies.help_text())
     bench.add_argument("--placement", action="append", metavar="NAME=CPUS",
                        help="your own placement, a CPU list or likwid expression (repeatable), e.g. together=1,0,0,1")
     bench.add_argument("-r", "--runs", type=int, default=35, help="measured runs per placement (default 35, as the papers)")
@@ -215,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
     auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
+    auto.add_argument("--policies", metavar="LIST",
+                      help="comma-separated candidates instead of those the analysis suggests (os is always the "
+                           "baseline); policies: " + policies.help_text())
     auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     auto.set_defaults(handler=cmd_auto)
 
@@ -226,9 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"pinwise: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
+    warnings.simplefilter("always", UserWarning)
     try:
         return args.handler(args)
     except PinwiseError as err:

@@ -9,14 +9,13 @@ from pathlib import Path
 from .. import topology as topo_mod
 from ..errors import PinwiseError
 from ..topology.model import format_size
-from .placing import _read_comm_with_warnings
+from .placing import read_comm_file
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import build_candidates, interrupted_message, open_db, run_bench
     from ..bench.runner import unique_candidates
-    from ..policies import POLICIES
-    from ..pinning import SIMPLE_POLICIES
+    from ..policies import REGISTRY
     from ..report import print_report, summarize
 
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
@@ -25,10 +24,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.topology not in (None, "live", "this", "sysfs"):
         raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
     topology = topo_mod.load_topology(None)
-    comm = _read_comm_with_warnings(args.comm) if args.comm else None
+    comm = read_comm_file(args.comm) if args.comm else None
     run_all = args.policies.strip().lower() == "all"
-    if run_all:
-        policies = [p for p in POLICIES if p in SIMPLE_POLICIES or comm is not None]
+    if run_all:  # those that read a matrix when there is one
+        policies = [p.name for p in REGISTRY.values() if comm is not None or not p.needs_matrix]
     else:
         policies = [p for p in args.policies.split(",") if p.strip()]
     candidates = build_candidates(policies, args.placement or [], topology, args.threads, comm)
@@ -123,7 +122,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     from ..analyze import analyze, heat_map_text, save_heat_map
 
-    comm = _read_comm_with_warnings(args.comm_file)
+    comm = read_comm_file(args.comm_file)
     result = analyze(comm)
     m = result.metrics
     console = Console(highlight=False, width=max(110, Console().width))
@@ -195,8 +194,10 @@ def cmd_auto(args: argparse.Namespace) -> int:
         raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
     trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     topology = topo_mod.load_topology(None)
+    candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
-                      time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr))
+                      time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr),
+                      policies=candidates)
     from rich.console import Console
     from rich.text import Text
 

@@ -9,47 +9,20 @@ from .. import topology as topo_mod
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import write_text_atomic
+from ..topology.model import ObjType
 
 
 def _resolve_plan(args: argparse.Namespace, topology):
-    plan = _resolve_placement(args, topology)
-    repeat_from = getattr(args, "repeat_from", 0)
-    if repeat_from:
-        from dataclasses import replace
+    """The plan the placement options describe (None: policy os), through the one resolver."""
+    from ..placement import Placement, resolve
 
-        if plan is None:
-            raise PinwiseError("--repeat-from goes with a placement; policy os places nothing")
-        if getattr(args, "omp", False):
-            raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
-                               "first place): drop --omp, and the preload library applies it")
-        plan = replace(plan, repeat_from=repeat_from)
-    return plan
-
-
-def _resolve_placement(args: argparse.Namespace, topology):
-    from ..mapping import POLICIES, compute_mapping
-    from ..pinning import SIMPLE_POLICIES, resolve_plan
-
-    name = (args.policy or "").strip().lower()
-    if name in POLICIES and name not in SIMPLE_POLICIES:
-        if any(value is not None for value in (args.cpus, args.expr, args.mapping)):
-            raise PinwiseError("give only one placement: --policy, --cpus, --expr or --mapping")
-        if args.comm is None:
-            raise PinwiseError(f"policy {name} needs the program's communication matrix: add --comm FILE "
-                               "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
-        mapping = compute_mapping(name, _read_comm_with_warnings(args.comm), topology, seed=args.seed,
-                                  threads=args.threads, creator=args.creator)
-        plan = mapping.to_plan()
-        if args.skip:
-            from ..pinning.plan import Plan, parse_skip_mask
-
-            plan = Plan(plan.slots, parse_skip_mask(args.skip), plan.source, plan.details)
-        plan.validate(topology)
-        return plan
-    if args.comm is not None and name not in POLICIES:
-        raise PinwiseError("--comm goes with a communication-aware --policy (locality, lp-compact, gp, ...)")
-    return resolve_plan(topology, cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping,
-                        threads=args.threads, skip=args.skip, seed=args.seed)
+    if getattr(args, "repeat_from", 0) and getattr(args, "omp", False):
+        raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
+                           "first place): drop --omp, and the preload library applies it")
+    spec = Placement(cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping, threads=args.threads,
+                     skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
+                     any_machine=getattr(args, "any_machine", False))
+    return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
 
 
 def _print_plan(plan, topology, traced: int | None = None) -> None:
@@ -129,46 +102,43 @@ def cmd_run(args: argparse.Namespace) -> int:
 MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likwid", "taskset", "json")
 
 
-def _read_comm_with_warnings(path: str):
-    import warnings
-
+def read_comm_file(path: str):
     from ..comm import read_comm
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        comm = read_comm(path)
-    for warning in caught:
-        print(f"pinwise: warning: {warning.message}", file=sys.stderr)
-    return comm
+    return read_comm(path)
 
 
-def _mapping_table(mapping, topology, cost) -> None:
+def _mapping_table(plan, topology, cost) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    table = Table(title=f"policy {mapping.policy}: {mapping.threads} threads on {topology.source}", title_justify="left")
-    for column in ("thread", "PU", "core", "shared caches", "package"):
-        table.add_column(column, justify="right" if column in ("thread", "PU") else "left")
-    for thread, pu in enumerate(mapping.pus):
-        node = topology.pu(pu)
-        chain = node.ancestors()
-        core = next((a.logical_index for a in chain if a.type == "core"), "-")
-        caches = " ".join(f"{a.label()}" for a in chain if a.is_cache)
-        package = next((a.os_index if a.os_index is not None else a.logical_index for a in chain if a.type == "package"), "-")
-        table.add_row(str(thread), str(pu), str(core), caches, str(package))
     from rich.text import Text
 
+    table = Table(title=f"policy {plan.policy}: {plan.nb_slots} threads on {topology.source}", title_justify="left")
+    for column in ("thread", "PU", "core", "shared caches", "package"):
+        table.add_column(column, justify="right" if column in ("thread", "PU") else "left")
+    for thread, pu in enumerate(plan.pus):
+        node = topology.pu(pu)
+        core, package = node.enclosing(ObjType.CORE), node.enclosing(ObjType.PACKAGE)
+        caches = " ".join(a.label() for a in node.ancestors() if a.is_cache)
+        table.add_row(str(thread), str(pu), "-" if core is None else str(core.logical_index), caches,
+                      "-" if package is None else str(package.os_index if package.os_index is not None
+                                                      else package.logical_index))
     console = Console(highlight=False, width=max(120, Console().width))
     console.print(table)
-    imbalance = ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items()
-                          if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(k)))
-    console.print(Text(f"cost: {cost.hops:,.0f} (sum of M[i][j] x tree distance); communication max/avg per level: {imbalance}"))
+    console.print(Text(f"cost: {cost.hops:,.0f} (sum of M[i][j] x tree distance); communication max/avg per level: "
+                       + ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items() if k in _shared_levels(topology))))
+
+
+def _shared_levels(topology) -> set:
+    """Levels whose objects hold several allowed PUs: elsewhere max/avg says nothing."""
+    return {t for t in topology.level_types if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(t))}
 
 
 def cmd_map(args: argparse.Namespace) -> int:
-    from ..mapping import by_role, compare, compute_mapping, mapping_cost, write_mapping
+    from ..mapping import by_role, compare, mapping_cost
+    from ..placement import Placement, resolve
 
-    comm = by_role(_read_comm_with_warnings(args.comm_file))  # workers created in rounds: one thread per role
+    comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
     topology = topo_mod.load_topology(args.topology)
     if args.compare:
         return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
@@ -179,30 +149,28 @@ def cmd_map(args: argparse.Namespace) -> int:
     if policy.strip().lower() == "auto":
         from ..analyze import analyze
 
-        result = analyze(comm)
-        policy = result.policy
-        print(f"auto: {result.pattern} pattern -> {policy} ({result.reason})", file=sys.stderr)
-    mapping = compute_mapping(policy, comm, topology, seed=args.seed, threads=args.threads, creator=args.creator)
-    if args.output:
-        write_mapping(mapping, args.output)
-        print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
-    plan = mapping.to_plan()
+        found = analyze(comm)
+        policy = found.policy
+        print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
+    plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator), topology, comm)
     if plan is None:
         print("policy os: no pinning; the OS places the threads")
         return 0
-    traced = mapping.details.get("rounds", {}).get("threads")
-    if traced:
-        rounds = mapping.details["rounds"]
-        print(f"pinwise: the program creates its workers in {rounds['count']} rounds of {rounds['size']}: the plan holds "
-              f"the creator and one round and starts again at slot {plan.repeat_from} past its end "
+    if args.output:
+        write_text_atomic(args.output, plan.to_json() + "\n")
+        print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
+    traced = plan.traced_threads
+    if plan.rounds is not None:
+        print(f"pinwise: the program creates its workers in {plan.rounds.count} rounds of {plan.rounds.size}: the plan "
+              f"holds the creator and one round and starts again at slot {plan.repeat_from} past its end "
               f"(pinwise run --repeat-from {plan.repeat_from}); other tools' lists are written out for the {traced} "
               "threads traced", file=sys.stderr)
     if args.format == "table":
-        _mapping_table(mapping, topology, mapping_cost(comm.matrix, topology, mapping.pus))
+        _mapping_table(plan, topology, mapping_cost(comm.matrix, topology, plan.pus))
     elif args.format == "picture":
         _print_plan(plan, topology, traced)
     elif args.format == "json":
-        print(mapping.to_json())
+        print(plan.to_json())
     elif args.format == "cpulist":
         print(plan.cpulist())
     else:
@@ -215,34 +183,41 @@ def cmd_map(args: argparse.Namespace) -> int:
 def _print_comparison(rows, topology) -> int:
     from rich.console import Console
     from rich.table import Table
-
-    from ..policies import POLICIES
-
-    costs = [r.cost.hops for r in rows if r.cost is not None]
-    best = min(costs) if costs else 0
-    # Levels whose objects hold several threads: elsewhere max/avg says nothing.
-    shared = {t for t in topo_mod.LEVEL_ORDER
-              if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(t))}
-    levels = [t for t in topo_mod.LEVEL_ORDER if t in shared and t != "machine"
-              and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
     from rich.text import Text
 
+    from ..policies import REGISTRY
+
+    # A policy that stacks threads on a PU while others stay free (primary) has the lowest cost of
+    # all, and no other policy is measured against it.
+    stacked = {r.policy for r in rows if r.plan is not None and _stacks(r.plan, topology)}
+    costs = [r.cost.hops for r in rows if r.cost is not None and r.policy not in stacked]
+    best = min(costs) if costs else 0
+    shared = _shared_levels(topology)
+    levels = [t for t in topology.level_types if t in shared and t != ObjType.MACHINE
+              and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
     table = Table(title=Text(f"every policy on {topology.source}: cost = sum of M[i][j] x tree distance (lower is better)"),
                   title_justify="left")
     for column in ["policy", "family", "cost", "vs best"] + [f"{t} max/avg" for t in levels] + ["ms", "CPU list"]:
         table.add_column(column, justify="left" if column in ("policy", "family", "CPU list") else "right")
     for row in rows:
-        family = POLICIES[row.mapping.policy][0]
+        family = REGISTRY[row.policy].family
         if row.cost is None:
-            table.add_row(row.mapping.policy, family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}", "(not pinned)")
+            table.add_row(row.policy, family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}", "(not pinned)")
             continue
-        ratio = row.cost.hops / best if best else 1.0
-        cpus = format_cpulist(row.mapping.pus)
-        table.add_row(row.mapping.policy, family, f"{row.cost.hops:,.0f}", f"{ratio:.2f}",
+        ratio = "stacked" if row.policy in stacked else f"{row.cost.hops / best if best else 1.0:.2f}"
+        cpus = format_cpulist(row.plan.pus)
+        table.add_row(row.policy, family, f"{row.cost.hops:,.0f}", ratio,
                       *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
                       cpus if len(cpus) <= 40 else cpus[:37] + "...")
     Console(highlight=False, width=max(160, Console().width)).print(table)
     return 0
+
+
+def _stacks(plan, topology) -> bool:
+    """More threads on one PU than an even spread over the allowed PUs needs."""
+    from collections import Counter
+
+    return max(Counter(plan.pus).values()) > -(-plan.nb_slots // len(topology.allowed))
 
 
 def cmd_pin(args: argparse.Namespace) -> int:

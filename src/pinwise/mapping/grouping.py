@@ -10,11 +10,13 @@ problems (T <= REFINE_LIMIT) are then improved by a swap local search on the cos
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from ..topology import TopoObject
+from ..topology.model import ObjType, TopoObject, walk
 from .tree import SlotTree
 
 REFINE_LIMIT = 256
@@ -57,7 +59,7 @@ def place_hierarchy(tree: SlotTree, elements: list) -> list[int]:
     placement: dict[int, int] = {}
 
     def place(node: TopoObject, items: list) -> None:
-        if node.type == "pu":
+        if node.type == ObjType.PU:
             for item in items:
                 for thread in _threads(item):
                     placement[thread] = node.os_index
@@ -160,11 +162,8 @@ class _Loads:
         self.tree = tree
         self.load: dict[int, float] = {}
         self.free: dict[int, int] = {}
-        stack = [tree.topology.root]
-        while stack:
-            node = stack.pop()
+        for node in walk(tree.topology.root, tree.children):
             self.free[id(node)] = tree.capacity(node)
-            stack.extend(tree.children(node))
 
     def add(self, pu: int, amount: float) -> None:
         node = self.tree.topology.pu(pu)
@@ -181,7 +180,7 @@ def balance(matrix, tree: SlotTree) -> list[int]:
     placement = [0] * tree.threads
     for thread in sorted(range(tree.threads), key=lambda t: (-comm_v[t], t)):
         node = tree.topology.root
-        while node.type != "pu":
+        while node.type != ObjType.PU:
             node = min((c for c in tree.children(node) if loads.free[id(c)] > 0),
                        key=lambda c: loads.load.get(id(c), 0.0))
         placement[thread] = node.os_index
@@ -197,12 +196,7 @@ def balanced_locality(matrix, tree: SlotTree) -> list[int]:
     comm_v = comm_vector(matrix)
     preferred = locality(matrix, tree)
     total = float(comm_v.sum())
-    depth_count: dict[int, int] = {}
-    stack = [(tree.topology.root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        depth_count[depth] = depth_count.get(depth, 0) + 1
-        stack.extend((c, depth + 1) for c in tree.children(node))
+    depth_count = Counter(node.depth for node in walk(tree.topology.root, tree.children))
     loads = _Loads(tree)
     position = {pu: i for i, pu in enumerate(tree.pus)}
     order = sorted(range(tree.threads), key=lambda t: (position[preferred[t]], t))
@@ -211,7 +205,7 @@ def balanced_locality(matrix, tree: SlotTree) -> list[int]:
         target = tree.topology.pu(preferred[thread])
         on_path = {id(o) for o in [target, *target.ancestors()]}
         node, depth = tree.topology.root, 0
-        while node.type != "pu":
+        while node.type != ObjType.PU:
             options = [c for c in tree.children(node) if loads.free[id(c)] > 0]
             average = total / depth_count[depth + 1]
 

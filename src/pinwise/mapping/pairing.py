@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from ..topology import TopoObject
+from ..topology import ObjType, TopoObject
 from .tree import SlotTree
 
 INTEGER_SCALE = float(1 << 40)
@@ -133,6 +133,16 @@ def lp(matrix, tree: SlotTree, scatter: bool) -> list[int]:
     return [placement[t] for t in range(tree.threads)]
 
 
+def lp_compact(matrix, tree: SlotTree) -> list[int]:
+    """LP compact: pairs from the exact matching, pair sites in depth-first order."""
+    return lp(matrix, tree, scatter=False)
+
+
+def lp_scatter(matrix, tree: SlotTree) -> list[int]:
+    """LP scatter: pairs from the exact matching, pair sites one per package first."""
+    return lp(matrix, tree, scatter=True)
+
+
 def part_sizes(tree: SlotTree, parts: list[TopoObject], count: int) -> list[int]:
     """Exact sizes: every slot of every part when count fills them; otherwise the count shared in
     proportion to each part's slots (largest remainders)."""
@@ -202,7 +212,7 @@ def _repair(weights: np.ndarray, part: np.ndarray, sizes: list[int], vw: np.ndar
 
 
 def gp(matrix, tree: SlotTree) -> list[int]:
-    packages = tree.domain_objects("package")
+    packages = tree.domain_objects(ObjType.PACKAGE)
     part = balanced_partition(integer_weights(matrix), part_sizes(tree, packages, tree.threads))
     placement = [0] * tree.threads
     for p, package in enumerate(packages):
@@ -221,7 +231,7 @@ def lpgp(matrix, tree: SlotTree) -> list[int]:
         member[g, list(group)] = 1
     group_weights = (member @ weights @ member.T).astype(np.int64)
     np.fill_diagonal(group_weights, 0)
-    packages = tree.domain_objects("package")
+    packages = tree.domain_objects(ObjType.PACKAGE)
     sizes = part_sizes(tree, packages, tree.threads)
     part = balanced_partition(group_weights, sizes, np.array([len(g) for g in groups]))
     placement: dict[int, int] = {}
@@ -233,7 +243,7 @@ def lpgp(matrix, tree: SlotTree) -> list[int]:
 
 def gplp(matrix, tree: SlotTree) -> list[int]:
     """Packages first (partition), then exact matching inside each package."""
-    packages = tree.domain_objects("package")
+    packages = tree.domain_objects(ObjType.PACKAGE)
     weights = integer_weights(matrix)
     part = balanced_partition(weights, part_sizes(tree, packages, tree.threads))
     placement: dict[int, int] = {}

@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import PinwiseError
-from ..topology import Topology, TopoObject
+from ..topology import ObjType, Topology, TopoObject
 
 
 @dataclass
@@ -89,7 +89,7 @@ class SlotTree:
         frontier = [self.topology.root]
         levels = []
         while frontier:
-            counts = [len(self.children(n)) for n in frontier if n.type != "pu"]
+            counts = [len(self.children(n)) for n in frontier if n.type != ObjType.PU]
             if not counts:
                 break
             levels.append(max(counts))

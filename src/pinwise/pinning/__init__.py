@@ -11,9 +11,7 @@ from .launcher import (
 from .likwid import domains as likwid_domains
 from .likwid import evaluate as likwid_evaluate
 from .live import current_placement, pin_self, pin_threads
-from .placement import SIMPLE_POLICIES, resolve_plan, simple_policy_order
-from .plan import Plan
+from ..plan import Plan
 
-__all__ = ["API_HEADER", "API_LIBRARY", "PRELOAD_LIBRARY", "Plan", "RunResult", "SIMPLE_POLICIES",
-           "ThreadRecord", "current_placement", "likwid_domains", "likwid_evaluate", "pin_self",
-           "pin_threads", "resolve_plan", "run_program", "simple_policy_order"]
+__all__ = ["API_HEADER", "API_LIBRARY", "PRELOAD_LIBRARY", "Plan", "RunResult", "ThreadRecord",
+           "current_placement", "likwid_domains", "likwid_evaluate", "pin_self", "pin_threads", "run_program"]

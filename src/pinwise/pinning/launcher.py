@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
-from .plan import Plan
+from ..plan import Plan
 
 NATIVE_DIR = Path(os.environ.get("PINWISE_NATIVE_DIR", Path(__file__).resolve().parent.parent / "_native"))
 PRELOAD_LIBRARY = NATIVE_DIR / "libpinwise_preload.so"

@@ -20,7 +20,7 @@ import re
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
-from ..topology import Topology, TopoObject
+from ..topology import ObjType, Topology, TopoObject
 
 _DOMAIN = re.compile(r"^([NSDCM])(\d*)$")
 
@@ -29,15 +29,15 @@ def _domain_objects(topology: Topology, letter: str) -> list[TopoObject]:
     if letter == "N":
         return [topology.root]
     if letter == "S":
-        return topology.objects("package") or [topology.root]
+        return topology.objects(ObjType.PACKAGE) or [topology.root]
     if letter == "D":
-        return topology.objects("die") or topology.objects("package") or [topology.root]
+        return topology.objects(ObjType.DIE) or topology.objects(ObjType.PACKAGE) or [topology.root]
     if letter == "M":
-        return topology.objects("numa") or [topology.root]
-    for cache in ("l3", "l2", "l1"):  # C: the last-level cache
+        return topology.objects(ObjType.NUMA) or [topology.root]
+    for cache in (ObjType.L3, ObjType.L2, ObjType.L1):  # C: the last-level cache
         if topology.objects(cache):
             return topology.objects(cache)
-    return topology.objects("package") or [topology.root]
+    return topology.objects(ObjType.PACKAGE) or [topology.root]
 
 
 def domains(topology: Topology) -> dict[str, list[int]]:
@@ -57,7 +57,7 @@ def physical_first(topology: Topology, cpus: list[int]) -> list[int]:
     """Reorder a domain's CPUs: the first hardware thread of every core, then the second, ..."""
     def rank(cpu: int) -> tuple[int, int]:
         pu = topology.pu(cpu)
-        siblings = [c.os_index for c in pu.parent.children] if pu.parent is not None and pu.parent.type == "core" else [cpu]
+        siblings = [c.os_index for c in pu.parent.children] if pu.parent is not None and pu.parent.type == ObjType.CORE else [cpu]
         return (siblings.index(cpu), cpus.index(cpu))
     return sorted(cpus, key=rank)
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import PinwiseError
-from .plan import Plan
+from ..plan import Plan
 
 
 def thread_ids(pid: int) -> list[int]:

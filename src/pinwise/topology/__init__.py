@@ -12,15 +12,15 @@ from pathlib import Path
 from ..errors import PinwiseError
 from ..files import read_input
 from .hwloc_xml import parse_xml, read_xml, to_xml
-from .model import LEVEL_ORDER, ObjectSpec, Topology, TopoObject, build_topology
+from .model import LEVEL_ORDER, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk
 from .render import render
 from .synthetic import PRESETS, parse_synthetic, preset, to_synthetic
 from .sysfs import read_sysfs
 
 __all__ = [
-    "LEVEL_ORDER", "PRESETS", "ObjectSpec", "Topology", "TopoObject", "build_topology", "from_json",
+    "LEVEL_ORDER", "PRESETS", "ObjType", "ObjectSpec", "Topology", "TopoObject", "build_topology", "from_json",
     "live_topology", "load_topology", "parse_synthetic", "parse_xml", "preset", "read_sysfs",
-    "read_xml", "render", "to_json", "to_synthetic", "to_xml",
+    "read_xml", "render", "to_json", "to_synthetic", "to_xml", "walk",
 ]
 
 JSON_FORMAT = "pinwise-topology"
@@ -98,7 +98,7 @@ def from_json(text: str, source: str = "<json>") -> Topology:
         for name, value in (("os_index", os_index), ("cache_size", cache_size)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise PinwiseError(f"{source}: {name} {value!r} must be a non-negative whole number")
-        if type_ == "pu":
+        if type_ == ObjType.PU:
             if os_index is None:
                 raise PinwiseError(f"{source}: a pu has no os_index")
             cpus = frozenset([os_index])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import PinwiseError
 from ..files import read_input
-from .model import ObjectSpec, Topology, TopoObject, build_topology
+from .model import ObjectSpec, ObjType, Topology, TopoObject, build_topology
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
 _HWLOC_TYPES = {
@@ -96,19 +96,19 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
         if cpuset_text is None:
             raise PinwiseError(f"{source}: a {hwloc_type} object has no cpuset attribute")
         cpuset = parse_cpuset(cpuset_text, source)
-        if type_ == "machine":
+        if type_ == ObjType.MACHINE:
             if element.get("allowed_cpuset") is not None:
                 allowed = parse_cpuset(element.get("allowed_cpuset"), source)
             continue
         os_index = _int_attr(element, "os_index", source)
-        if type_ == "pu":
+        if type_ == ObjType.PU:
             if os_index is None:
                 raise PinwiseError(f"{source}: a PU has no os_index")
             cpuset = frozenset([os_index]) if cpuset == frozenset([os_index]) else cpuset
         specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source)))
     # A Group that only carries a NUMA node (hwloc's way of placing one above packages) is that node.
-    numa_sets = {s.cpuset for s in specs if s.type == "numa"}
-    specs = [s for s in specs if not (s.type == "group" and s.cpuset in numa_sets)]
+    numa_sets = {s.cpuset for s in specs if s.type == ObjType.NUMA}
+    specs = [s for s in specs if not (s.type == ObjType.GROUP and s.cpuset in numa_sets)]
     topology = build_topology(specs, allowed=allowed, source=source,
                               restriction="allowed_cpuset in the XML file" if allowed else None)
     return topology
@@ -134,7 +134,7 @@ _CACHE_DEPTH = {"l3": "3", "l2": "2", "l1": "1"}
 
 def to_xml(topology: Topology) -> str:
     """Write hwloc 2.x XML that ``lstopo --input FILE`` accepts and :func:`parse_xml` reads back."""
-    numa_nodes = topology.objects("numa")
+    numa_nodes = topology.objects(ObjType.NUMA)
     node_of_cpu = {cpu: node.os_index if node.os_index is not None else node.logical_index
                    for node in numa_nodes for cpu in node.cpuset}
     gp_index = iter(range(1, 1 << 30))
@@ -153,7 +153,7 @@ def to_xml(topology: Topology) -> str:
 
     def add_children(element: ET.Element, node: TopoObject) -> None:
         for child in node.children:
-            if child.type == "numa":
+            if child.type == ObjType.NUMA:
                 if child.cpuset == node.cpuset:  # memory child of this object
                     element.append(numa_element(child))
                     add_children(element, child)
@@ -163,7 +163,7 @@ def to_xml(topology: Topology) -> str:
                     add_children(group, child)
                 continue
             attrs = {"type": _XML_TYPE[child.type]}
-            if child.os_index is not None and child.type in ("package", "die", "core", "pu"):
+            if child.os_index is not None and child.type in (ObjType.PACKAGE, ObjType.DIE, ObjType.CORE, ObjType.PU):
                 attrs["os_index"] = str(child.os_index)
             attrs.update(common(child.cpuset))
             if child.is_cache:

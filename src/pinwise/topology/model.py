@@ -12,38 +12,69 @@ every source (sysfs, XML, synthetic strings, presets) shares one builder and one
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 
 from ..errors import PinwiseError
 
-#: Object types from the top of the tree to the bottom. When two objects have the same cpuset,
-#: the one earlier in this order is the parent (a NUMA node equal to its package sits below it).
-LEVEL_ORDER: tuple[str, ...] = ("machine", "group", "package", "die", "numa", "l3", "l2", "l1", "core", "pu")
-LEVEL_RANK = {name: rank for rank, name in enumerate(LEVEL_ORDER)}
-CACHE_TYPES = ("l3", "l2", "l1")
 
-#: How each type is named on screen.
-TYPE_LABEL = {
-    "machine": "Machine",
-    "group": "Group",
-    "package": "Package",
-    "die": "Die",
-    "numa": "NUMA",
-    "l3": "L3",
-    "l2": "L2",
-    "l1": "L1d",
-    "core": "Core",
-    "pu": "PU",
-}
+class ObjType(StrEnum):
+    """Object types from the top of the tree to the bottom. When two objects have the same cpuset,
+    the one earlier in this order is the parent (a NUMA node equal to its package sits below it).
+    Members compare equal to their names ("pu", "l3", ...), which is what files and flags hold."""
+
+    MACHINE = "machine"
+    GROUP = "group"
+    PACKAGE = "package"
+    DIE = "die"
+    NUMA = "numa"
+    L3 = "l3"
+    L2 = "l2"
+    L1 = "l1"
+    CORE = "core"
+    PU = "pu"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    @property
+    def label(self) -> str:
+        """How the type is named on screen."""
+        return _LABEL[self]
+
+    @property
+    def short(self) -> str:
+        """The type's name in a synthetic string (``pack:2 core:4 pu:2``)."""
+        return _SHORT[self]
+
+    @property
+    def is_cache(self) -> bool:
+        return self in CACHE_TYPES
+
+
+LEVEL_ORDER: tuple[ObjType, ...] = tuple(ObjType)
+_RANK = {t: rank for rank, t in enumerate(LEVEL_ORDER)}
+LEVEL_RANK = {str(t): rank for t, rank in _RANK.items()}
+CACHE_TYPES = (ObjType.L3, ObjType.L2, ObjType.L1)
+_LABEL = {ObjType.MACHINE: "Machine", ObjType.GROUP: "Group", ObjType.PACKAGE: "Package", ObjType.DIE: "Die",
+          ObjType.NUMA: "NUMA", ObjType.L3: "L3", ObjType.L2: "L2", ObjType.L1: "L1d", ObjType.CORE: "Core",
+          ObjType.PU: "PU"}
+_SHORT = {ObjType.MACHINE: "machine", ObjType.GROUP: "group", ObjType.PACKAGE: "pack", ObjType.DIE: "die",
+          ObjType.NUMA: "numa", ObjType.L3: "l3", ObjType.L2: "l2", ObjType.L1: "l1", ObjType.CORE: "core",
+          ObjType.PU: "pu"}
+#: How each type is named on screen (kept for the renderers that index it by name).
+TYPE_LABEL = {str(t): t.label for t in LEVEL_ORDER}
 
 
 @dataclass(eq=False)
 class TopoObject:
     """One node of the tree. Built once by :func:`build_topology`, then treated as read-only."""
 
-    type: str
+    type: ObjType
     cpuset: frozenset[int]
     os_index: int | None = None
     cache_size: int | None = None
@@ -53,13 +84,20 @@ class TopoObject:
     parent: TopoObject | None = field(default=None, repr=False)
     children: list[TopoObject] = field(default_factory=list, repr=False)
 
+    def __post_init__(self):
+        self.type = ObjType(self.type)  # parsers may hand over the type's name
+
     @property
     def is_cache(self) -> bool:
-        return self.type in CACHE_TYPES
+        return self.type.is_cache
 
     @cached_property
     def first_pu(self) -> int:
         return min(self.cpuset)
+
+    def enclosing(self, type_: ObjType) -> TopoObject | None:
+        """The nearest ancestor (or this object) of that type."""
+        return next((node for node in (self, *self.ancestors()) if node.type == type_), None)
 
     def ancestors(self) -> list[TopoObject]:
         """Parent, grandparent, ... up to the machine."""
@@ -71,8 +109,9 @@ class TopoObject:
         return chain
 
     def label(self) -> str:
-        index = self.os_index if self.type in ("pu", "package", "numa") and self.os_index is not None else self.logical_index
-        text = f"{TYPE_LABEL[self.type]} {index}" if self.type != "machine" else "Machine"
+        named_by_os = self.type in (ObjType.PU, ObjType.PACKAGE, ObjType.NUMA) and self.os_index is not None
+        index = self.os_index if named_by_os else self.logical_index
+        text = f"{self.type.label} {index}" if self.type != ObjType.MACHINE else "Machine"
         if self.cache_size:
             text += f" ({format_size(self.cache_size)})"
         return text
@@ -86,11 +125,21 @@ def format_size(size: int) -> str:
     return f"{size}B"
 
 
+def walk(root: TopoObject, children=None) -> Iterator[TopoObject]:
+    """Every object below ``root`` (itself first), depth-first in child order: logical order.
+    ``children(node)`` narrows the walk (e.g. to objects with allowed PUs)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children if children is None else children(node)))
+
+
 @dataclass(frozen=True)
 class ObjectSpec:
     """A flat description of one object, before it has a place in the tree."""
 
-    type: str
+    type: ObjType
     cpuset: frozenset[int]
     os_index: int | None = None
     cache_size: int | None = None
@@ -99,42 +148,37 @@ class ObjectSpec:
 class Topology:
     """A machine: the object tree, the PUs in depth-first order, and the PUs this process may use.
 
-    Policies only read it; nothing in here touches the live machine.
+    Read-only once built (:meth:`restricted` gives the same machine with other allowed PUs);
+    policies only read it, and nothing in here touches the live machine.
     """
 
     def __init__(self, root: TopoObject, allowed: Iterable[int] | None = None, source: str = "",
                  restriction: str | None = None):
-        self.root = root
-        self.source = source
-        self._finalize()
-        all_pus = frozenset(pu.os_index for pu in self.pus)
+        set_ = object.__setattr__
+        set_(self, "root", root)
+        set_(self, "source", source)
+        levels = _finalize(root)
+        #: Objects of each type present, in logical order, top type first: the levels table.
+        set_(self, "levels", levels)
+        set_(self, "pus", tuple(levels.get(ObjType.PU, ())))
+        set_(self, "_by_os", {pu.os_index: pu for pu in self.pus})
+        all_pus = frozenset(self._by_os)
         if allowed is None:
-            self.allowed = all_pus
+            chosen = all_pus
         else:
-            self.allowed = frozenset(allowed) & all_pus
-            if not self.allowed:
+            chosen = frozenset(allowed) & all_pus
+            if not chosen:
                 raise PinwiseError(f"no PU of topology {source!r} is allowed to this process")
+        set_(self, "allowed", chosen)
         #: Why some PUs are not allowed ("sched_getaffinity", "cgroup cpuset 0-3", ...), for display.
-        self.restriction = restriction if self.allowed != all_pus else None
+        set_(self, "restriction", restriction if chosen != all_pus else None)
 
-    # -- construction -------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Topology is read-only ({name}): use restricted() for other allowed PUs")
 
-    def _finalize(self) -> None:
-        counters: dict[str, int] = {}
-        pus: list[TopoObject] = []
-        stack = [(self.root, 0)]
-        while stack:
-            node, depth = stack.pop()
-            node.depth = depth
-            node.logical_index = counters.get(node.type, 0)
-            counters[node.type] = node.logical_index + 1
-            if node.type == "pu":
-                pus.append(node)
-            for rank in range(len(node.children) - 1, -1, -1):
-                node.children[rank].sibling_index = rank
-                stack.append((node.children[rank], depth + 1))
-        self.pus: tuple[TopoObject, ...] = tuple(pus)
-        self._by_os = {pu.os_index: pu for pu in pus}
+    def restricted(self, allowed: Iterable[int], restriction: str | None = None) -> Topology:
+        """The same machine with only ``allowed`` PUs usable."""
+        return Topology(self.root, allowed, self.source, restriction or "a restriction")
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -153,35 +197,16 @@ class Topology:
     def has_pu(self, os_index: int) -> bool:
         return os_index in self._by_os
 
-    def objects(self, type_: str) -> list[TopoObject]:
+    def objects(self, type_: ObjType | str) -> list[TopoObject]:
         """All objects of one type, in depth-first (logical) order."""
-        found = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            if node.type == type_:
-                found.append(node)
-            stack.extend(reversed(node.children))
-        return found
+        return list(self.levels.get(type_, ()))
 
-    @cached_property
-    def level_types(self) -> tuple[str, ...]:
+    @property
+    def level_types(self) -> tuple[ObjType, ...]:
         """Types present in the tree, top to bottom."""
-        present = set()
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            present.add(node.type)
-            stack.extend(node.children)
-        return tuple(t for t in LEVEL_ORDER if t in present)
+        return tuple(self.levels)
 
-    @cached_property
-    def is_symmetric(self) -> bool:
-        """Whether every object of a level has the same number and types of children (hwloc's
-        synthetic strings and our presets are; a machine with offline CPUs may not be)."""
-        return self.synthetic_levels() is not None
-
-    def synthetic_levels(self) -> list[tuple[str, int, int | None]] | None:
+    def synthetic_levels(self) -> list[tuple[ObjType, int, int | None]] | None:
         """The tree as (type, arity, cache size) per level, or None if it is not symmetric."""
         levels = []
         frontier = [self.root]
@@ -199,6 +224,22 @@ class Topology:
             levels.append((types[0], arity, sizes.pop()))
         return levels
 
+    @cached_property
+    def shape(self) -> str:
+        """The structure in a few words: ``pack:2 l3:1 core:4 pu:2`` when every object of a level
+        has the same children, else the count of each type."""
+        levels = self.synthetic_levels()
+        if levels is not None:
+            return " ".join(f"{t.short}:{arity}" for t, arity, _ in levels)
+        return ", ".join(f"{len(objs)} x {t.short}" for t, objs in self.levels.items() if t != ObjType.MACHINE)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of the structure: each object's type and PUs (cache sizes and the allowed PUs
+        aside). Plans computed for one machine are meant for machines with the same fingerprint."""
+        items = sorted((node.type.rank, tuple(sorted(node.cpuset))) for node in walk(self.root))
+        return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
+
     @property
     def allowed_pus(self) -> list[TopoObject]:
         """Allowed PUs in depth-first order."""
@@ -206,12 +247,7 @@ class Topology:
 
     def coordinates(self, pu: TopoObject) -> tuple[int, ...]:
         """Per-level coordinates: the index of each ancestor among its siblings, top to bottom."""
-        coords = []
-        node = pu
-        while node.parent is not None:
-            coords.append(node.sibling_index)
-            node = node.parent
-        return tuple(reversed(coords))
+        return tuple(node.sibling_index for node in reversed([pu, *pu.ancestors()[:-1]]))
 
     def compact_order(self, allowed_only: bool = True) -> list[int]:
         """PU OS indices in depth-first order: fill a core, then its cache, then its package
@@ -230,10 +266,7 @@ class Topology:
         if pa is pb:
             return pa
         seen = {id(x) for x in pa.ancestors()}
-        for node in pb.ancestors():
-            if id(node) in seen:
-                return node
-        return self.root  # unreachable: the root is everyone's ancestor
+        return next((node for node in pb.ancestors() if id(node) in seen), self.root)
 
     def distance(self, a: int, b: int) -> int:
         """Levels climbed from PU ``a`` (or ``b``, whichever is deeper) to their lowest common
@@ -255,14 +288,9 @@ class Topology:
     def signature(self) -> tuple:
         """A canonical form for comparing topologies: every object as (type, cpuset, os index of
         PUs, cache size), sorted. Two topologies with equal signatures are the same machine."""
-        items = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            items.append((LEVEL_RANK[node.type], tuple(sorted(node.cpuset)),
-                          node.os_index if node.type == "pu" else None, node.cache_size))
-            stack.extend(node.children)
-        return tuple(sorted(items))
+        return tuple(sorted((node.type.rank, tuple(sorted(node.cpuset)),
+                             node.os_index if node.type == ObjType.PU else None, node.cache_size)
+                            for node in walk(self.root)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Topology) and self.signature() == other.signature()
@@ -273,9 +301,22 @@ class Topology:
     def __repr__(self) -> str:
         return f"Topology({self.source!r}, {self.nb_pus} PUs, {len(self.allowed)} allowed)"
 
-    def summary(self) -> str:
-        counts = [f"{len(self.objects(t))} {TYPE_LABEL[t]}" for t in self.level_types if t not in ("machine",)]
-        return ", ".join(counts)
+    def __str__(self) -> str:
+        restricted = f", {len(self.allowed)} allowed" if len(self.allowed) != self.nb_pus else ""
+        return f"{self.source or 'topology'}: {self.shape} ({self.nb_pus} PUs{restricted})"
+
+
+def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
+    """Number the tree (depth, logical and sibling indices) and return its levels table."""
+    levels: dict[ObjType, list[TopoObject]] = {}
+    root.depth = 0
+    for node in walk(root):
+        node.logical_index = len(levels.setdefault(node.type, []))
+        levels[node.type].append(node)
+        for rank, child in enumerate(node.children):
+            child.sibling_index = rank
+            child.depth = node.depth + 1
+    return {t: levels[t] for t in LEVEL_ORDER if t in levels}
 
 
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
@@ -285,29 +326,30 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     Objects with the same type and cpuset are merged; an object whose cpuset partly overlaps
     another's (neither contains the other) is an error, as the machine would not be a tree.
     """
-    pus = [s for s in specs if s.type == "pu"]
+    pus = [s for s in specs if s.type == ObjType.PU]
     if not pus:
         raise PinwiseError(f"topology {source!r} has no PU (processing unit)")
     all_cpus = frozenset(s.os_index for s in pus)
     if len(all_cpus) != len(pus) or any(s.os_index is None or s.os_index < 0 for s in pus):
         raise PinwiseError(f"topology {source!r} has PUs with missing or duplicate OS indices")
-    unique: dict[tuple[str, frozenset[int]], ObjectSpec] = {}
+    unique: dict[tuple[ObjType, frozenset[int]], ObjectSpec] = {}
     for spec in specs:
         if spec.type not in LEVEL_RANK:
             raise PinwiseError(f"topology {source!r}: unknown object type {spec.type!r}")
-        if spec.type == "machine" or not spec.cpuset:
+        spec = ObjectSpec(ObjType(spec.type), spec.cpuset, spec.os_index, spec.cache_size)
+        if spec.type == ObjType.MACHINE or not spec.cpuset:
             continue
-        if spec.type == "pu" and spec.cpuset != frozenset([spec.os_index]):
+        if spec.type == ObjType.PU and spec.cpuset != frozenset([spec.os_index]):
             raise PinwiseError(f"topology {source!r}: PU {spec.os_index} has cpuset {sorted(spec.cpuset)}")
         if not spec.cpuset <= all_cpus:
             raise PinwiseError(
-                f"topology {source!r}: a {TYPE_LABEL[spec.type]} names CPUs "
+                f"topology {source!r}: a {spec.type.label} names CPUs "
                 f"{sorted(spec.cpuset - all_cpus)} that have no PU"
             )
         unique.setdefault((spec.type, spec.cpuset), spec)
 
-    root = TopoObject("machine", all_cpus)
-    ordered = sorted(unique.values(), key=lambda s: (-len(s.cpuset), LEVEL_RANK[s.type], min(s.cpuset)))
+    root = TopoObject(ObjType.MACHINE, all_cpus)
+    ordered = sorted(unique.values(), key=lambda s: (-len(s.cpuset), s.type.rank, min(s.cpuset)))
     for spec in ordered:
         parent = root
         while True:
@@ -317,13 +359,13 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
                     break
                 if spec.cpuset & child.cpuset:
                     raise PinwiseError(
-                        f"topology {source!r}: {TYPE_LABEL[spec.type]} with CPUs {sorted(spec.cpuset)} "
+                        f"topology {source!r}: {spec.type.label} with CPUs {sorted(spec.cpuset)} "
                         f"partly overlaps {child.label()} with CPUs {sorted(child.cpuset)}: not a tree"
                     )
             else:
                 break
-        if parent.type == "pu":
-            raise PinwiseError(f"topology {source!r}: {TYPE_LABEL[spec.type]} below a PU")
+        if parent.type == ObjType.PU:
+            raise PinwiseError(f"topology {source!r}: {spec.type.label} below a PU")
         node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, parent=parent)
         parent.children.append(node)
     _sort_children(root)
@@ -331,8 +373,5 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
 
 
 def _sort_children(root: TopoObject) -> None:
-    stack = [root]
-    while stack:
-        node = stack.pop()
+    for node in walk(root):
         node.children.sort(key=lambda c: c.first_pu)
-        stack.extend(node.children)

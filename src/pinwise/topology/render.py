@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .model import TYPE_LABEL, Topology, TopoObject, format_size
+from .model import TYPE_LABEL, ObjType, Topology, TopoObject, format_size, walk
 
 LINE_PUS = 16
 MAX_LINES = 80
@@ -19,7 +19,7 @@ MAX_LINES = 80
 def legend(topology: Topology) -> str:
     parts = []
     for type_ in topology.level_types:
-        if type_ == "machine":
+        if type_ == ObjType.MACHINE:
             continue
         objects = topology.objects(type_)
         sizes = {o.cache_size for o in objects if o.cache_size}
@@ -28,21 +28,12 @@ def legend(topology: Topology) -> str:
     return "  ".join(parts)
 
 
-_DOMAIN_TYPES = ("group", "package", "die", "numa")
+_DOMAIN_TYPES = (ObjType.GROUP, ObjType.PACKAGE, ObjType.DIE, ObjType.NUMA)
 
 
 def _spans_domains(node: TopoObject) -> bool:
     """Whether two or more packages/NUMA nodes/groups/dies lie below: those get a line each."""
-    stack = list(node.children)
-    count = 0
-    while stack:
-        child = stack.pop()
-        if child.type in _DOMAIN_TYPES:
-            count += 1
-            if count > 1:
-                return True
-        stack.extend(child.children)
-    return False
+    return sum(1 for child in walk(node) if child is not node and child.type in _DOMAIN_TYPES) > 1
 
 
 def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = None) -> str:
@@ -63,10 +54,10 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         return text if pu.os_index in allowed else f"({text})"
 
     def inline(node: TopoObject) -> str:
-        if node.type == "pu":
+        if node.type == ObjType.PU:
             return pu_text(node)
         parts = [inline(child) for child in node.children]
-        if node.type == "core":
+        if node.type == ObjType.CORE:
             return "+".join(parts)
         if len(parts) == 1:
             return parts[0]
@@ -76,12 +67,12 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
 
     def walk(node: TopoObject, indent: str) -> None:
         chain = [node]
-        while len(chain[-1].children) == 1 and chain[-1].type not in ("core", "pu"):
+        while len(chain[-1].children) == 1 and chain[-1].type not in (ObjType.CORE, ObjType.PU):
             chain.append(chain[-1].children[0])
         last = chain[-1]
-        header = " > ".join(x.label() for x in chain if x.type != "machine") or "Machine"
-        if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in ("core", "pu"):
-            content = inline(last) if last.type in ("core", "pu") else " ".join(inline(c) for c in last.children)
+        header = " > ".join(x.label() for x in chain if x.type != ObjType.MACHINE) or "Machine"
+        if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in (ObjType.CORE, ObjType.PU):
+            content = inline(last) if last.type in (ObjType.CORE, ObjType.PU) else " ".join(inline(c) for c in last.children)
             body.append(f"{indent}{header}: {content}")
         else:
             body.append(f"{indent}{header}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ..errors import PinwiseError
-from .model import LEVEL_RANK, Topology, TopoObject
+from .model import LEVEL_RANK, ObjType, Topology, TopoObject, walk
 
 #: Accepted spellings (lower case) -> our type. hwloc's own names, its short forms, and "socket".
 TYPE_ALIASES = {
@@ -92,16 +92,16 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
             continue
         if type_ in DEFAULT_CACHE_SIZE and size is None:
             size = DEFAULT_CACHE_SIZE[type_]
-        if attached and type_ == "numa" and levels and levels[-1][0] == "group":
+        if attached and type_ == ObjType.NUMA and levels and levels[-1][0] == ObjType.GROUP:
             # "Group:4 [NUMANode]" is how hwloc writes four NUMA nodes above packages.
             levels[-1] = ("numa", levels[-1][1], None)
             continue
         levels.append((type_, arity, size))
-    if not levels or levels[-1][0] != "pu":
+    if not levels or levels[-1][0] != ObjType.PU:
         raise PinwiseError(f"synthetic topology {description!r}: the last level must be pu, e.g. '... core:4 pu:1'")
     # NUMA nodes and groups may sit above or below packages (hwloc allows both); everything else
     # keeps the hardware's order, each type once.
-    ordered = [t for t, _, _ in levels if t not in ("numa", "group")]
+    ordered = [t for t, _, _ in levels if t not in (ObjType.NUMA, ObjType.GROUP)]
     for upper, lower in zip(ordered, ordered[1:]):
         if LEVEL_RANK[lower] <= LEVEL_RANK[upper]:
             raise PinwiseError(
@@ -111,7 +111,7 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
     types = [t for t, _, _ in levels]
     if types.count("numa") > 1:
         raise PinwiseError(f"synthetic topology {description!r}: only one numa level is allowed")
-    for special in ("numa", "group"):
+    for special in (ObjType.NUMA, ObjType.GROUP):
         if special in types and "core" in types and types.index(special) > types.index("core"):
             raise PinwiseError(f"synthetic topology {description!r}: {special} must be above core")
     total = 1
@@ -125,14 +125,14 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
 def parse_synthetic(description: str, source: str | None = None) -> Topology:
     """Build the topology a synthetic string describes."""
     levels = parse_synthetic_levels(description)
-    if not any(t == "numa" for t, _, _ in levels):
+    if not any(t == ObjType.NUMA for t, _, _ in levels):
         levels = [("numa", 1, None), *levels]
     return topology_from_levels(levels, source or description)
 
 
 def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str) -> Topology:
     """Build a symmetric tree level by level (no inclusion search: fast for 16k+ PUs)."""
-    root = TopoObject("machine", frozenset())
+    root = TopoObject(ObjType.MACHINE, frozenset())
     frontier = [root]
     for type_, arity, size in levels:
         next_frontier = []
@@ -151,18 +151,13 @@ def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str)
 
 
 def _fill_cpusets(root: TopoObject, counters: dict[str, int]) -> None:
-    order = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        stack.extend(reversed(node.children))
+    order = list(walk(root))
     for node in order:  # pre-order: OS indices in depth-first order
-        if node.type in ("numa", "package", "die", "core"):
+        if node.type in (ObjType.NUMA, ObjType.PACKAGE, ObjType.DIE, ObjType.CORE):
             node.os_index = counters.get(node.type, 0)
             counters[node.type] = node.os_index + 1
     for node in reversed(order):
-        if node.type == "pu":
+        if node.type == ObjType.PU:
             node.cpuset = frozenset([node.os_index])
         else:
             cpus: set[int] = set()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
-from .model import ObjectSpec, Topology, build_topology
+from .model import ObjectSpec, ObjType, Topology, build_topology
 
 _CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
 
@@ -66,7 +66,7 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
     specs: list[ObjectSpec] = []
     for cpu in online:
         topo_dir = cpu_dir / f"cpu{cpu}" / "topology"
-        specs.append(ObjectSpec("pu", frozenset([cpu]), cpu))
+        specs.append(ObjectSpec(ObjType.PU, frozenset([cpu]), cpu))
         package_id = _read(topo_dir / "physical_package_id")
         for type_, names in (("package", ("package_cpus_list", "core_siblings_list")),
                              ("die", ("die_cpus_list",)),
@@ -76,12 +76,12 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
                 if text:
                     cpus = frozenset(parse_cpulist(text)) & frozenset(online)
                     os_index = None
-                    if type_ == "package" and package_id not in (None, "-1"):
+                    if type_ == ObjType.PACKAGE and package_id not in (None, "-1"):
                         os_index = int(package_id)
-                    elif type_ == "core":
+                    elif type_ == ObjType.CORE:
                         core_id = _read(topo_dir / "core_id")
                         os_index = int(core_id) if core_id and core_id.lstrip("-").isdigit() and int(core_id) >= 0 else None
-                    elif type_ == "die":
+                    elif type_ == ObjType.DIE:
                         die_id = _read(topo_dir / "die_id")
                         os_index = int(die_id) if die_id and die_id.isdigit() else None
                     specs.append(ObjectSpec(type_, cpus, os_index))
@@ -102,12 +102,12 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
         text = _read(node / "cpulist")
         cpus = frozenset(parse_cpulist(text)) & frozenset(online) if text else frozenset()
         if cpus:
-            specs.append(ObjectSpec("numa", cpus, int(node.name[4:])))
-    if not any(s.type == "numa" for s in specs):  # no NUMA support compiled in: one node, as hwloc
-        specs.append(ObjectSpec("numa", frozenset(online), 0))
+            specs.append(ObjectSpec(ObjType.NUMA, cpus, int(node.name[4:])))
+    if not any(s.type == ObjType.NUMA for s in specs):  # no NUMA support compiled in: one node, as hwloc
+        specs.append(ObjectSpec(ObjType.NUMA, frozenset(online), 0))
     # A die equal to its package says nothing new; hwloc hides it too.
-    package_sets = {s.cpuset for s in specs if s.type == "package"}
-    specs = [s for s in specs if not (s.type == "die" and s.cpuset in package_sets)]
+    package_sets = {s.cpuset for s in specs if s.type == ObjType.PACKAGE}
+    specs = [s for s in specs if not (s.type == ObjType.DIE and s.cpuset in package_sets)]
     affinity = set(os.sched_getaffinity(0)) if affinity is None else set(affinity)
     if cgroup_cpus is None and root == Path("/sys/devices/system"):
         cgroup_cpus = cgroup_cpuset()

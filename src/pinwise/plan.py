@@ -6,18 +6,50 @@ default, as likwid-pin wraps; 1 for programs that create their workers in rounds
 worker j gets worker j's slot, never the main thread's). A plan knows how to say itself
 in every vocabulary a job script uses: a CPU list, OMP_PLACES, GOMP_CPU_AFFINITY, KMP_AFFINITY,
 likwid-pin, taskset, and the PINWISE_PLAN variable the preload library and the C API read.
+
+It also knows the machine it was made for (:class:`Machine`): the CPU numbers of a plan computed
+for a 4-socket machine exist on many others, where they mean other cores. The mapping file that
+``pinwise map -o`` writes and ``pinwise run --mapping`` reads is :meth:`Plan.to_json`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from ..cpulist import format_cpulist
-from ..errors import PinwiseError
-from ..topology import Topology
+from .cpulist import format_cpulist
+from .errors import PinwiseError
 
 MAX_SKIP_BITS = 64
+MAPPING_FORMAT = "pinwise-mapping"
+MAPPING_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The structure a plan was computed for: a fingerprint of the tree (object types and the PUs
+    below each, cache sizes aside) and its shape in words, e.g. ``pack:2 core:1 pu:1``."""
+
+    fingerprint: str
+    shape: str
+
+    @classmethod
+    def of(cls, topology) -> Machine:
+        return cls(topology.fingerprint, topology.shape)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Workers created in rounds: the creator (thread 0) starts ``size`` workers, joins them, and
+    starts ``size`` more, ``count`` times; ``threads`` is how many the trace saw in all."""
+
+    size: int
+    count: int
+    threads: int = 0
+
+    def role(self, thread: int) -> int:
+        """The slot of a thread when the plan holds the creator and one round: 0, 1..size."""
+        return 0 if thread == 0 else 1 + (thread - 1) % self.size
 
 
 @dataclass(frozen=True)
@@ -28,10 +60,18 @@ class Plan:
     skip_mask: int = 0
     #: How the plan was made, in the user's words ("--cpus 0,2", "policy scatter", ...).
     source: str = ""
-    #: Extra facts worth keeping with the plan (e.g. the seed of a random placement).
-    details: dict = field(default_factory=dict, compare=False)
     #: Past the last slot, the plan starts again at this slot.
     repeat_from: int = 0
+    #: The registry policy that made it, if one did.
+    policy: str | None = None
+    #: The seed of a random placement.
+    seed: int | None = None
+    #: Where a communication-aware policy put the creator thread, when not like any thread.
+    creator: str | None = None
+    #: The program creates its workers in rounds: the plan holds the creator and one round.
+    rounds: Rounds | None = None
+    #: The machine the plan was computed for (None: any machine whose CPUs it names).
+    machine: Machine | None = None
 
     def __post_init__(self):
         if not self.slots:
@@ -44,9 +84,19 @@ class Plan:
             raise PinwiseError(f"skip mask {self.skip_mask:#x} is beyond {MAX_SKIP_BITS} bits "
                                "(one bit per created thread, like likwid-pin -s)")
 
+    @classmethod
+    def from_cpus(cls, cpus, **fields) -> Plan:
+        """One CPU per slot, thread k on ``cpus[k]``."""
+        return cls(tuple((int(cpu),) for cpu in cpus), **fields)
+
     @property
     def nb_slots(self) -> int:
         return len(self.slots)
+
+    @property
+    def pus(self) -> tuple[int, ...]:
+        """The first CPU of each slot: for one-CPU slots, the PU of each thread."""
+        return tuple(min(slot) for slot in self.slots)
 
     def slot_of_thread(self, index: int) -> int:
         """The slot of the index-th slotted thread (main = 0), as the preload library hands them out."""
@@ -61,7 +111,12 @@ class Plan:
         that only wrap from the start of a list (likwid-pin, OpenMP, taskset)."""
         if self.repeat_from == 0 or threads <= len(self.slots):
             return self
-        return Plan(tuple(self.cpus_for_slot(k) for k in range(threads)), self.skip_mask, self.source, self.details)
+        return replace(self, slots=tuple(self.cpus_for_slot(k) for k in range(threads)), repeat_from=0)
+
+    @property
+    def traced_threads(self) -> int | None:
+        """How many threads the program had when traced, if it creates them in rounds."""
+        return self.rounds.threads if self.rounds and self.rounds.threads else None
 
     @property
     def all_cpus(self) -> list[int]:
@@ -71,7 +126,7 @@ class Plan:
     def is_one_cpu_per_slot(self) -> bool:
         return all(len(slot) == 1 for slot in self.slots)
 
-    def validate(self, topology: Topology) -> None:
+    def validate(self, topology) -> None:
         """Every CPU must exist on the topology and be allowed to this process."""
         for cpu in self.all_cpus:
             if not topology.has_pu(cpu):
@@ -86,6 +141,18 @@ class Plan:
                 f"CPU {topology.cpulist_text(forbidden)} is not allowed to this process{why}; "
                 f"allowed: {topology.cpulist_text(topology.allowed)}"
             )
+
+    def check_machine(self, topology, any_machine: bool = False) -> str | None:
+        """None if the plan was made for this machine's structure (or for none in particular).
+        Otherwise the one line that says so: an error, or with ``any_machine`` a warning to print."""
+        if self.machine is None or self.machine.fingerprint == topology.fingerprint:
+            return None
+        text = (f"this plan was made for another machine ({self.machine.shape}); this one is {topology.shape}, "
+                "where its CPU numbers name other cores")
+        if any_machine:
+            return f"{text}; running it anyway (--any-machine)"
+        raise PinwiseError(f"{text}: compute it again here (pinwise map COMM -o FILE), or add --any-machine "
+                           "to run it as it is")
 
     # -- vocabularies --------------------------------------------------------------------------
 
@@ -157,9 +224,68 @@ class Plan:
         return lines
 
     def to_json(self) -> str:
-        return json.dumps({"format": "pinwise-plan", "version": 1, "source": self.source,
-                           "slots": [list(slot) for slot in self.slots], "skip_mask": self.skip_mask,
-                           "repeat_from": self.repeat_from, "details": self.details})
+        """The mapping file: what ``pinwise map -o`` writes and ``pinwise run --mapping`` reads."""
+        document: dict = {"format": MAPPING_FORMAT, "version": MAPPING_VERSION, "policy": self.policy,
+                          "source": self.source, "threads": self.nb_slots}
+        if self.is_one_cpu_per_slot:
+            document["pus"] = [slot[0] for slot in self.slots]
+        else:
+            document["slots"] = [sorted(slot) for slot in self.slots]
+        document.update(skip_mask=self.skip_mask, repeat_from=self.repeat_from)
+        if self.seed is not None:
+            document["seed"] = self.seed
+        if self.creator is not None:
+            document["creator"] = self.creator
+        if self.rounds is not None:
+            document["rounds"] = {"size": self.rounds.size, "count": self.rounds.count, "threads": self.rounds.threads}
+        if self.machine is not None:
+            document["machine"] = {"fingerprint": self.machine.fingerprint, "shape": self.machine.shape}
+        return json.dumps(document, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "mapping file") -> Plan:
+        """Read :meth:`to_json`'s output, or a version 1 file (``pus`` and the policy only, no
+        machine: it runs wherever its CPUs exist)."""
+        try:
+            document = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise PinwiseError(f"{source} is not valid JSON ({err})") from None
+        if not isinstance(document, dict) or document.get("format") != MAPPING_FORMAT:
+            raise PinwiseError(f"{source} is not a pinwise mapping file (expected \"format\": \"{MAPPING_FORMAT}\")")
+
+        def field(name, kind, default=None):
+            value = document.get(name, default)
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise PinwiseError(f"{source}: \"{name}\" has the wrong type ({type(value).__name__})")
+            return value
+
+        def cpu(value) -> int:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise PinwiseError(f"{source}: {value!r} is not a CPU number")
+            return value
+
+        if isinstance(document.get("slots"), list) and document["slots"]:
+            if not all(isinstance(slot, list) and slot for slot in document["slots"]):
+                raise PinwiseError(f"{source}: \"slots\" must be a list of non-empty CPU lists")
+            slots = tuple(tuple(cpu(c) for c in slot) for slot in document["slots"])
+        elif isinstance(document.get("pus"), list) and document["pus"]:
+            slots = tuple((cpu(c),) for c in document["pus"])
+        else:
+            raise PinwiseError(f"{source}: \"pus\" must be a non-empty list of CPU numbers")
+        rounds = field("rounds", dict)
+        machine = field("machine", dict)
+        try:
+            rounds = Rounds(int(rounds["size"]), int(rounds["count"]), int(rounds.get("threads", 0))) if rounds else None
+            machine = Machine(str(machine["fingerprint"]), str(machine["shape"])) if machine else None
+        except (KeyError, TypeError, ValueError):
+            raise PinwiseError(f"{source}: \"rounds\" or \"machine\" is incomplete") from None
+        policy = field("policy", str)
+        repeat_from = field("repeat_from", int)
+        if repeat_from is None:  # version 1 kept only the rounds; they imply the repeat rule
+            repeat_from = 1 if rounds is not None and len(slots) > 1 else 0
+        described = field("source", str) or (f"policy {policy}" if policy else "")
+        return cls(slots, field("skip_mask", int, 0), f"mapping {source}" + (f" ({described})" if described else ""),
+                   repeat_from, policy, field("seed", int), field("creator", str), rounds, machine)
 
 
 def parse_skip_mask(text: str | None) -> int:
@@ -173,3 +299,10 @@ def parse_skip_mask(text: str | None) -> int:
     if value < 0 or value >= 1 << MAX_SKIP_BITS:
         raise PinwiseError(f"skip mask {text!r} is beyond {MAX_SKIP_BITS} bits (one bit per created thread)")
     return value
+
+
+def read_plan(path) -> Plan:
+    """A mapping file written by ``pinwise map -o`` (or :meth:`Plan.to_json`)."""
+    from .files import read_input
+
+    return Plan.from_json(read_input(path, "mapping file"), str(path))

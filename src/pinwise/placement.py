@@ -1,0 +1,136 @@
+"""The one way from what a user writes to a :class:`~pinwise.plan.Plan`: CPU lists, likwid-pin
+expressions, policies of the registry (with the program's matrix for those that read it) and
+mapping files. ``pinwise run``, ``pin``, ``map``, ``bench``, ``auto`` and the Python API all call
+:func:`resolve`, so they accept the same names and refuse the same mistakes.
+
+Every plan ends as an ordered list of CPUs, one slot per thread, checked against the topology and
+the CPUs this process may use before anything runs. Nothing here imports numpy unless a matrix is
+involved: pinning a program to a CPU list stays as quick as taskset.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+
+from . import policies
+from .cpulist import parse_cpulist
+from .errors import PinwiseError
+from .plan import Machine, Plan, parse_skip_mask, read_plan
+
+CREATOR_MODES = ("auto", "last", "policy")
+
+
+class PlacementWarning(UserWarning):
+    """Something about the placement the user should know before the program runs."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A placement as a user writes it: exactly one of ``cpus``, ``expr``, ``policy``, ``mapping``,
+    and the options that shape it."""
+
+    cpus: str | None = None
+    expr: str | None = None
+    policy: str | None = None
+    mapping: str | None = None
+    #: Slots to plan (default: the list's length, the matrix's threads, or every allowed CPU).
+    threads: int | None = None
+    skip: str | None = None
+    seed: int | None = None
+    #: Where a communication-aware policy puts thread 0 (pinwise.mapping.compute_mapping).
+    creator: str = "auto"
+    repeat_from: int = 0
+    #: Run a mapping file made for a machine of another structure anyway.
+    any_machine: bool = False
+
+    @classmethod
+    def parse(cls, text: str, **options) -> Placement:
+        """One word as a user types it: a policy name, a mapping file (``.json``), or a CPU list or
+        likwid-pin expression."""
+        text = text.strip()
+        if policies.is_policy(text):
+            return cls(policy=text, **options)
+        if text.endswith(".json"):
+            return cls(mapping=text, **options)
+        return cls(expr=text, **options)
+
+
+def resolve(spec: Placement | str, topology, comm=None) -> Plan | None:
+    """The plan for ``spec`` on ``topology``; None means "do not pin" (policy ``os``).
+
+    ``comm`` (a :class:`pinwise.comm.CommMatrix` or an array) is the program's communication
+    matrix, needed by the policies that read it; with it, every policy plans one slot per traced
+    thread (per role, for workers created in rounds)."""
+    if isinstance(spec, str):
+        spec = Placement.parse(spec)
+    given = [name for name, value in (("--cpus", spec.cpus), ("--expr", spec.expr), ("--policy", spec.policy),
+                                       ("--mapping", spec.mapping)) if value is not None]
+    if len(given) > 1:
+        raise PinwiseError(f"give only one placement, not {' and '.join(given)}")
+    if not given:
+        raise PinwiseError("no placement given: use --cpus LIST, --expr EXPR, --policy NAME or --mapping FILE")
+    if spec.threads is not None and spec.threads < 1:
+        raise PinwiseError(f"-n/--threads must be at least 1, not {spec.threads}")
+    if spec.creator not in CREATOR_MODES:
+        raise PinwiseError(f"creator placement {spec.creator!r}: choose one of {', '.join(CREATOR_MODES)}")
+    if comm is not None and spec.policy is None:
+        raise PinwiseError("--comm goes with a --policy (locality, lp-compact, gp, ...), not with "
+                           f"{given[0]}")
+    skip_mask = parse_skip_mask(spec.skip)
+    if spec.policy is not None:
+        plan = _policy_plan(spec, topology, comm)
+        if plan is None:
+            if spec.repeat_from:
+                raise PinwiseError("--repeat-from goes with a placement; policy os places nothing")
+            return None
+    elif spec.mapping is not None:
+        plan = read_plan(spec.mapping)
+        message = plan.check_machine(topology, spec.any_machine)
+        if message:
+            warnings.warn(message, PlacementWarning, stacklevel=2)
+    elif spec.cpus is not None:
+        plan = Plan.from_cpus(parse_cpulist(spec.cpus), source=f"--cpus {spec.cpus}")
+    else:
+        from .pinning import likwid
+
+        plan = Plan.from_cpus(likwid.evaluate(spec.expr, topology), source=f"likwid expression {spec.expr}",
+                              machine=Machine.of(topology))
+    if spec.threads is not None and spec.policy is None and spec.threads != plan.nb_slots:
+        plan = replace(plan, slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
+                       repeat_from=min(plan.repeat_from, spec.threads - 1))
+    if skip_mask:
+        plan = replace(plan, skip_mask=skip_mask)
+    if spec.repeat_from:
+        plan = replace(plan, repeat_from=spec.repeat_from)
+    plan.validate(topology)
+    return plan
+
+
+def _policy_plan(spec: Placement, topology, comm) -> Plan | None:
+    name = spec.policy.strip().lower()
+    if comm is not None:
+        from .mapping import compute_mapping
+
+        return compute_mapping(name, comm, topology, seed=spec.seed, threads=spec.threads, creator=spec.creator)
+    if name == policies.AUTO:
+        raise PinwiseError("policy auto is chosen from the program's communication matrix: add --comm FILE "
+                           "(from 'pinwise trace')")
+    policy = policies.lookup(name)
+    if policy.needs_matrix:
+        raise PinwiseError(f"policy {policy.name} needs the program's communication matrix: add --comm FILE "
+                           "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
+    if not policy.pins:
+        return None
+    return simple_plan(policy, topology, spec.threads or len(topology.allowed), spec.seed)
+
+
+def simple_plan(policy: policies.Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:
+    """An application-independent policy's plan for ``threads`` threads (a random one draws a new
+    seed unless given one, and keeps it)."""
+    if policy.name == "random":
+        seed = seed if seed is not None else policies.draw_seed()
+        fields.update(seed=seed, source=f"policy random (seed {seed})")
+    return Plan.from_cpus(policy.order(topology, threads, seed), **{"source": f"policy {policy.name}", **fields,
+                                                                     "policy": policy.name,
+                                                                     "machine": Machine.of(topology)})

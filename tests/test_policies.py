@@ -1,0 +1,117 @@
+"""The policy registry: every command accepts exactly its names, and each entry does what it says."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from conftest import FakeProgram, assert_clean_failure, run_pinwise
+
+from pinwise import policies
+from pinwise.auto import run_auto
+from pinwise.bench import db
+from pinwise.bench.runner import build_candidates, unique_candidates
+from pinwise.comm import CommMatrix
+from pinwise.errors import PinwiseError
+from pinwise.topology import load_topology, preset
+
+NAMES = policies.names(with_auto=True)
+
+
+@pytest.fixture(scope="module")
+def pairs_csv(tmp_path_factory):
+    """Four threads in two pairs, (0, 1) and (2, 3)."""
+    path = tmp_path_factory.mktemp("registry") / "pairs.csv"
+    matrix = np.zeros((4, 4), dtype=int)
+    matrix[0, 1] = matrix[1, 0] = matrix[2, 3] = matrix[3, 2] = 100
+    np.savetxt(path, matrix, fmt="%d", delimiter=",")
+    return path
+
+
+def test_map_and_run_accept_every_name_of_the_registry(pairs_csv):
+    for name in [*NAMES, *(alias for p in policies.REGISTRY.values() for alias in p.aliases)]:
+        mapped = run_pinwise("map", str(pairs_csv), "-t", "nehalem", "--policy", name, "-f", "cpulist", "--seed", "3")
+        printed = run_pinwise("run", "-t", "nehalem", "--policy", name, "--comm", str(pairs_csv), "--seed", "3",
+                              "--print")
+        assert mapped.returncode == 0 and printed.returncode == 0, (name, mapped.stderr, printed.stderr)
+        if name == "os":
+            assert "no pinning" in mapped.stdout and "no pinning" in printed.stdout
+        else:  # the same plan through both commands
+            assert f"pinwise run --cpus {mapped.stdout.strip()}" in printed.stdout, name
+
+
+def test_bench_accepts_every_name_of_the_registry(tmp_path, pairs_csv):
+    database = tmp_path / "all.db"
+    result = run_pinwise("bench", "--policies", ",".join(NAMES), "--comm", str(pairs_csv), "-r", "1", "-q",
+                         "--db", str(database), "--", "true", timeout=300)
+    assert result.returncode == 0, result.stderr
+    connection = db.open_db(database, create=False)
+    try:
+        recorded = [row["policy"] for row in db.runs(connection, db.latest_experiment(connection).id)]
+    finally:
+        connection.close()
+    assert sorted(recorded) == sorted(NAMES)  # one run of each, none dropped or renamed
+
+
+def test_auto_accepts_every_name_of_the_registry(tmp_path):
+    matrix = np.zeros((4, 4))
+    matrix[0, 1] = matrix[1, 0] = matrix[2, 3] = matrix[3, 2] = 100
+    program = FakeProgram({"os": 1.0, "other": 1.0}, 0.01)
+    result = run_auto(["/bin/true"], load_topology(None), db_path=str(tmp_path / "auto.db"), progress=False,
+                      say=lambda text: None, tracer=lambda argv, path: CommMatrix.from_array(matrix),
+                      runner=program, policies=NAMES, budget_minutes=0.01)
+    assert set(result.candidates) | {a for same in result.aliases.values() for a in same} == set(NAMES)
+
+
+def test_every_command_refuses_an_unknown_name_in_the_same_words(tmp_path, pairs_csv):
+    expected = "unknown policy 'fastest': choose one of " + ", ".join(NAMES)
+    for args in (["map", str(pairs_csv), "--policy", "fastest"], ["run", "--policy", "fastest", "--", "true"],
+                 ["bench", "--policies", "fastest", "--db", str(tmp_path / "x.db"), "--", "true"],
+                 ["auto", "--policies", "fastest", "--", "true"]):
+        result = run_pinwise(*args)
+        assert_clean_failure(result, expected)
+    assert not (tmp_path / "x.db").exists()
+    with pytest.raises(PinwiseError, match=expected):
+        policies.lookup("fastest")
+
+
+def test_bench_all_keeps_every_placement_whose_cpus_differ():
+    x7550 = preset("x7550")
+    candidates = build_candidates([p.name for p in policies.REGISTRY.values() if not p.needs_matrix], [],
+                                  x7550, 8)
+    kept, aliases = unique_candidates(candidates)
+    plans = {c.name: c.plan.cpulist() for c in kept if c.plan is not None}
+    assert plans["spread"] == "0,8,16,24,32,40,48,56"
+    assert plans["scatter"] == "0,16,32,48,2,18,34,50"
+    assert plans["primary"] == "0,0,0,0,0,0,0,0"
+    assert {c.name for c in kept} == {"os", "random", "compact", "scatter", "spread", "primary"}
+    assert aliases == {"compact": ["close"]}  # close is compact's order while threads fit the PUs
+
+
+@pytest.mark.parametrize("name, threads, expected", [
+    ("compact", 5, [0, 1, 2, 3, 4]),
+    ("scatter", 4, [0, 4, 1, 5]),
+    ("close", 16, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]),
+    ("spread", 2, [0, 4]),
+    ("primary", 3, [0, 0, 0]),
+])
+def test_application_independent_orders_on_nehalem(name, threads, expected):
+    assert policies.lookup(name).order(preset("nehalem"), threads) == expected
+
+
+def test_random_is_a_permutation_fixed_by_its_seed():
+    x7550 = preset("x7550")
+    order = policies.REGISTRY["random"].order
+    assert order(x7550, 64, 5) == order(x7550, 64, 5) != order(x7550, 64, 6)
+    assert sorted(order(x7550, 64, 5)) == list(range(64))
+    assert order(x7550, 64, 5) not in (x7550.compact_order(), x7550.scatter_order())
+
+
+def test_registry_entries_are_consistent():
+    for policy in policies.REGISTRY.values():
+        assert policy.family in ("independent", "OpenMP", "Mazouz", "Diener")
+        assert policy.needs_matrix == (policy.family in ("Mazouz", "Diener"))
+        if policy.needs_matrix:
+            assert callable(policy.load_kernel())
+    assert policies.lookup(" MASTER ").name == "primary"
