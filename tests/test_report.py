@@ -7,13 +7,15 @@ from __future__ import annotations
 import io
 import re
 
+import numpy as np
+
 from conftest import FakeProgram
 from rich.console import Console
 
 from pinwise import stats
-from pinwise.bench import build_candidates, db, run_bench
+from pinwise.bench import BenchOptions, build_candidates, db, run_bench
 from pinwise.report import summarize
-from pinwise.report.terminal import hyperfine_lines, summary_table
+from pinwise.report.terminal import heat_map_text, hyperfine_lines, summary_table
 from pinwise.topology import load_topology
 
 TOPOLOGY = load_topology("pack:1 core:2 pu:1")
@@ -24,7 +26,7 @@ def boundary_summary(tmp_path, seed: int):
     candidates = build_candidates(["os"], ["near=0"], TOPOLOGY, None)
     path = str(tmp_path / f"boundary{seed}.db")
     program = FakeProgram({"os": 1.0, "0": 0.97, "other": 1.0}, 0.03, seed=seed)
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, 12, path, progress=False, runner=program)
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(12, progress=False), runner=program)
     connection = db.open_db(path, create=False)
     try:
         return summarize(connection, experiment)
@@ -64,3 +66,18 @@ def test_one_level_is_printed_with_its_correction(tmp_path):
     summary.confidence = 1 - 0.05 / 6
     assert summary.level_text() == ("one-sided tests and intervals at 99.17% "
                                     "(95% overall, Bonferroni over 3 looks x 2 candidates)")
+
+
+def test_heat_map_text():
+    text = heat_map_text(neighbours(4))
+    lines = text.splitlines()
+    assert len(lines) == 5 and lines[0].startswith("  @@") and "darker" in lines[-1]
+    assert "cell" in heat_map_text(np.ones((200, 200))).splitlines()[-1]
+
+
+def neighbours(threads: int) -> np.ndarray:
+    """Thread i talks to i + 1."""
+    m = np.zeros((threads, threads))
+    for i in range(threads - 1):
+        m[i, i + 1] = m[i + 1, i] = 100
+    return m

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from conftest import assert_clean_failure, run_pinwise
 
-from pinwise.analyze import analyze
+from pinwise.patterns import analyze
 from pinwise.comm import read_comm
 from pinwise.trace import TOOL
 from pinwise.workloads import TIME_REGEX, WORKLOADS, workload_command

@@ -14,8 +14,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from .analyze import Analysis, analyze
-from .bench import build_candidates, open_db, run_bench
+from .patterns import Analysis, analyze
+from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from . import policies as registry
@@ -133,8 +133,9 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
                 say(f"    stopping at {runs} runs per placement: {look} would pass the {budget_minutes:g}-minute budget")
                 break
             say(f"3/3 benchmarking, {look} runs per placement (interleaved) ...")
-            experiment = run_bench(argv, unique, topology, look, db_file, time_regex=time_regex, progress=progress,
-                                   new=runs == 0 and db_path is not None and os.path.exists(db_path), runner=runner)
+            fresh = runs == 0 and db_path is not None and os.path.exists(db_path)
+            experiment = run_bench(argv, unique, topology, db_file,
+                                   BenchOptions(look, time_regex=time_regex, new=fresh, progress=progress), runner=runner)
             runs = look
             connection = open_db(db_file, create=False)
             try:

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .analyze import analyze, save_heat_map
-from .bench import build_candidates, open_db, run_bench
+from .patterns import analyze
+from .report.plots import save_heat_map
+from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .comm import read_comm
 from .errors import PinwiseError
 from .mapping import compare
@@ -99,8 +100,8 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
         chosen = ["os", result.policy] + (["scatter"] if result.policy != "scatter" else ["compact"])
         candidates = build_candidates(list(dict.fromkeys(chosen)), [], machine, None, comm)
         command = workload_command(name, threads, bench_iterations)
-        experiment = run_bench(command, candidates, machine, runs, db_path, time_regex=TIME_REGEX, new=True,
-                               progress=console.is_terminal)
+        experiment = run_bench(command, candidates, machine, db_path,
+                               BenchOptions(runs, time_regex=TIME_REGEX, new=True, progress=console.is_terminal))
         connection = open_db(db_path, create=False)
         try:
             summary = summarize(connection, experiment)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program
+from ._stage import make_callable
 
 if TYPE_CHECKING:
     from .comm import CommMatrix
@@ -203,3 +204,6 @@ def _progress_line(result_path: Path, elapsed: float) -> None:
     except (OSError, ValueError):
         pass
     print(f"\rtracing: {elapsed:.0f} s{done}   ", end="", file=sys.stderr, flush=True)
+
+
+make_callable(__name__, 'trace')  # pinwise.trace(...) runs trace()

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import __version__
@@ -226,15 +226,32 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
                                 seed if seed is not None else random.SystemRandom().randrange(1 << 31))
 
 
-def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, runs: int, db_path: str,
-              warmup: int = 0, time_regex: str | None = None, timeout: float | None = None, new: bool = False,
-              seed: int | None = None, progress: bool | None = None, extra_config: dict | None = None,
-              runner=None) -> db.Experiment:
+@dataclass(frozen=True)
+class BenchOptions:
+    """How an experiment runs: ``runs`` measured runs per placement after ``warmup`` warm-up
+    blocks; the time the program prints (``time_regex``) or wall time; runs killed after
+    ``timeout`` seconds; ``new`` starts a new experiment in a database holding another; ``seed``
+    fixes the run order and random placements; ``progress`` shows a bar (None: on a terminal);
+    ``extra_config`` is kept with the experiment (and must match to resume it)."""
+
+    runs: int = 35
+    warmup: int = 0
+    time_regex: str | None = None
+    timeout: float | None = None
+    new: bool = False
+    seed: int | None = None
+    progress: bool | None = None
+    extra_config: dict = field(default_factory=dict)
+
+
+def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, db_path: str,
+              options: BenchOptions = BenchOptions(), runner=None) -> db.Experiment:
     """Run every missing run of the experiment and record each as it ends.
 
     ``runner`` measures one run (default :func:`run_once`, which starts the real program); tests
     give it a function with the same signature that returns generated timings with a known answer.
     """
+    runs, warmup, time_regex, timeout = options.runs, options.warmup, options.time_regex, options.timeout
     if runs < 1:
         raise PinwiseError(f"-r/--runs must be at least 1, not {runs}")
     if warmup < 0:
@@ -251,17 +268,17 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
     argv = [program, *argv[1:]]
     names = [c.name for c in candidates]
     config = {"candidates": names, "plans": {c.name: (c.plan.cpulist() if c.plan else None) for c in candidates},
-              "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **(extra_config or {})}
+              "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **options.extra_config}
     connection = db.open_db(db_path)
     try:
-        experiment = open_experiment(connection, argv, config, topology, new, db_path, seed)
+        experiment = open_experiment(connection, argv, config, topology, options.new, db_path, options.seed)
         done = db.done_runs(connection, experiment.id)
         # (block, placement, warm-up?, position in its block)
         schedule = [(b, name, warm, position) for warm, blocks in ((1, warmup), (0, runs)) for b in range(blocks)
                     for position, name in enumerate(block_order(names, experiment.seed, b, bool(warm)))]
         todo = [item for item in schedule if item[:3] not in done]
-        _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout, progress,
-                 runner or run_once)
+        _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout,
+                 options.progress, runner or run_once)
         return experiment
     finally:
         connection.close()

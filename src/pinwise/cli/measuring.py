@@ -13,7 +13,7 @@ from .placing import read_comm_file
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import build_candidates, interrupted_message, open_db, run_bench
+    from ..bench import BenchOptions, build_candidates, interrupted_message, open_db, run_bench
     from ..bench.runner import unique_candidates
     from ..policies import REGISTRY
     from ..report import print_report, summarize
@@ -37,10 +37,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"pinwise: {', '.join(same)} place{'s' if len(same) == 1 else ''} the threads as {name} does "
                   f"here: run once, as {name}", file=sys.stderr)
     try:
-        experiment = run_bench(argv, candidates, topology, args.runs, args.db, warmup=args.warmup,
-                               time_regex=args.time_regex, timeout=args.timeout, new=args.new, seed=args.seed,
+        options = BenchOptions(args.runs, args.warmup, args.time_regex, args.timeout, args.new, args.seed,
                                progress=False if args.quiet else None,
                                extra_config={"threads": args.threads, "comm": args.comm})
+        experiment = run_bench(argv, candidates, topology, args.db, options)
     except KeyboardInterrupt:
         print(f"pinwise: {interrupted_message(args.db)}", file=sys.stderr)
         return 130
@@ -120,7 +120,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from ..analyze import analyze, heat_map_text, save_heat_map
+    from ..patterns import analyze
+    from ..report.plots import save_heat_map
+    from ..report.terminal import heat_map_text
 
     comm = read_comm_file(args.comm_file)
     result = analyze(comm)

@@ -147,7 +147,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
     policy = args.policy
     if policy.strip().lower() == "auto":
-        from ..analyze import analyze
+        from ..patterns import analyze
 
         found = analyze(comm)
         policy = found.policy

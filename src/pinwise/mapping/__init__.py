@@ -68,7 +68,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
                     threads: int | None = None, creator: str = "auto") -> Plan | None:
     """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
     allowed PUs of ``topology`` with ``policy`` (a registry name, or ``auto``: the one
-    :func:`pinwise.analyze.analyze` recommends). None for ``os``, which places nothing.
+    :func:`pinwise.patterns.analyze` recommends). None for ``os``, which places nothing.
 
     ``creator`` says where a communication-aware policy puts thread 0, the thread that creates
     the others: ``"policy"`` maps it like any thread (the papers); ``"last"`` maps only the
@@ -82,7 +82,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     comm = by_role(comm)
     source = None
     if policy.strip().lower() == policies.AUTO:
-        from ..analyze import analyze
+        from ..patterns import analyze
 
         found = analyze(comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm)))
         policy, source = found.policy, f"policy {found.policy} (auto: {found.pattern} pattern)"

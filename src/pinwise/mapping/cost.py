@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..metrics import comm_v
 from ..topology import LEVEL_ORDER, Topology
 from .tree import SlotTree
 
@@ -49,8 +50,7 @@ def mapping_cost(matrix, topology: Topology, pus, level_weights: dict[str, float
         hops = float(np.sum(values * np.where(same, 0.0, weights[lca])))
     else:
         hops = float(np.sum(values * tree.distance(index[rows], index[cols])))
-    comm_v = np.asarray(matrix.sum(axis=1)).ravel() - (matrix.diagonal() if not sp.issparse(matrix) else matrix.diagonal())
-    return CostReport(hops, load_imbalance(tree, index, comm_v))
+    return CostReport(hops, load_imbalance(tree, index, comm_v(matrix)))
 
 
 def _depth_types(tree: SlotTree) -> dict[int, str]:
@@ -59,14 +59,14 @@ def _depth_types(tree: SlotTree) -> dict[int, str]:
     return {depth: n.type for depth, n in enumerate(chain)}
 
 
-def load_imbalance(tree: SlotTree, index: np.ndarray, comm_v: np.ndarray) -> dict[str, float]:
+def load_imbalance(tree: SlotTree, index: np.ndarray, vector: np.ndarray) -> dict[str, float]:
     out = {}
     anc = tree.ancestors
     types = _depth_types(tree)
     for depth in range(1, anc.shape[1]):
         ids = anc[index, depth]
         unique, inverse = np.unique(ids, return_inverse=True)
-        loads = np.bincount(inverse, weights=comm_v, minlength=len(unique))
+        loads = np.bincount(inverse, weights=vector, minlength=len(unique))
         average = loads.mean()
         name = types.get(depth, f"depth{depth}")
         if name in LEVEL_ORDER and average > 0:

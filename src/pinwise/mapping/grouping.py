@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from ..metrics import comm_v
 from ..topology.model import ObjType, TopoObject, walk
 from .tree import SlotTree
 
@@ -149,12 +150,6 @@ def distance(matrix, tree: SlotTree) -> list[int]:
     return locality(inverted(matrix), tree)
 
 
-def comm_vector(matrix) -> np.ndarray:
-    """CommV[i] = sum_j M[i][j], the diagonal left out (Diener et al., equation 2)."""
-    diagonal = matrix.diagonal()
-    return np.asarray(matrix.sum(axis=1)).ravel() - diagonal
-
-
 class _Loads:
     """Communication load carried by every object so far, and free slots per object."""
 
@@ -175,16 +170,16 @@ class _Loads:
 def balance(matrix, tree: SlotTree) -> list[int]:
     """Threads in decreasing CommV order; each goes down the tree into the child with free slots
     that carries the least communication so far (ties: topology order)."""
-    comm_v = comm_vector(matrix)
+    vector = comm_v(matrix)
     loads = _Loads(tree)
     placement = [0] * tree.threads
-    for thread in sorted(range(tree.threads), key=lambda t: (-comm_v[t], t)):
+    for thread in sorted(range(tree.threads), key=lambda t: (-vector[t], t)):
         node = tree.topology.root
         while node.type != ObjType.PU:
             node = min((c for c in tree.children(node) if loads.free[id(c)] > 0),
                        key=lambda c: loads.load.get(id(c), 0.0))
         placement[thread] = node.os_index
-        loads.add(node.os_index, comm_v[thread])
+        loads.add(node.os_index, vector[thread])
     return placement
 
 
@@ -193,9 +188,9 @@ def balanced_locality(matrix, tree: SlotTree) -> list[int]:
     communication per object of its level: threads, in the order Locality lays them out, go down
     the tree towards Locality's PU, turning to the least loaded child with free slots wherever the
     preferred child has already reached its level's average."""
-    comm_v = comm_vector(matrix)
+    vector = comm_v(matrix)
     preferred = locality(matrix, tree)
-    total = float(comm_v.sum())
+    total = float(vector.sum())
     depth_count = Counter(node.depth for node in walk(tree.topology.root, tree.children))
     loads = _Loads(tree)
     position = {pu: i for i, pu in enumerate(tree.pus)}
@@ -223,5 +218,5 @@ def balanced_locality(matrix, tree: SlotTree) -> list[int]:
                 node = min(fitting or options, key=lambda c: loads.load.get(id(c), 0.0))
             depth += 1
         placement[thread] = node.os_index
-        loads.add(node.os_index, comm_v[thread])
+        loads.add(node.os_index, vector[thread])
     return placement

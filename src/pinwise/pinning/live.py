@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from ..errors import PinwiseError
 from ..plan import Plan
@@ -31,18 +32,12 @@ def current_placement(pid: int | None = None) -> dict[int, list[int]]:
     return placement
 
 
-def last_cpu(pid: int, tid: int) -> int | None:
-    """The CPU a thread last ran on (field 39 of /proc/PID/task/TID/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[36])
-
-
-def pin_threads(plan: Plan, pid: int | None = None) -> dict[int, tuple[int, ...]]:
-    """Pin the threads of a running process (default: this one) in TID order to the plan's slots;
-    threads named by the skip mask may run on every CPU of the plan. Returns TID -> CPUs."""
+def pin_threads(plan: Plan | Sequence[int], pid: int | None = None) -> dict[int, tuple[int, ...]]:
+    """Pin the threads of a running process (default: this one) in TID order to the plan's slots
+    (a CPU list: thread k on its k-th CPU, wrapping round); threads named by the skip mask may run
+    on every CPU of the plan. Returns TID -> CPUs."""
+    if not isinstance(plan, Plan):
+        plan = Plan.from_cpus(plan, source="a CPU list")
     pid = os.getpid() if pid is None else pid
     done: dict[int, tuple[int, ...]] = {}
     slot = 0
@@ -61,6 +56,32 @@ def pin_threads(plan: Plan, pid: int | None = None) -> dict[int, tuple[int, ...]
             raise PinwiseError(f"cannot pin thread {tid} to CPUs {list(cpus)}: {err.strerror}") from None
         done[tid] = cpus
     return done
+
+
+@contextmanager
+def pinned(cpus: Iterable[int]) -> Iterator[list[int]]:
+    """``with pinwise.pinned([0, 1]):`` runs the block with every thread of this process allowed
+    only ``cpus``, and gives each thread back the CPUs it had before, even if the block raises.
+    Threads started inside the block inherit the restriction (the OS copies it at creation)."""
+    cpus = sorted(set(cpus))
+    if not cpus:
+        raise PinwiseError("pinned() needs at least one CPU")
+    before = current_placement()
+    try:
+        for tid in before:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                continue
+            except OSError as err:
+                raise PinwiseError(f"cannot pin this process to CPUs {cpus}: {err.strerror}") from None
+        yield cpus
+    finally:
+        for tid, previous in before.items():
+            try:
+                os.sched_setaffinity(tid, previous)
+            except OSError:
+                continue  # the thread ended inside the block
 
 
 def pin_self(cpus: list[int] | tuple[int, ...]) -> None:

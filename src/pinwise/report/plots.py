@@ -79,3 +79,26 @@ def figure_png_bytes(figure) -> bytes:
     figure.savefig(buffer, format="png", dpi=110)
     _pyplot().close(figure)
     return buffer.getvalue()
+
+
+def save_heat_map(matrix, path: str, title: str = "communication matrix") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4.4))
+    image = ax.imshow(matrix, cmap="Greys", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="communication events")
+    ax.set_xlabel("thread")
+    ax.set_ylabel("thread")
+    ax.set_title(title)
+    fig.tight_layout()
+    import io
+
+    from ..files import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    write_bytes_atomic(path, buffer.getvalue())

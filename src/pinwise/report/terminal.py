@@ -135,3 +135,23 @@ def print_report(summaries: list[ExperimentSummary], console: Console | None = N
         console.print()
     if len(summaries) > 1:
         console.print(overall_table(overall_rows(summaries), summaries[0].confidence))
+
+
+SHADES = " .:-=+*#%@"
+
+
+def heat_map_text(matrix, size: int = 48) -> str:
+    """The matrix in characters, darker for more communication (blocks averaged past `size`)."""
+    t = matrix.shape[0]
+    step = max(1, -(-t // size))
+    cells = matrix[: t // step * step or t, : t // step * step or t]
+    if step > 1:
+        n = cells.shape[0] // step
+        cells = cells[: n * step, : n * step].reshape(n, step, n, step).mean(axis=(1, 3))
+    top = cells.max()
+    rows = []
+    for row in cells:
+        shades = [min(len(SHADES) - 1, int(v / top * (len(SHADES) - 1) + 0.5)) if top > 0 else 0 for v in row]
+        rows.append("".join(SHADES[k] * 2 for k in shades))
+    legend = f"(each cell {step}x{step} threads)" if step > 1 else "(thread i is row i, column j; darker = more)"
+    return "\n".join(rows) + "\n" + legend

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from ..errors import PinwiseError
 from ..files import read_input
-from .hwloc_xml import parse_xml, read_xml, to_xml
 from .model import LEVEL_ORDER, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk
 from .render import render
 from .synthetic import PRESETS, parse_synthetic, preset, to_synthetic
 from .sysfs import read_sysfs
+from .._stage import make_callable
 
 __all__ = [
     "LEVEL_ORDER", "PRESETS", "ObjType", "ObjectSpec", "Topology", "TopoObject", "build_topology", "from_json",
@@ -24,6 +24,15 @@ __all__ = [
 ]
 
 JSON_FORMAT = "pinwise-topology"
+
+
+def __getattr__(name: str):
+    """hwloc XML support loads on first use (xml.etree is the slowest import of a plain pinwise run)."""
+    if name in ("parse_xml", "read_xml", "to_xml"):
+        from . import hwloc_xml
+
+        return getattr(hwloc_xml, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def live_topology() -> Topology:
@@ -40,6 +49,8 @@ def load_topology(spec: str | None) -> Topology:
     if spec.lower() in PRESETS:
         return preset(spec)
     if spec.lower().endswith(".xml"):
+        from .hwloc_xml import read_xml
+
         return read_xml(spec)
     if spec.lower().endswith(".json"):
         return read_json(spec)
@@ -116,3 +127,6 @@ def from_json(text: str, source: str = "<json>") -> Topology:
         raise PinwiseError(f"{source}: \"allowed\" must be a list of CPU numbers")
     return build_topology(specs, allowed=allowed, source=document.get("source") or source,
                           restriction=document.get("restriction"))
+
+
+make_callable(__name__, 'load_topology')  # pinwise.topology(...) runs load_topology()

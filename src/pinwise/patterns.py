@@ -1,18 +1,5 @@
-"""Capability 4: characterising a communication matrix with Diener et al.'s metrics (section 2),
-naming the pattern it resembles, and recommending a mapping policy.
-
-Metrics, exactly as equations (1)-(4) of the paper (and SPEC.md):
-  Mnorm = M / max(M) * 100
-  HComm = (1/T) * sum_i var(Mnorm[i][1..T])      population variance over the whole row, diagonal included
-  CommV[i] = sum_j M[i][j]
-  BComm = (max(CommV) / (sum_i CommV[i] / T) - 1) * 100
-  AComm = sum_i sum_j M[i][j] / T^2
-  RComm = AComm / sum_i AccV[i]
-and the load balance, the same formula as BComm on the instructions each thread executed.
-
-Because equation (1) includes the zero diagonal, a flat matrix and a perfectly paired one get the
-same HComm (both rows are Bernoulli-like). The recommendation therefore also looks at HComm over
-the off-diagonal entries ("heterogeneity" below), and at the pattern itself.
+"""Naming the pattern of the papers a communication matrix resembles, and recommending a mapping
+policy from its metrics (Diener et al., section 4). The metrics themselves: :mod:`pinwise.metrics`.
 """
 
 from __future__ import annotations
@@ -22,23 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .comm import CommMatrix
+from .metrics import Metrics, communication, metrics
 
 #: Thresholds of the recommendation (documented in the README).
 HETEROGENEITY_HIGH = 300.0   # off-diagonal HComm on the 0..100 scale (max 2500)
 BCOMM_HIGH = 30.0            # percent
 COMM_SHARE_LOW = 0.01        # communication events per memory access
-
-
-@dataclass(frozen=True)
-class Metrics:
-    threads: int
-    hcomm: float
-    bcomm: float
-    acomm: float
-    rcomm: float | None          # None without per-thread accesses
-    load_balance: float | None   # None without per-thread instructions
-    heterogeneity: float         # HComm over off-diagonal entries
-    comm_share: float | None     # events / accesses
 
 
 @dataclass(frozen=True)
@@ -50,36 +26,6 @@ class Analysis:
     reason: str
 
 
-def hcomm(matrix: np.ndarray) -> float:
-    top = matrix.max()
-    if top <= 0:
-        return 0.0
-    normalised = matrix / top * 100
-    return float(np.mean(np.var(normalised, axis=1)))  # np.var is the population variance
-
-
-def bcomm(comm_v: np.ndarray) -> float:
-    average = comm_v.sum() / len(comm_v)
-    return float((comm_v.max() / average - 1) * 100) if average > 0 else 0.0
-
-
-def metrics(comm: CommMatrix) -> Metrics:
-    m = comm.matrix
-    t = m.shape[0]
-    comm_v = m.sum(axis=1)
-    acomm = float(m.sum() / t**2)
-    rcomm = share = None
-    if comm.accesses is not None and comm.accesses.sum() > 0:
-        rcomm = acomm / float(comm.accesses.sum())
-        share = float(m.sum() / 2 / comm.accesses.sum())
-    load = None
-    if comm.instructions is not None and comm.instructions.sum() > 0:
-        load = bcomm(comm.instructions)
-    off = m[~np.eye(t, dtype=bool)].reshape(t, t - 1) if t > 1 else m
-    heterogeneity = float(np.mean(np.var(off / m.max() * 100, axis=1))) if m.max() > 0 and t > 1 else 0.0
-    return Metrics(t, hcomm(m), bcomm(comm_v), acomm, rcomm, load, heterogeneity, share)
-
-
 def _band(m: np.ndarray, offset: int) -> float:
     t = m.shape[0]
     return float(sum(m[i, j] for i in range(t) for j in range(t) if abs(i - j) == offset))
@@ -87,8 +33,7 @@ def _band(m: np.ndarray, offset: int) -> float:
 
 def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
     """The pattern of the papers the matrix looks like, with the evidence."""
-    m = comm.matrix.copy()
-    np.fill_diagonal(m, 0)
+    m = communication(comm.matrix)
     t = m.shape[0]
     total = m.sum()
     if total <= 0 or (found.comm_share is not None and found.comm_share < COMM_SHARE_LOW):
@@ -141,50 +86,8 @@ def recommend(found: Metrics, pattern: str) -> tuple[str, str]:
 
 
 def analyze(comm: CommMatrix) -> Analysis:
+    """The metrics, the pattern and the recommended policy of ``comm``."""
     found = metrics(comm)
     pattern, evidence = classify(comm, found)
     policy, reason = recommend(found, pattern)
     return Analysis(found, pattern, evidence, policy, reason)
-
-
-SHADES = " .:-=+*#%@"
-
-
-def heat_map_text(matrix: np.ndarray, size: int = 48) -> str:
-    """The matrix in characters, darker for more communication (blocks averaged past `size`)."""
-    t = matrix.shape[0]
-    step = max(1, -(-t // size))
-    cells = matrix[: t // step * step or t, : t // step * step or t]
-    if step > 1:
-        n = cells.shape[0] // step
-        cells = cells[: n * step, : n * step].reshape(n, step, n, step).mean(axis=(1, 3))
-    top = cells.max()
-    rows = []
-    for row in cells:
-        shades = [min(len(SHADES) - 1, int(v / top * (len(SHADES) - 1) + 0.5)) if top > 0 else 0 for v in row]
-        rows.append("".join(SHADES[k] * 2 for k in shades))
-    legend = f"(each cell {step}x{step} threads)" if step > 1 else "(thread i is row i, column j; darker = more)"
-    return "\n".join(rows) + "\n" + legend
-
-
-def save_heat_map(matrix: np.ndarray, path: str, title: str = "communication matrix") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 4.4))
-    image = ax.imshow(matrix, cmap="Greys", interpolation="nearest")
-    fig.colorbar(image, ax=ax, label="communication events")
-    ax.set_xlabel("thread")
-    ax.set_ylabel("thread")
-    ax.set_title(title)
-    fig.tight_layout()
-    import io
-
-    from .files import write_bytes_atomic
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    write_bytes_atomic(path, buffer.getvalue())

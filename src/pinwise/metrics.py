@@ -1,0 +1,102 @@
+"""Characterising a communication matrix with Diener et al.'s metrics (section 2, equations 1-4).
+
+M is the T x T matrix of communication events between threads (see :mod:`pinwise.comm`). The
+paper's matrices have an empty diagonal: a thread does not communicate with itself. A matrix given
+here may carry one (a CSV file, or workers of different rounds folded onto one role by
+:func:`pinwise.comm.fold_rounds`), so every metric below, and every policy, first sets the diagonal
+to zero (:func:`communication`): one definition of CommV, the same in ``pinwise analyze``, the
+cost model and the Balance policies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import CommMatrix
+
+
+def communication(matrix) -> np.ndarray:
+    """M as the paper defines it: a dense float copy with M[i][i] = 0."""
+    dense = matrix.toarray() if hasattr(matrix, "toarray") else np.array(matrix, dtype=np.float64)
+    dense = dense.astype(np.float64, copy=False)
+    np.fill_diagonal(dense, 0)
+    return dense
+
+
+def comm_v(matrix) -> np.ndarray:
+    """The communication vector, equation (2): CommV[i] = sum_j M[i][j], the communication events
+    of thread i with the other threads. Works on dense and scipy sparse matrices."""
+    row_sums = np.asarray(matrix.sum(axis=1)).ravel().astype(np.float64)
+    return row_sums - np.asarray(matrix.diagonal()).ravel()
+
+
+def hcomm(matrix) -> float:
+    """Heterogeneity, equation (1): HComm = (1/T) sum_i var(Mnorm[i][1..T]), with
+    Mnorm = M / max(M) * 100 and var the population variance over the whole row (the zero
+    diagonal included). 0 for a matrix without communication."""
+    m = communication(matrix)
+    top = m.max()
+    if top <= 0:
+        return 0.0
+    return float(np.mean(np.var(m / top * 100, axis=1)))
+
+
+def bcomm(vector) -> float:
+    """Balance, equation (2): BComm = (max(CommV) / (sum_i CommV[i] / T) - 1) * 100 %. Applied to
+    CommV it is the communication imbalance; applied to the instructions per thread, the load
+    imbalance. 0 when the vector sums to 0."""
+    vector = np.asarray(vector, dtype=np.float64)
+    average = vector.sum() / len(vector)
+    return float((vector.max() / average - 1) * 100) if average > 0 else 0.0
+
+
+def acomm(matrix) -> float:
+    """Amount, equation (3): AComm = sum_i sum_j M[i][j] / T^2."""
+    m = communication(matrix)
+    return float(m.sum() / m.shape[0] ** 2)
+
+
+def rcomm(matrix, accesses) -> float | None:
+    """Ratio, equation (4): RComm = AComm / sum_i AccV[i], AccV[i] the memory accesses of thread
+    i. None without accesses."""
+    total = float(np.sum(accesses)) if accesses is not None else 0.0
+    return acomm(matrix) / total if total > 0 else None
+
+
+def heterogeneity(matrix) -> float:
+    """HComm over the off-diagonal entries only (pinwise's addition, not the paper's): equation
+    (1) counts the zero diagonal, so a flat matrix and a perfectly paired one get the same HComm;
+    without it they differ, which the recommendation needs."""
+    m = communication(matrix)
+    t = m.shape[0]
+    if t < 2 or m.max() <= 0:
+        return 0.0
+    off = m[~np.eye(t, dtype=bool)].reshape(t, t - 1)
+    return float(np.mean(np.var(off / m.max() * 100, axis=1)))
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Diener et al.'s four metrics of one matrix, with the load balance and pinwise's additions."""
+
+    threads: int
+    hcomm: float
+    bcomm: float
+    acomm: float
+    rcomm: float | None          # None without per-thread accesses
+    load_balance: float | None   # BComm of the instructions; None without them
+    heterogeneity: float         # HComm over off-diagonal entries
+    comm_share: float | None     # communication events per memory access
+
+
+def metrics(comm: CommMatrix) -> Metrics:
+    """Every metric of ``comm``, each by its equation above."""
+    m = communication(comm.matrix)
+    share = None
+    if comm.accesses is not None and comm.accesses.sum() > 0:
+        share = float(m.sum() / 2 / comm.accesses.sum())
+    load = bcomm(comm.instructions) if comm.instructions is not None and comm.instructions.sum() > 0 else None
+    return Metrics(m.shape[0], hcomm(m), bcomm(comm_v(m)), acomm(m), rcomm(m, comm.accesses), load, heterogeneity(m),
+                   share)

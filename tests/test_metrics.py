@@ -1,0 +1,76 @@
+"""Diener et al.'s metrics, by hand on small matrices, and one CommV everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pinwise import metrics as eq
+from pinwise.comm import CommMatrix
+from pinwise.mapping import mapping_cost
+from pinwise.metrics import metrics
+from pinwise.topology import parse_synthetic
+
+
+def comm_of(matrix, accesses=None, instructions=None):
+    return CommMatrix(np.array(matrix, dtype=float), None if accesses is None else np.array(accesses, dtype=float),
+                      None if instructions is None else np.array(instructions, dtype=float))
+
+
+def test_metrics_by_hand_two_threads():
+    found = metrics(comm_of([[0, 2], [2, 0]], accesses=[10, 10], instructions=[100, 300]))
+    assert found.hcomm == pytest.approx(2500)         # each row [0, 100]: population variance 2500
+    assert found.bcomm == pytest.approx(0)
+    assert found.acomm == pytest.approx(4 / 4)
+    assert found.rcomm == pytest.approx(1 / 20)
+    assert found.load_balance == pytest.approx((300 / 200 - 1) * 100)
+
+
+def test_metrics_by_hand_three_threads():
+    found = metrics(comm_of([[0, 4, 0], [4, 0, 2], [0, 2, 0]]))
+    rows = [np.var([0, 100, 0]), np.var([100, 0, 50]), np.var([0, 50, 0])]  # diagonal included
+    assert found.hcomm == pytest.approx(sum(rows) / 3)
+    assert found.hcomm == pytest.approx((2222.222 + 1666.667 + 555.556) / 3, rel=1e-5)
+    assert found.bcomm == pytest.approx((6 / 4 - 1) * 100)
+    assert found.acomm == pytest.approx(12 / 9)
+
+
+def test_scaling_and_permuting_change_nothing():
+    rng = np.random.default_rng(1)
+    m = rng.integers(0, 50, (6, 6)).astype(float)
+    m = m + m.T
+    np.fill_diagonal(m, 0)
+    accesses = rng.integers(1000, 2000, 6).astype(float)
+    base = metrics(comm_of(m, accesses))
+    scaled = metrics(comm_of(m * 7.5, accesses))
+    assert (scaled.hcomm, scaled.bcomm) == (pytest.approx(base.hcomm), pytest.approx(base.bcomm))
+    order = rng.permutation(6)
+    permuted = metrics(comm_of(m[np.ix_(order, order)], accesses[order]))
+    for name in ("hcomm", "bcomm", "acomm", "rcomm", "heterogeneity"):
+        assert getattr(permuted, name) == pytest.approx(getattr(base, name))
+
+
+def test_one_commv_for_the_metrics_and_the_policies():
+    """A value on the diagonal (a thread with itself) is no communication: BComm, the cost
+    model's per-object load and the Balance policy read the same CommV."""
+    flat = np.ones((4, 4)) - np.eye(4)
+    with_diagonal = flat.copy()
+    with_diagonal[0, 0] = 50
+    assert eq.comm_v(with_diagonal).tolist() == eq.comm_v(flat).tolist() == [3, 3, 3, 3]
+    assert metrics(comm_of(with_diagonal)).bcomm == metrics(comm_of(flat)).bcomm == 0
+    assert metrics(comm_of(with_diagonal)).hcomm == metrics(comm_of(flat)).hcomm
+    machine = parse_synthetic("pack:2 core:2 pu:1")
+    assert mapping_cost(with_diagonal, machine, [0, 1, 2, 3]).imbalance == mapping_cost(flat, machine, [0, 1, 2, 3]).imbalance
+
+
+def test_each_equation_by_hand():
+    m = np.array([[0, 6, 0], [6, 0, 3], [0, 3, 0]], dtype=float)
+    assert eq.acomm(m) == pytest.approx(18 / 9)                         # (3)
+    assert eq.rcomm(m, [10, 20, 30]) == pytest.approx(2 / 60)           # (4)
+    assert eq.rcomm(m, None) is None
+    assert eq.bcomm([6, 9, 3]) == pytest.approx((9 / 6 - 1) * 100)      # (2)
+    assert eq.bcomm([0, 0]) == 0
+    assert eq.hcomm(m) == pytest.approx(np.mean([np.var([0, 100, 0]), np.var([100, 0, 50]),
+                                                 np.var([0, 50, 0])]))  # (1), Mnorm = M / 6 * 100
+    assert eq.hcomm(np.zeros((3, 3))) == 0
+    assert eq.heterogeneity(m) == pytest.approx(np.mean([np.var([100, 0]), np.var([100, 50]), np.var([0, 50])]))
