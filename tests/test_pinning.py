@@ -29,6 +29,7 @@ from pinwise.pinning import (
     pin_self,
 )
 from pinwise.placement import Placement, resolve
+from pinwise.plan import Plan
 from pinwise.pinning.launcher import NATIVE_DIR, PRELOAD_LIBRARY
 from pinwise.topology import preset, read_sysfs
 
@@ -368,3 +369,50 @@ def test_unusable_repeat_from_is_refused(threads_exe):
     result = subprocess.run([str(threads_exe), "1"], input="", capture_output=True, text=True, env=env)
     assert result.returncode == 0
     assert result.stderr.count("pinwise: unusable PINWISE_REPEAT_FROM=5 (want a slot below 2)") == 1
+
+
+def test_no_verify_becomes_the_program_like_taskset():
+    """--no-verify execs the program: its CPUs are the plan's, its exit status and signals are its own."""
+    shown = run_pinwise("run", "--no-verify", "--follow-children", "--cpus", "1", "--", "sh", "-c",
+                        "grep Cpus_allowed_list /proc/self/status; exit 7")
+    assert shown.returncode == 7 and shown.stdout.split() == ["Cpus_allowed_list:", "1"]
+    killed = run_pinwise("run", "--no-verify", "--cpus", "0", "--", "sh", "-c", "kill -SEGV $$")
+    assert killed.returncode == -11 and killed.stderr == ""
+    assert_clean_failure(run_pinwise("run", "--no-verify", "--cpus", "0", "--", "no-such-program-xyz"), "not found")
+
+
+def test_pinned_restores_every_thread_and_pin_threads_takes_a_list():
+    import pinwise
+
+    before = current_placement()
+    with pinwise.pinned([1]) as cpus:
+        assert cpus == [1]
+        assert set(map(tuple, current_placement().values())) == {(1,)}
+        inside: list = []
+        worker = threading.Thread(target=lambda: inside.append(os.sched_getaffinity(0)))
+        worker.start()
+        worker.join()
+        assert inside == [{1}]  # threads started inside inherit the restriction
+    assert {tid: cpus for tid, cpus in current_placement().items() if tid in before} == before
+    with pytest.raises(RuntimeError):
+        with pinwise.pinned([0]):
+            raise RuntimeError("the block failed")
+    assert {tid: cpus for tid, cpus in current_placement().items() if tid in before} == before
+    done = pinwise.pin_threads([1])  # a CPU list: thread k on its k-th CPU, wrapping round
+    assert set(done.values()) == {(1,)} and set(map(tuple, current_placement().values())) == {(1,)}
+    pinwise.pin_threads(Plan.from_cpus(sorted(os.sched_getaffinity(0) | {0, 1})))
+    for tid, cpus in before.items():
+        os.sched_setaffinity(tid, cpus)
+
+
+def test_python_api_runs_each_stage(tmp_path, threads_exe):
+    import pinwise
+
+    assert str(pinwise.topology("nehalem")) == "nehalem: pack:2 numa:1 l3:1 l2:4 l1:1 core:1 pu:1 (8 PUs)"
+    matrix = [[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 0, 9], [0, 0, 9, 0]]
+    assert pinwise.analyze(matrix).pattern == "pairs"
+    plan = pinwise.map(matrix, "locality", "pack:2 core:2 pu:1")
+    assert {frozenset(plan.pus[:2]), frozenset(plan.pus[2:])} == {frozenset({0, 1}), frozenset({2, 3})}
+    result = pinwise.run([str(threads_exe), "1"], [1, 0], output=subprocess.DEVNULL)
+    assert result.returncode == 0 and [t.start_cpu for t in result.threads] == [1, 0]
+    assert [t.start_cpu for t in pinwise.run([str(threads_exe), "1"], "0", output=subprocess.DEVNULL).threads] == [0, 0]

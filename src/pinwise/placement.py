@@ -10,6 +10,7 @@ involved: pinning a program to a CPU list stays as quick as taskset.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, replace
 
@@ -56,8 +57,9 @@ class Placement:
         return cls(expr=text, **options)
 
 
-def resolve(spec: Placement | str, topology, comm=None) -> Plan | None:
-    """The plan for ``spec`` on ``topology``; None means "do not pin" (policy ``os``).
+def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
+    """The plan for ``spec`` on ``topology`` (default: this machine); None means "do not pin"
+    (policy ``os``).
 
     ``comm`` (a :class:`pinwise.comm.CommMatrix` or an array) is the program's communication
     matrix, needed by the policies that read it; with it, every policy plans one slot per traced
@@ -78,6 +80,8 @@ def resolve(spec: Placement | str, topology, comm=None) -> Plan | None:
         raise PinwiseError("--comm goes with a --policy (locality, lp-compact, gp, ...), not with "
                            f"{given[0]}")
     skip_mask = parse_skip_mask(spec.skip)
+    if topology is None and spec.cpus is None:
+        topology = _this_machine()
     if spec.policy is not None:
         plan = _policy_plan(spec, topology, comm)
         if plan is None:
@@ -103,8 +107,16 @@ def resolve(spec: Placement | str, topology, comm=None) -> Plan | None:
         plan = replace(plan, skip_mask=skip_mask)
     if spec.repeat_from:
         plan = replace(plan, repeat_from=spec.repeat_from)
-    plan.validate(topology)
+    if topology is None and set(plan.all_cpus) <= os.sched_getaffinity(0):
+        return plan  # CPUs this process may use exist and are allowed: no need to read the machine
+    plan.validate(topology or _this_machine())
     return plan
+
+
+def _this_machine():
+    from .topology import load_topology
+
+    return load_topology(None)
 
 
 def _policy_plan(spec: Placement, topology, comm) -> Plan | None:

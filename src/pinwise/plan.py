@@ -14,7 +14,6 @@ for a 4-socket machine exist on many others, where they mean other cores. The ma
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 from .cpulist import format_cpulist
@@ -225,6 +224,8 @@ class Plan:
 
     def to_json(self) -> str:
         """The mapping file: what ``pinwise map -o`` writes and ``pinwise run --mapping`` reads."""
+        import json
+
         document: dict = {"format": MAPPING_FORMAT, "version": MAPPING_VERSION, "policy": self.policy,
                           "source": self.source, "threads": self.nb_slots}
         if self.is_one_cpu_per_slot:
@@ -246,6 +247,8 @@ class Plan:
     def from_json(cls, text: str, source: str = "mapping file") -> Plan:
         """Read :meth:`to_json`'s output, or a version 1 file (``pus`` and the policy only, no
         machine: it runs wherever its CPUs exist)."""
+        import json
+
         try:
             document = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:

@@ -10,7 +10,7 @@ applying the simple policies never loads numpy or scipy.
 from __future__ import annotations
 
 import importlib
-import random as random_module
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,7 +50,7 @@ class Policy:
 
 def draw_seed() -> int:
     """A new seed for the random policy, from the OS's entropy (printed and stored with the plan)."""
-    return random_module.SystemRandom().randrange(1 << 31)
+    return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
 
 def _repeat(order: list[int], threads: int) -> list[int]:
@@ -69,6 +69,8 @@ def scatter(topology, threads: int, seed: int | None = None) -> list[int]:
 
 def random(topology, threads: int, seed: int | None = None) -> list[int]:
     """A permutation of the allowed PUs fixed by ``seed`` (Mazouz et al.'s random mapping)."""
+    import random as random_module  # only this policy needs it
+
     order = topology.compact_order()
     random_module.Random(seed).shuffle(order)
     return _repeat(order, threads)

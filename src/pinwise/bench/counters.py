@@ -40,10 +40,6 @@ class SoftwareCounters:
             if fd >= 0:
                 self.fds[name] = fd
 
-    @property
-    def available(self) -> bool:
-        return len(self.fds) == 2
-
     def read(self) -> dict[str, int | None]:
         values: dict[str, int | None] = {}
         for name in ("migrations", "context_switches"):

@@ -80,7 +80,6 @@ class Experiment:
     created: str
     command: list[str]
     config: dict
-    machine: str | None
     cpuset: str | None
     environment: dict
     version: str | None
@@ -117,7 +116,7 @@ def open_db(path: str | Path, create: bool = True) -> sqlite3.Connection:
 
 
 def _experiment(row: sqlite3.Row) -> Experiment:
-    return Experiment(row["id"], row["created"], json.loads(row["command"]), json.loads(row["config"]), row["machine"],
+    return Experiment(row["id"], row["created"], json.loads(row["command"]), json.loads(row["config"]),
                       row["cpuset"], json.loads(row["environment"] or "{}"), row["version"], row["seed"])
 
 
@@ -138,7 +137,7 @@ def create_experiment(connection: sqlite3.Connection, command: list[str], config
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (created, json.dumps(command), json.dumps(config, sort_keys=True), machine, cpuset, json.dumps(environment),
          version, seed))
-    return Experiment(cursor.lastrowid, created, command, config, machine, cpuset, environment, version, seed)
+    return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed)
 
 
 def done_runs(connection: sqlite3.Connection, experiment: int) -> set[tuple[int, str, int]]:

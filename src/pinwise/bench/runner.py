@@ -158,7 +158,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             after, energy_after = counters.read(), rapl_energy_uj()
         stdout = out_path.read_text(errors="replace")
         stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
-        threads, _ = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
+        threads = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
     code = process.returncode
     failure = None
     if timed_out.is_set():

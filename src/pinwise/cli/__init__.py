@@ -1,12 +1,13 @@
 """The ``pinwise`` command: one sub-command per capability, each a thin shell over the Python API.
 
-The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin, map) and
+The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin), :mod:`pinwise.cli.mapping` (map) and
 :mod:`pinwise.cli.measuring` (trace, analyze, bench, report, workload, demo, auto).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
 
@@ -14,16 +15,9 @@ from .. import __version__
 from ..errors import PinwiseError
 from .. import policies
 from ..placement import CREATOR_MODES
-from .measuring import (
-    cmd_analyze,
-    cmd_auto,
-    cmd_bench,
-    cmd_demo,
-    cmd_report,
-    cmd_trace,
-    cmd_workload,
-)
-from .placing import MAP_FORMATS, cmd_map, cmd_pin, cmd_run, cmd_topo
+
+#: How ``pinwise map -f`` can print a mapping.
+MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likwid", "taskset", "json")
 
 
 def _placement_options(parser: argparse.ArgumentParser) -> None:
@@ -71,15 +65,36 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Skipped:
+    """Stands in for the parser of a command that is not being run: its arguments are not built."""
+
+    def add_argument(self, *args, **kwargs):
+        return None
+
+    def add_argument_group(self, *args, **kwargs):
+        return self
+
+    def set_defaults(self, **kwargs):
+        return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` the arguments of that command alone (the others
+    keep their name and help line): building all of them costs more than pinning a program."""
     parser = _Parser(
         prog="pinwise",
         description="Place the threads of parallel programs on the cores of multicore machines, "
                     "and prove with statistics that it helped.",
     )
     parser.add_argument("--version", action="version", version=f"pinwise {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+
+    class commands:  # noqa: N801 - reads like the subparsers object it wraps
+        @staticmethod
+        def add_parser(name: str, **kwargs):
+            command = subparsers.add_parser(name, **kwargs)
+            return command if only is None or only == name else _Skipped()
 
     topo = commands.add_parser("topo", help="show the machine: packages, NUMA nodes, caches, cores, PUs",
                                description="Show a machine as a tree (what this process may use is marked).")
@@ -88,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="output format (default: text picture)")
     topo.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     topo.add_argument("--presets", action="store_true", help="list the named presets of the papers' machines")
-    topo.set_defaults(handler=cmd_topo)
+    topo.set_defaults(handler="placing:cmd_topo")
 
     run = commands.add_parser(
         "run", help="run a program with its threads pinned and show where they ran",
@@ -100,11 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="give the placement to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of preloading")
     run.add_argument("--print", action="store_true", help="show the plan and the job-script lines, do not run")
     run.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
-                     help="after the run, print where each thread ran (default: on when stderr is a terminal)")
+                     help="after the run, print where each thread ran (default: on when stderr is a terminal); "
+                          "--no-verify: pinwise becomes the program (exec, like taskset), whose exit status and "
+                          "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
     run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler="placing:cmd_run")
 
     tracer = commands.add_parser(
         "trace", help="measure which threads share data (Valgrind), writing a communication matrix",
@@ -126,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the one native run (output discarded) that records when each thread lived; "
                              "without it, workers created in rounds are not recognised")
     tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
-    tracer.set_defaults(handler=cmd_trace)
+    tracer.set_defaults(handler="measuring:cmd_trace")
 
     analyzer = commands.add_parser("analyze", help="metrics, pattern and recommended policy of a communication matrix",
                                    description="Diener et al.'s HComm, BComm, AComm, RComm, the load balance, a heat "
@@ -134,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
     analyzer.add_argument("--png", metavar="FILE", help="write the heat map as a PNG")
     analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
-    analyzer.set_defaults(handler=cmd_analyze)
+    analyzer.set_defaults(handler="measuring:cmd_analyze")
 
     mapper = commands.add_parser(
         "map", help="compute a placement from a communication matrix with a policy of the papers",
@@ -151,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
     _add_topology_option(mapper)
-    mapper.set_defaults(handler=cmd_map)
+    mapper.set_defaults(handler="mapping:cmd_map")
 
     bench = commands.add_parser(
         "bench", help="run a program many times under several placements and test the speedups",
@@ -178,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _add_topology_option(bench)
     bench.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
-    bench.set_defaults(handler=cmd_bench)
+    bench.set_defaults(handler="measuring:cmd_bench")
 
     report = commands.add_parser("report", help="tables, plots and an HTML report of a results database",
                                  description="Report the experiments of a results database with the Speedup-Test.")
@@ -188,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--baseline", default="os", help="placement to compare against (default os)")
     report.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
     report.add_argument("--experiment", type=int, help="only this experiment of the database")
-    report.set_defaults(handler=cmd_report)
+    report.set_defaults(handler="measuring:cmd_report")
 
     workload = commands.add_parser("workload", help="built-in programs that make the papers' patterns",
                                    description="Workload programs with the communication patterns of the papers.")
@@ -200,13 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument("--imbalance", type=float, help="extra work of the busiest thread, e.g. 1 = twice as much")
     workload.add_argument("--size", type=int, default=4, help="private working set per thread in KiB (default 4)")
     workload.add_argument("--print", action="store_true", help="print the command line instead of running it")
-    workload.set_defaults(handler=cmd_workload)
+    workload.set_defaults(handler="measuring:cmd_workload")
 
     demo = commands.add_parser("demo", help="the whole pipeline on the built-in workloads",
                                description="Topology, trace, analyze, map, bench and report on the built-in workloads.")
     demo.add_argument("--quick", action="store_true", help="fewer workloads and runs (under 2 minutes)")
     demo.add_argument("--out", default="pinwise-demo", help="folder for the report, plots and matrices (default pinwise-demo)")
-    demo.set_defaults(handler=cmd_demo)
+    demo.set_defaults(handler="measuring:cmd_demo")
 
     auto = commands.add_parser("auto", help="trace, analyze, bench candidate placements and name the winner",
                                description="Find the best placement for a program by experiment, with statistics.")
@@ -218,13 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
                            "baseline); policies: " + policies.help_text())
     auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
-    auto.set_defaults(handler=cmd_auto)
+    auto.set_defaults(handler="measuring:cmd_auto")
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")
     pin.add_argument("--pid", type=int, required=True, help="process to pin")
     _placement_options(pin)
-    pin.set_defaults(handler=cmd_pin)
+    pin.set_defaults(handler="placing:cmd_pin")
     return parser
 
 
@@ -233,12 +250,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
     warnings.simplefilter("always", UserWarning)
     try:
-        return args.handler(args)
+        # Each command imports only its own module: pinning a program to a CPU list stays quick.
+        module, _, function = args.handler.partition(":")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
     except PinwiseError as err:
         print(f"pinwise: error: {err}", file=sys.stderr)
         return err.exit_status

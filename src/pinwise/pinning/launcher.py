@@ -8,21 +8,30 @@ library's log into one :class:`ThreadRecord` per thread.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
+import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
 from ..plan import Plan
 
-NATIVE_DIR = Path(os.environ.get("PINWISE_NATIVE_DIR", Path(__file__).resolve().parent.parent / "_native"))
-PRELOAD_LIBRARY = NATIVE_DIR / "libpinwise_preload.so"
-API_LIBRARY = NATIVE_DIR / "libpinwise.so"
-API_HEADER = NATIVE_DIR / "include" / "pinwise.h"
+#: Where the native part is installed, as a string: pathlib is the slowest import of a plain
+#: ``pinwise run`` (the Path forms below load it on first use).
+_NATIVE = os.environ.get("PINWISE_NATIVE_DIR",
+                         os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "_native"))
+_PRELOAD = os.path.join(_NATIVE, "libpinwise_preload.so")
+_PATHS = {"NATIVE_DIR": "", "PRELOAD_LIBRARY": "libpinwise_preload.so", "API_LIBRARY": "libpinwise.so",
+          "API_HEADER": "include/pinwise.h"}
+
+
+def __getattr__(name: str):
+    """NATIVE_DIR, PRELOAD_LIBRARY, API_LIBRARY, API_HEADER as Paths."""
+    if name in _PATHS:
+        from pathlib import Path
+
+        return Path(_NATIVE, _PATHS[name]) if _PATHS[name] else Path(_NATIVE)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -50,7 +59,6 @@ class ThreadRecord:
 class RunResult:
     returncode: int
     threads: list[ThreadRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
     signal_name: str | None = None
     pid: int | None = None                 # the process pinwise started
     #: pthread_create/pthread_join calls as the log holds them: (kind, pid, calling TID, index)
@@ -66,12 +74,13 @@ def find_program(argv: list[str]) -> str:
         raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
     program = argv[0]
     if os.sep in program:
-        path = Path(program)
-        if not path.exists():
+        if not os.path.exists(program):
             raise PinwiseError(f"program {program!r} not found")
-        if path.is_dir() or not os.access(path, os.X_OK):
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
             raise PinwiseError(f"program {program!r} is not executable")
         return os.path.abspath(program)  # "./prog" must not turn into "prog", a PATH lookup
+    import shutil
+
     found = shutil.which(program)
     if found is None:
         raise PinwiseError(f"program {program!r} not found on PATH")
@@ -110,14 +119,14 @@ def launchable_program(argv: list[str]) -> str:
 def preload_environment(plan: Plan | None, log_path: str | None, follow_children: bool,
                         base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that makes the preload library pin (or, without a plan, only observe)."""
-    if not PRELOAD_LIBRARY.exists():
-        raise PinwiseError(f"the preload library is missing ({PRELOAD_LIBRARY}); reinstall pinwise with its native part")
+    if not os.path.exists(_PRELOAD):
+        raise PinwiseError(f"the preload library is missing ({_PRELOAD}); reinstall pinwise with its native part")
     env = dict(os.environ if base is None else base)
     for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_REPEAT_FROM", "PINWISE_LOG", "PINWISE_FOLLOW",
                  "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE"):
         env.pop(name, None)
     preload = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = f"{PRELOAD_LIBRARY} {preload}".strip()
+    env["LD_PRELOAD"] = f"{_PRELOAD} {preload}".strip()
     if plan is None:
         env["PINWISE_OBSERVE"] = "1"
     else:
@@ -130,9 +139,9 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
     return env
 
 
-def parse_log(text: str) -> tuple[list[ThreadRecord], list[str]]:
+def parse_log(text: str) -> list[ThreadRecord]:
+    """One record per thread from the preload library's log (lines cut short by a crash are skipped)."""
     threads: dict[tuple[int, int], ThreadRecord] = {}
-    errors: list[str] = []
     for line in text.splitlines():
         fields = line.split(" ")
         try:
@@ -148,11 +157,34 @@ def parse_log(text: str) -> tuple[list[ThreadRecord], list[str]]:
                         threads[(pid, tid)].end_cpu = cpu
                     if len(fields) == 5:
                         threads[(pid, tid)].ended_ns = int(fields[4])
-            elif fields[0] == "error":
-                errors.append(" ".join(fields[2:]))
         except (ValueError, PinwiseError):
             continue  # a line cut short by a crash: the rest of the log still counts
-    return sorted(threads.values(), key=lambda t: (t.pid, t.index)), errors
+    return sorted(threads.values(), key=lambda t: (t.pid, t.index))
+
+
+def program_environment(plan: Plan | None, log_path: str | None, follow_children: bool = False,
+                        omp: bool = False, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a pinned program starts with: the preload library's variables, or with
+    ``omp`` the OpenMP runtime's (OMP_PLACES, OMP_PROC_BIND) while the library only observes."""
+    env = preload_environment(None if omp else plan, log_path, follow_children)
+    if omp and plan is not None:
+        env.update(plan.omp_environment())
+        env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))
+    env.update(extra_env or {})
+    return env
+
+
+def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False):
+    """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
+    so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
+    program = launchable_program(argv)
+    env = program_environment(plan, None, follow_children, omp)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(program, argv, env)
+    except OSError as err:
+        raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
 
 
 def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
@@ -163,15 +195,14 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     the preload library, which then only observes. ``output``: where the program's standard output
     and error go (default: ours; ``subprocess.DEVNULL`` to discard them).
     """
+    import subprocess
+    import tempfile
+
     program = launchable_program(argv)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
     try:
-        env = preload_environment(None if omp else plan, log_path if observe else None, follow_children)
-        if omp and plan is not None:
-            env.update(plan.omp_environment())
-            env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))
-        env.update(extra_env or {})
+        env = program_environment(plan, log_path if observe else None, follow_children, omp, extra_env)
         try:
             process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
                                        stdin=subprocess.DEVNULL if output is not None else None)
@@ -183,11 +214,12 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
                 break
             except KeyboardInterrupt:
                 process.send_signal(signal.SIGINT)  # the program decides what Ctrl-C means
-        text = Path(log_path).read_text(errors="replace")
+        with open(log_path, errors="replace") as log:
+            text = log.read()
     finally:
-        Path(log_path).unlink(missing_ok=True)
-    threads, errors = parse_log(text)
-    result = RunResult(returncode, threads, errors, pid=process.pid, spawns=parse_spawns(text))
+        os.unlink(log_path)
+    threads = parse_log(text)
+    result = RunResult(returncode, threads, pid=process.pid, spawns=parse_spawns(text))
     if returncode < 0:
         result.signal_name = signal.Signals(-returncode).name
     return result
@@ -215,6 +247,8 @@ def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) ->
     the main thread's pthread_create and pthread_join calls in its program order, which show
     workers created in rounds whatever the scheduler did. None if the run failed or the log is
     incomplete."""
+    import subprocess
+
     result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
     records = [t for t in result.threads if t.pid == result.pid]  # not children that inherited the library
     if result.returncode != 0 or not records:

@@ -12,7 +12,6 @@ every source (sysfs, XML, synthetic strings, presets) shares one builder and one
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -237,6 +236,8 @@ class Topology:
     def fingerprint(self) -> str:
         """A hash of the structure: each object's type and PUs (cache sizes and the allowed PUs
         aside). Plans computed for one machine are meant for machines with the same fingerprint."""
+        import hashlib
+
         items = sorted((node.type.rank, tuple(sorted(node.cpuset))) for node in walk(self.root))
         return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 

@@ -1,0 +1,126 @@
+"""The command that computes placements from a communication matrix: map."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cpulist import format_cpulist
+from ..errors import PinwiseError
+from ..files import write_text_atomic
+from ..topology import ObjType, load_topology
+from .placing import print_plan, read_comm_file
+
+
+def _mapping_table(plan, topology, cost) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"policy {plan.policy}: {plan.nb_slots} threads on {topology.source}", title_justify="left")
+    for column in ("thread", "PU", "core", "shared caches", "package"):
+        table.add_column(column, justify="right" if column in ("thread", "PU") else "left")
+    for thread, pu in enumerate(plan.pus):
+        node = topology.pu(pu)
+        core, package = node.enclosing(ObjType.CORE), node.enclosing(ObjType.PACKAGE)
+        caches = " ".join(a.label() for a in node.ancestors() if a.is_cache)
+        table.add_row(str(thread), str(pu), "-" if core is None else str(core.logical_index), caches,
+                      "-" if package is None else str(package.os_index if package.os_index is not None
+                                                      else package.logical_index))
+    console = Console(highlight=False, width=max(120, Console().width))
+    console.print(table)
+    console.print(Text(f"cost: {cost.hops:,.0f} (sum of M[i][j] x tree distance); communication max/avg per level: "
+                       + ", ".join(f"{k} {v:.2f}" for k, v in cost.imbalance.items() if k in _shared_levels(topology))))
+
+
+def _shared_levels(topology) -> set:
+    """Levels whose objects hold several allowed PUs: elsewhere max/avg says nothing."""
+    return {t for t in topology.level_types if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(t))}
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    from ..mapping import by_role, compare, mapping_cost
+    from ..placement import Placement, resolve
+
+    comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
+    topology = load_topology(args.topology)
+    if args.compare:
+        return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
+                                         creator=args.creator), topology)
+    if args.policy is None:
+        raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
+    policy = args.policy
+    if policy.strip().lower() == "auto":
+        from ..patterns import analyze
+
+        found = analyze(comm)
+        policy = found.policy
+        print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
+    plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator), topology, comm)
+    if plan is None:
+        print("policy os: no pinning; the OS places the threads")
+        return 0
+    if args.output:
+        write_text_atomic(args.output, plan.to_json() + "\n")
+        print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
+    traced = plan.traced_threads
+    if plan.rounds is not None:
+        print(f"pinwise: the program creates its workers in {plan.rounds.count} rounds of {plan.rounds.size}: the plan "
+              f"holds the creator and one round and starts again at slot {plan.repeat_from} past its end "
+              f"(pinwise run --repeat-from {plan.repeat_from}); other tools' lists are written out for the {traced} "
+              "threads traced", file=sys.stderr)
+    if args.format == "table":
+        _mapping_table(plan, topology, mapping_cost(comm.matrix, topology, plan.pus))
+    elif args.format == "picture":
+        print_plan(plan, topology, traced)
+    elif args.format == "json":
+        print(plan.to_json())
+    elif args.format == "cpulist":
+        print(plan.cpulist())
+    else:
+        written = plan.expanded(traced) if traced else plan
+        print({"omp-places": written.omp_places, "gomp": written.gomp_cpu_affinity, "kmp": written.kmp_affinity,
+               "likwid": written.likwid_pin, "taskset": written.taskset}[args.format]())
+    return 0
+
+
+def _print_comparison(rows, topology) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..policies import REGISTRY
+
+    # A policy that stacks threads on a PU while others stay free (primary) has the lowest cost of
+    # all, and no other policy is measured against it.
+    stacked = {r.policy for r in rows if r.plan is not None and _stacks(r.plan, topology)}
+    costs = [r.cost.hops for r in rows if r.cost is not None and r.policy not in stacked]
+    best = min(costs) if costs else 0
+    shared = _shared_levels(topology)
+    levels = [t for t in topology.level_types if t in shared and t != ObjType.MACHINE
+              and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
+    table = Table(title=Text(f"every policy on {topology.source}: cost = sum of M[i][j] x tree distance (lower is better)"),
+                  title_justify="left")
+    for column in ["policy", "family", "cost", "vs best"] + [f"{t} max/avg" for t in levels] + ["ms", "CPU list"]:
+        table.add_column(column, justify="left" if column in ("policy", "family", "CPU list") else "right")
+    for row in rows:
+        family = REGISTRY[row.policy].family
+        if row.cost is None:
+            table.add_row(row.policy, family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}", "(not pinned)")
+            continue
+        ratio = "stacked" if row.policy in stacked else f"{row.cost.hops / best if best else 1.0:.2f}"
+        cpus = format_cpulist(row.plan.pus)
+        table.add_row(row.policy, family, f"{row.cost.hops:,.0f}", ratio,
+                      *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
+                      cpus if len(cpus) <= 40 else cpus[:37] + "...")
+    Console(highlight=False, width=max(160, Console().width)).print(table)
+    return 0
+
+
+def _stacks(plan, topology) -> bool:
+    """More threads on one PU than an even spread over the allowed PUs needs."""
+    from collections import Counter
+
+    return max(Counter(plan.pus).values()) > -(-plan.nb_slots // len(topology.allowed))
+
+
