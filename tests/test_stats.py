@@ -54,13 +54,23 @@ def test_no_conclusion_on_small_non_normal_samples():
     assert not result.concluded and not result.significant and "no conclusion" in result.reason
 
 
-def test_mann_whitney_statistic_by_counting():
+def test_mann_whitney_statistic_and_exact_pvalue_by_counting():
+    """U counts the pairs where the baseline is slower; with no ties and small samples the one-sided
+    p-value is the share of all rank assignments whose U is at least as large (enumerated here)."""
+    import itertools
+
     x = np.array([5.1, 4.9, 6.2, 5.7, 6.0, 5.5])
-    y = np.array([4.1, 4.6, 5.1, 4.4, 4.0])
+    y = np.array([4.1, 4.6, 5.0, 4.4, 4.0])
     u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
     result = stats.median_test(x, y)
-    assert result.statistic == u
-    assert result.pvalue == pytest.approx(sps.mannwhitneyu(x, y, alternative="greater").pvalue)
+    assert result.statistic == u == 29
+    ranks = range(len(x) + len(y))
+    at_least = total = 0
+    for x_ranks in itertools.combinations(ranks, len(x)):
+        others = [r for r in ranks if r not in x_ranks]
+        total += 1
+        at_least += sum(a > b for a in x_ranks for b in others) >= u
+    assert result.pvalue == pytest.approx(at_least / total)
     assert result.speedup == pytest.approx(np.median(x) / np.median(y))
 
 

@@ -89,6 +89,9 @@ class Spread:
 
 
 def spread(sample) -> Spread:
+    """The variability of one sample of times: mean, median, the unbiased variance
+    s^2 = sum_i (x_i - mean)^2 / (n - 1), its square root, CV = s / mean, min and max (the
+    stability Mazouz et al. report per policy, section 4)."""
     x = np.asarray(sample, dtype=np.float64)
     variance = float(np.var(x, ddof=1)) if len(x) > 1 else 0.0
     mean = float(np.mean(x))
@@ -97,6 +100,11 @@ def spread(sample) -> Spread:
 
 
 def mean_test(baseline, candidate, confidence: float = 0.95) -> MeanTest:
+    """The Speedup-Test on the mean (Touati et al. 2013, section 4.1): H0 mean(baseline) <=
+    mean(candidate) against the one-sided alternative that the candidate is faster, speedup =
+    mean(baseline) / mean(candidate). Below LARGE_SAMPLE runs each sample must pass Shapiro-Wilk
+    normality, then an F-test on the variances chooses Student's t (equal) or Welch's t; from
+    LARGE_SAMPLE runs on, Welch's t (central limit theorem). No conclusion otherwise."""
     x = np.asarray(baseline, dtype=np.float64)
     y = np.asarray(candidate, dtype=np.float64)
     alpha = risk(confidence)
@@ -124,6 +132,11 @@ def mean_test(baseline, candidate, confidence: float = 0.95) -> MeanTest:
 
 
 def median_test(baseline, candidate, confidence: float = 0.95) -> MedianTest:
+    """The Speedup-Test on the median (Touati et al. 2013, section 4.2): the one-sided
+    Wilcoxon-Mann-Whitney test, U = #{(i, j): baseline_i > candidate_j} (+1/2 per tie), H0 that the
+    candidate is not faster; speedup = median(baseline) / median(candidate). It reads as a test of
+    medians when both samples have the same shape (Kolmogorov-Smirnov on the centred samples),
+    otherwise as P(baseline > candidate) > 1/2. Also the p-value of the opposite side ("slower")."""
     x = np.asarray(baseline, dtype=np.float64)
     y = np.asarray(candidate, dtype=np.float64)
     alpha = risk(confidence)
@@ -234,6 +247,9 @@ class Overall:
 
 
 def overall(speedups: list[float], significant: list[bool], confidence: float = 0.95) -> Overall:
+    """Across programs, as Mazouz et al.'s Tables 1-3: the geometric mean of the speedups,
+    (prod_i s_i)^(1/n), and the share of programs significantly faster with its exact
+    (Clopper-Pearson) binomial confidence interval (Touati et al. 2013, section 5)."""
     n = len(speedups)
     geo = float(stats.gmean(speedups)) if n else math.nan
     k = int(sum(significant))
