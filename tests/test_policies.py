@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from conftest import FakeProgram, assert_clean_failure, run_pinwise

@@ -11,7 +11,7 @@ from conftest import assert_clean_failure, run_pinwise
 from pinwise.patterns import analyze
 from pinwise.comm import read_comm
 from pinwise.trace import TOOL
-from pinwise.workloads import TIME_REGEX, WORKLOADS, workload_command
+from pinwise.workloads import WORKLOADS, workload_command
 
 needs_tracer = pytest.mark.skipif(shutil.which("valgrind") is None or not TOOL.exists(),
                                   reason="Valgrind or pinwise's Valgrind tool is missing")
