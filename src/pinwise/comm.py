@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PinwiseError
-from .files import read_input, write_text_atomic
+from .files import read_document, read_input, write_text_atomic
 from .plan import Rounds
 
 COMM_FORMAT = "pinwise-comm"
@@ -104,12 +104,7 @@ def _vector(document: dict, name: str, threads: int, source: str) -> np.ndarray 
 def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise PinwiseError(f"{source} is not valid JSON ({err})") from None
-        if not isinstance(document, dict) or document.get("format") != COMM_FORMAT:
-            raise PinwiseError(f"{source} is not a pinwise communication matrix (expected \"format\": \"{COMM_FORMAT}\")")
+        document = read_document(text, source, COMM_FORMAT, "a pinwise communication matrix")
         matrix = validate_matrix(document.get("matrix"), source)
         threads = document.get("threads", matrix.shape[0])
         if threads != matrix.shape[0]:

@@ -1,4 +1,5 @@
-"""Writing output files so that a failure never leaves a half-written one behind."""
+"""Reading users' input files with one clear error per way they fail, and writing output files so
+that a failure never leaves a half-written one behind."""
 
 from __future__ import annotations
 
@@ -51,3 +52,17 @@ def read_input(path: str | Path, what: str, binary: bool = False) -> str | bytes
         raise PinwiseError(f"cannot read {what} {str(path)!r}: {err.strerror}") from None
     except UnicodeDecodeError:
         raise PinwiseError(f"{what} {str(path)!r} is not text") from None
+
+
+def read_document(text: str | bytes, source: str, format_name: str, what: str) -> dict:
+    """A JSON document of one of pinwise's file formats (``{"format": format_name, ...}``), or one
+    clear error naming ``source`` and what it should have been (``what``, e.g. "a pinwise topology")."""
+    import json
+
+    try:
+        document = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PinwiseError(f"{source} is not valid JSON ({err})") from None
+    if not isinstance(document, dict) or document.get("format") != format_name:
+        raise PinwiseError(f"{source} is not {what} (expected \"format\": \"{format_name}\")")
+    return document

@@ -247,14 +247,9 @@ class Plan:
     def from_json(cls, text: str, source: str = "mapping file") -> Plan:
         """Read :meth:`to_json`'s output, or a version 1 file (``pus`` and the policy only, no
         machine: it runs wherever its CPUs exist)."""
-        import json
+        from .files import read_document
 
-        try:
-            document = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise PinwiseError(f"{source} is not valid JSON ({err})") from None
-        if not isinstance(document, dict) or document.get("format") != MAPPING_FORMAT:
-            raise PinwiseError(f"{source} is not a pinwise mapping file (expected \"format\": \"{MAPPING_FORMAT}\")")
+        document = read_document(text, source, MAPPING_FORMAT, "a pinwise mapping file")
 
         def field(name, kind, default=None):
             value = document.get(name, default)

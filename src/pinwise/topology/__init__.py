@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import PinwiseError
-from ..files import read_input
+from ..files import read_document, read_input
 from .model import LEVEL_ORDER, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk
 from .render import render
 from .synthetic import PRESETS, parse_synthetic, preset, to_synthetic
@@ -90,12 +90,7 @@ def read_json(path: str | Path) -> Topology:
 
 
 def from_json(text: str, source: str = "<json>") -> Topology:
-    try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PinwiseError(f"{source} is not valid JSON ({err})") from None
-    if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
-        raise PinwiseError(f"{source} is not a pinwise topology (expected \"format\": \"{JSON_FORMAT}\")")
+    document = read_document(text, source, JSON_FORMAT, "a pinwise topology")
     specs: list[ObjectSpec] = []
 
     def walk(node: object) -> frozenset[int]:
