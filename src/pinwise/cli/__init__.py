@@ -65,36 +65,15 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-class _Skipped:
-    """Stands in for the parser of a command that is not being run: its arguments are not built."""
-
-    def add_argument(self, *args, **kwargs):
-        return None
-
-    def add_argument_group(self, *args, **kwargs):
-        return self
-
-    def set_defaults(self, **kwargs):
-        return None
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line, or with ``only`` the arguments of that command alone (the others
-    keep their name and help line): building all of them costs more than pinning a program."""
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pinwise",
         description="Place the threads of parallel programs on the cores of multicore machines, "
                     "and prove with statistics that it helped.",
     )
     parser.add_argument("--version", action="version", version=f"pinwise {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    subparsers.required = True
-
-    class commands:  # noqa: N801 - reads like the subparsers object it wraps
-        @staticmethod
-        def add_parser(name: str, **kwargs):
-            command = subparsers.add_parser(name, **kwargs)
-            return command if only is None or only == name else _Skipped()
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
 
     topo = commands.add_parser("topo", help="show the machine: packages, NUMA nodes, caches, cores, PUs",
                                description="Show a machine as a tree (what this process may use is marked).")
@@ -250,8 +229,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
-    parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
+    parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
     warnings.simplefilter("always", UserWarning)
