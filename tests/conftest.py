@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from pinwise.comm import CommMatrix
+from pinwise.bench.db import Run
+from pinwise.comm import CommMatrix, TraceInfo
 
 # Property tests: in CI the same examples every run (derandomized), so a latent bug cannot turn
 # one landing red and the next green; on a developer's machine they keep drawing new ones, which
@@ -86,15 +87,15 @@ class FakeProgram:
         self.generators: dict[str, np.random.Generator] = {}
         self.calls: list[str] = []
 
-    def __call__(self, argv, plan, pattern, timeout, counters) -> dict:
+    def __call__(self, argv, plan, pattern, timeout, counters) -> Run:
         placement = "os" if plan is None else plan.cpulist()
         rng = self.generators.setdefault(placement, np.random.default_rng(zlib.crc32(placement.encode()) + self.seed))
         wall = self.medians.get(placement, self.medians["other"]) * float(np.exp(rng.normal(0, self.sigma)))
         self.calls.append(placement)
-        return {"started": "2026-01-01T00:00:00", "wall": wall, "program_time": None, "user": wall, "sys": 0.0,
-                "max_rss_kb": 1000, "migrations": 0, "context_switches": 2, "energy_j": None, "exit_status": 0,
-                "failure": None, "misplaced": 0, "placement": placement, "load1": 2 + 2 * self.busy,
-                "others_cpu": self.busy * 2 * wall, "steal_cpu": 0.0, "all_cpu": 2 * wall}
+        return Run(started="2026-01-01T00:00:00", wall=wall, program_time=None, user=wall, sys=0.0, max_rss_kb=1000,
+                   migrations=0, context_switches=2, energy_j=None, exit_status=0, failure=None, misplaced=0,
+                   placement=placement, load1=2 + 2 * self.busy, others_cpu=self.busy * 2 * wall, steal_cpu=0.0,
+                   all_cpu=2 * wall)
 
 
 def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
@@ -106,8 +107,8 @@ def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
     spawns, late = [], []
     for r in range(count):
         first = 1 + r * size
-        spawns += [["create", first + j] for j in range(size)]
-        joins = [["join", first + j] for j in range(size)]
+        spawns += [("create", first + j) for j in range(size)]
+        joins = [("join", first + j) for j in range(size)]
         if overlap:
             joins, rest = joins[:1], joins[1:]
             late += rest
@@ -118,4 +119,4 @@ def in_rounds(size: int, count: int, overlap: bool = False) -> CommMatrix:
     matrix = matrix + matrix.T
     instructions = np.array([50.0] + [1e4] * (threads - 1))
     return CommMatrix(matrix, np.ones(threads), instructions,
-                      {"creators": [None] + [0] * (threads - 1), "spawns": spawns + late})
+                      TraceInfo(creators=(None,) + (0,) * (threads - 1), spawns=tuple(spawns + late)))

@@ -46,7 +46,7 @@ def sample(tmp_path, policy: str) -> np.ndarray:
         rows = db.runs(connection, db.latest_experiment(connection).id)
     finally:
         connection.close()
-    return np.array([r["wall"] for r in rows if r["policy"] == policy])
+    return np.array([r.wall for r in rows if r.policy == policy])
 
 
 REUSE_TOGETHER = [

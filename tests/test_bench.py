@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import PINWISE, assert_clean_failure, compile_program, need, run_pinwise
+from conftest import PINWISE, assert_clean_failure, compile_program, run_pinwise
 
 from pinwise.bench import open_db
 from pinwise.bench.db import experiments, runs
@@ -41,11 +41,11 @@ def test_every_run_is_recorded_under_its_placement_and_read_back(tmp_path):
     assert "together ran" in result.stdout and "apart ran" in result.stdout
     assert policy_counts(db_path) == {"os": 6, "together": 6, "apart": 6}
     rows = runs(open_db(db_path, create=False), 1)
-    assert {r["policy"]: r["placement"] for r in rows} == {"os": "os", "together": "1,0,0,1", "apart": "1,0,1,0"}
-    assert all(r["failure"] is None and r["misplaced"] == 0 and r["program_time"] > 0 for r in rows)
-    assert all(r["migrations"] is not None and r["user"] >= 0 and r["max_rss_kb"] > 0 for r in rows)
+    assert {r.policy: r.placement for r in rows} == {"os": "os", "together": "1,0,0,1", "apart": "1,0,1,0"}
+    assert all(r.failure is None and r.misplaced == 0 and r.program_time > 0 for r in rows)
+    assert all(r.migrations is not None and r.user >= 0 and r.max_rss_kb > 0 for r in rows)
     # /proc/stat counts 10 ms ticks: a short run may see none, the bench's sum does.
-    assert all(0 <= r["others_cpu"] <= r["all_cpu"] for r in rows) and sum(r["all_cpu"] for r in rows) > 0
+    assert all(0 <= r.others_cpu <= r.all_cpu for r in rows) and sum(r.all_cpu for r in rows) > 0
     connection = open_db(db_path, create=False)
     summary = summarize(connection, experiments(connection)[0])
     connection.close()
@@ -58,7 +58,7 @@ def test_runs_are_interleaved_in_shuffled_blocks(tmp_path):
     run_pinwise("bench", "--db", db_path, "-r", "4", "--policies", "os,compact,scatter", "--quiet", "--seed", "5",
                 "--", "/bin/true", check=True)
     rows = runs(open_db(db_path, create=False), 1)
-    blocks = [[r["policy"] for r in rows if r["block"] == b] for b in range(4)]
+    blocks = [[r.policy for r in rows if r.block == b] for b in range(4)]
     assert all(sorted(b) == ["compact", "os", "scatter"] for b in blocks)  # each block runs every policy once
     assert len({tuple(b) for b in blocks}) > 1  # in a new order
 
@@ -107,7 +107,7 @@ def test_timeout_kills_a_hanging_program(tmp_path):
                          "--", "/bin/sleep", "30")
     assert result.returncode == 1 and "timeout after 0.5 s" in result.stdout + result.stderr
     row = runs(open_db(db_path, create=False), 1)[0]
-    assert row["failure"] == "timeout after 0.5 s" and row["exit_status"] == -signal.SIGKILL
+    assert row.failure == "timeout after 0.5 s" and row.exit_status == -signal.SIGKILL
 
 
 def test_refuses_to_mix_experiments_unless_new(tmp_path):
@@ -169,14 +169,6 @@ def _which(name):
     import shutil
 
     return shutil.which(name)
-
-
-def test_hyperfine_style_lines_and_papers_table(tmp_path):
-    db_path = str(tmp_path / "t.db")
-    run_pinwise("bench", "--db", db_path, "-r", "3", "--policies", "os,compact", "--quiet", "--", need("true"),
-                check=True)
-    out = run_pinwise("report", db_path, check=True).stdout
-    assert "speedup median [CI]" in out and "compact ran" in out and "variance" in out
 
 
 def test_a_busy_machine_is_named_and_the_verdict_is_inconclusive(tmp_path):

@@ -3,9 +3,13 @@ one thread per role; the mapping of a folded matrix repeats from the first worke
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 from conftest import in_rounds
 
+from pinwise.errors import PinwiseError
 from pinwise.comm import CommMatrix, Rounds, find_rounds, fold_rounds, parse_comm
 from pinwise.mapping import compute_mapping, idle_creator
 from pinwise.topology import load_topology
@@ -22,16 +26,28 @@ def test_rounds_are_found_from_the_creators_calls():
 def test_no_rounds_without_the_calls_or_with_other_creators():
     plain = in_rounds(4, 3)
     assert find_rounds(CommMatrix(plain.matrix)) is None
-    nested = in_rounds(4, 3)
-    nested.metadata["creators"][5] = 2                              # a worker created a worker
-    assert find_rounds(nested) is None
-    uneven = in_rounds(4, 3)
-    spawns = uneven.metadata["spawns"]                              # round 1 is 3 + 5 threads
-    spawns.insert(spawns.index(["create", 5]) + 1, spawns.pop(spawns.index(["join", 4])))
-    assert find_rounds(uneven) is None
-    damaged = in_rounds(4, 3)
-    damaged.metadata["spawns"][0] = ["fork", 1]
-    assert find_rounds(damaged) is None
+    comm = in_rounds(4, 3)
+    creators = list(comm.info.creators)
+    creators[5] = 2                                                 # a worker created a worker
+    assert find_rounds(replace(comm, info=replace(comm.info, creators=tuple(creators)))) is None
+    spawns = list(comm.info.spawns)                                 # round 1 is 3 + 5 threads
+    spawns.insert(spawns.index(("create", 5)) + 1, spawns.pop(spawns.index(("join", 4))))
+    assert find_rounds(replace(comm, info=replace(comm.info, spawns=tuple(spawns)))) is None
+
+
+def test_trace_info_survives_a_file_and_refuses_damaged_fields():
+    comm = in_rounds(4, 3)
+    again = parse_comm(comm.to_json())
+    assert again.info == comm.info and find_rounds(again) == Rounds(4, 3, 13)
+    document = json.loads(comm.to_json())
+    document["site"] = {"cluster": "x"}                             # unknown keys are kept as they are
+    assert parse_comm(json.dumps(document)).info.extra == {"site": {"cluster": "x"}}
+    assert json.loads(parse_comm(json.dumps(document)).to_json())["site"] == {"cluster": "x"}
+    for key, value in (("spawns", [["fork", 1]]), ("creators", ["main"]), ("partial", "yes"),
+                       ("total_accesses", True), ("rounds", {"size": 4}), ("window", {"lines": 3})):
+        damaged = dict(document, **{key: value})
+        with pytest.raises(PinwiseError, match=f'"{key}" has an unexpected value'):
+            parse_comm(json.dumps(damaged), "c.json")
 
 
 def test_folding_sums_each_role_over_the_rounds():
@@ -42,9 +58,9 @@ def test_folding_sums_each_role_over_the_rounds():
     assert folded.matrix[1, 2] == folded.matrix[3, 4] == 3003
     assert folded.matrix[1, 3] == 0 and folded.matrix.sum() == 4 * 3003
     assert folded.instructions.tolist() == [50, 3e4, 3e4, 3e4, 3e4]
-    assert folded.metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
-    assert "spawns" not in folded.metadata and "creators" not in folded.metadata
-    assert parse_comm(folded.to_json()).metadata["rounds"] == {"size": 4, "count": 3, "threads": 13}
+    assert folded.info.rounds == Rounds(4, 3, 13)
+    assert folded.info.spawns is None and folded.info.creators is None
+    assert parse_comm(folded.to_json()).info.rounds == Rounds(4, 3, 13)
 
 
 def test_mapping_a_matrix_in_rounds_plans_one_round_and_repeats_from_slot_1():
@@ -65,5 +81,5 @@ def test_creator_is_idle_below_a_tenth_of_a_worker(main_work, idle):
     comm.instructions[0] = main_work
     assert idle_creator(comm) is idle
     # What it executed while its workers lived counts, not the program's start-up.
-    comm.metadata["instructions_together"] = [10.0] + [1e4] * 4
+    comm = replace(comm, info=replace(comm.info, instructions_together=(10,) + (10_000,) * 4))
     assert idle_creator(comm)

@@ -46,7 +46,7 @@ def test_bench_accepts_every_name_of_the_registry(tmp_path, pairs_csv):
     assert result.returncode == 0, result.stderr
     connection = db.open_db(database, create=False)
     try:
-        recorded = [row["policy"] for row in db.runs(connection, db.latest_experiment(connection).id)]
+        recorded = [row.policy for row in db.runs(connection, db.latest_experiment(connection).id)]
     finally:
         connection.close()
     assert sorted(recorded) == sorted(NAMES)  # one run of each, none dropped or renamed

@@ -4,12 +4,16 @@ produce "significant" beside an interval that contains 1."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import io
+import math
 import re
+import statistics
 
 import numpy as np
-
-from conftest import FakeProgram
+import pytest
+from conftest import FakeProgram, run_pinwise
 from rich.console import Console
 
 from pinwise import stats
@@ -62,8 +66,8 @@ def test_significant_never_stands_beside_an_interval_containing_one(tmp_path):
 def test_one_level_is_printed_with_its_correction(tmp_path):
     summary = boundary_summary(tmp_path, 0)
     assert summary.level_text() == "one-sided tests and intervals at 95%"
-    summary.correction = "95% overall, Bonferroni over 3 looks x 2 candidates"
-    summary.confidence = 1 - 0.05 / 6
+    summary = replace(summary, correction="95% overall, Bonferroni over 3 looks x 2 candidates",
+                      confidence=1 - 0.05 / 6)
     assert summary.level_text() == ("one-sided tests and intervals at 99.17% "
                                     "(95% overall, Bonferroni over 3 looks x 2 candidates)")
 
@@ -81,3 +85,65 @@ def neighbours(threads: int) -> np.ndarray:
     for i in range(threads - 1):
         m[i, i + 1] = m[i + 1, i] = 100
     return m
+
+
+def test_report_lines_carry_the_figures_of_the_recorded_runs(tmp_path):
+    """Planted medians: `fast` takes half the baseline's time, `slow` 1.3 times it, `same` as much.
+    Every figure of `pinwise report` (the papers' table and hyperfine's lines) is recomputed here
+    from the database's runs by its definition, not through pinwise.stats."""
+    candidates = build_candidates(["os"], ["fast=0", "slow=1", "same=0,1"], TOPOLOGY, None)
+    path = tmp_path / "planted.db"
+    program = FakeProgram({"os": 1.0, "0": 0.5, "1": 1.3, "other": 1.0}, 0.02)
+    run_bench(["/bin/true"], candidates, TOPOLOGY, str(path), BenchOptions(12, progress=False, seed=3), runner=program)
+    connection = db.open_db(path, create=False)
+    times = {}
+    for run in db.runs(connection, 1):
+        times.setdefault(run.policy, []).append(run.wall)
+    connection.close()
+    out = run_pinwise("report", str(path), check=True).stdout
+    base = times["os"]
+
+    def mean(x):
+        return sum(x) / len(x)
+
+    def variance(x):
+        return sum((v - mean(x)) ** 2 for v in x) / (len(x) - 1)
+
+    lines = {line.split()[0]: line for line in out.splitlines() if " ran " in line}
+    assert set(lines) == {"fast", "slow", "same"}
+    for name, sample in times.items():
+        if name == "os":
+            continue
+        found = re.match(rf"{name} ran (\S+) ± (\S+) times (faster|slower) than os: (.*); variance (\S+) x os's$",
+                         lines[name])
+        assert found, lines[name]
+        ratio = mean(base) / mean(sample)
+        error = ratio * math.sqrt(variance(base) / mean(base) ** 2 + variance(sample) / mean(sample) ** 2)
+        shown, shown_error = (ratio, error) if ratio >= 1 else (1 / ratio, error / ratio ** 2)
+        assert found.group(1) == f"{shown:.2f}" and found.group(2) == f"{shown_error:.2f}"
+        assert found.group(3) == ("faster" if ratio >= 1 else "slower")
+        assert float(found.group(5)) == pytest.approx(variance(sample) / variance(base), rel=0.05)
+        # fast and slow are separated from os: U = 0 or n*m, and the large-sample Mann-Whitney
+        # p (normal, continuity-corrected) is the same number either way.
+        n = m = 12
+        u = sum((b > c) + 0.5 * (b == c) for b in base for c in sample)
+        z = (abs(u - n * m / 2) - 0.5) / math.sqrt(n * m * (n + m + 1) / 12)
+        p = 0.5 * math.erfc(z / math.sqrt(2))
+        verdict = found.group(4)
+        if name == "fast":
+            assert u == n * m and verdict.startswith(f"significantly faster (median test p={p:.2g}, mean test p=")
+        elif name == "slow":
+            assert u == 0 and verdict == f"significantly slower (median test p={p:.2g})"
+        else:
+            assert verdict == "no significant difference"
+    assert out.rstrip().splitlines()[-1] == "best: fast (CPUs 0)"
+    table = {cells[0]: cells for cells in
+             ([c.strip() for c in line.strip("│").split("│")] for line in out.splitlines() if line.startswith("│"))}
+    assert [table[name][1] for name in ("os", "fast", "slow", "same")] == ["12"] * 4
+    for name, sample in times.items():
+        assert table[name][8] == f"{variance(sample):.3g}"
+        assert table[name][9] == f"{math.sqrt(variance(sample)) / mean(sample):.1%}"
+        if name != "os":
+            assert table[name][5].startswith(f"{mean(base) / mean(sample):.2f} [")
+            assert table[name][6].startswith(f"{statistics.median(base) / statistics.median(sample):.2f} [")
+    assert table["fast"][7] == "yes/yes" and table["slow"][7].endswith("/no") and table["same"][7] == "no/no"

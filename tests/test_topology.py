@@ -276,12 +276,6 @@ def test_random_xml_like_text_never_traceback(text):
         pass
 
 
-def test_usage_errors_are_one_line():
-    assert_clean_failure(run_pinwise(), "COMMAND")
-    assert_clean_failure(run_pinwise("topo", "--of", "foo"), "invalid choice", "pinwise topo --help")
-    assert_clean_failure(run_pinwise("nosuchcommand"), "invalid choice")
-
-
 def test_instruction_caches_alone_are_no_machine():
     """Found by the property test above on one of its random draws: a string of instruction
     caches only (which placement ignores) left no level and raised IndexError."""

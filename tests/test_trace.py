@@ -45,8 +45,8 @@ def test_pairs_give_two_heavy_blocks(tmp_path):
     comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS)
     assert comm.threads == 4
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
-    assert comm.metadata["tool"].startswith("pinwise-valgrind") and comm.metadata["partial"] is False
-    assert comm.metadata["command"][0] == PATTERNS
+    assert comm.info.tool.startswith("pinwise-valgrind") and comm.info.partial is False
+    assert comm.info.command[0] == PATTERNS
 
 
 def test_neighbour_gives_a_band(tmp_path):
@@ -174,7 +174,7 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
 
 def test_mazouz_alpha_model(tmp_path):
     comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS, options=("--model", "mazouz"))
-    assert comm.metadata["model"] == "mazouz"
+    assert comm.info.model == "mazouz"
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
 
 
@@ -228,7 +228,7 @@ def test_progress_line_shows_on_a_terminal(tmp_path):
 def test_many_threads(tmp_path):
     comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "600", "-i", "3")
     assert comm.threads == 600 and comm.matrix.shape == (600, 600)
-    assert comm.metadata["memory_bytes"] > 600 * 600 * 8  # the matrix itself is counted
+    assert comm.info.memory_bytes > 600 * 600 * 8  # the matrix itself is counted
     assert all(comm.matrix[i, i + 1] > 0 for i in range(599))
 
 
@@ -240,14 +240,13 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
     create/join calls, from which the rounds follow whatever the scheduler did."""
     comm = traced(tmp_path, str(NATIVE_DIR / "bin" / program), *arguments)
     assert comm.threads == 13
-    assert comm.metadata["creators"] == [None] + [0] * 12
-    for key in ("lifetimes", "lifetimes_traced"):  # natively, and as Valgrind ran them
-        lifetimes = comm.metadata[key]
+    assert comm.info.creators == (None,) + (0,) * 12
+    for lifetimes in (comm.info.lifetimes, comm.info.lifetimes_traced):  # natively, and as Valgrind ran them
         assert len(lifetimes) == 13 and all(start <= end for start, end in lifetimes)
-    expected = [[kind, 1 + 4 * r + j] for r in range(3) for kind in ("create", "join") for j in range(4)]
-    assert comm.metadata["spawns"] == expected
+    expected = tuple((kind, 1 + 4 * r + j) for r in range(3) for kind in ("create", "join") for j in range(4))
+    assert comm.info.spawns == expected
     assert find_rounds(comm) == Rounds(4, 3, 13)
-    assert comm.metadata["instructions_together"][0] < comm.instructions[0]  # the loader ran before any worker
+    assert comm.info.instructions_together[0] < comm.instructions[0]  # the loader ran before any worker
     folded = by_role(comm).matrix
     assert folded.shape == (5, 5)
     for worker, partner in ((1, 2), (2, 1), (3, 4), (4, 3)):  # each role's heaviest peer is its partner

@@ -3,9 +3,9 @@
 File formats (both read by :func:`read_comm`, JSON written by :func:`write_comm`):
 
 - JSON, ``{"format": "pinwise-comm", "version": 1, "threads": T, "matrix": [[...], ...]}``, with
-  optional ``"accesses"`` (AccV: memory accesses per thread), ``"instructions"`` (per thread),
-  ``"model"`` (``"diener"`` communication events or ``"mazouz"`` alpha), ``"command"``,
-  ``"window"``, ``"partial"`` and ``"tool"``: what the tracer (``pinwise trace``) writes.
+  optional ``"accesses"`` (AccV: memory accesses per thread), ``"instructions"`` (per thread) and
+  the fields of :class:`TraceInfo` (how the tracer, ``pinwise trace``, measured it). Other keys
+  are kept as they are.
 - CSV as numalize-style tools write it: T lines of T numbers separated by commas (or semicolons or
   blanks); thread i's row is line i. Lines starting with ``#`` are comments.
 
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -34,14 +35,122 @@ class SymmetrisedWarning(UserWarning):
     """The matrix was not symmetric and was replaced by (M + Mᵀ)/2."""
 
 
-@dataclass
+def _ints(value) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+def _pairs(value) -> tuple[tuple[int, int], ...]:
+    return tuple((int(a), int(b)) for a, b in value)
+
+
+def _spawns(value) -> tuple[tuple[str, int], ...]:
+    events = tuple((str(kind), int(thread)) for kind, thread in value)
+    if any(kind not in ("create", "join") for kind, _ in events):
+        raise ValueError("events are create or join")
+    return events
+
+
+def _creators(value) -> tuple[int | None, ...]:
+    return tuple(None if v is None else int(v) for v in value)
+
+
+def _rounds(value) -> Rounds:
+    return Rounds(int(value["size"]), int(value["count"]), int(value.get("threads", 0)))
+
+
+def _window(value) -> dict:
+    if len(value) != 1 or next(iter(value)) not in ("accesses", "milliseconds"):
+        raise ValueError("one of accesses or milliseconds")
+    return {k: int(v) for k, v in value.items()}
+
+
+#: TraceInfo field -> (JSON type accepted, conversion to the field's type).
+_FIELD_READERS = {
+    "model": (str, str), "tool": (str, str), "source": (str, str), "partial": (bool, bool),
+    "command": (list, lambda v: tuple(str(a) for a in v)), "exit_status": (int, int), "seconds": ((int, float), float),
+    "total_accesses": (int, int), "lines_tracked": (int, int), "lines_dropped": (int, int),
+    "memory_bytes": (int, int), "cache_bytes": (int, int), "window": (dict, _window),
+    "creators": (list, _creators), "spawns": (list, _spawns), "lifetimes": (list, _pairs),
+    "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
+}
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """How a matrix was measured and what the trace saw of the threads' structure: the fields
+    ``pinwise trace`` writes beside the matrix (all optional; a CSV matrix has none of them)."""
+
+    model: str = "diener"                    # "diener" (communication events) or "mazouz" (alpha)
+    command: tuple[str, ...] | None = None   # the traced program and its arguments
+    tool: str | None = None                  # the tracer's version
+    source: str | None = None                # the file a CSV matrix came from
+    partial: bool = False                    # the program did not end normally: what was seen so far
+    exit_status: int | None = None
+    seconds: float | None = None             # how long the trace took
+    total_accesses: int = 0                  # memory accesses the tracer saw
+    lines_tracked: int = 0                   # cache lines in its table
+    lines_dropped: int = 0                   # accesses to lines past --max-lines, not counted
+    memory_bytes: int = 0                    # the tracer's memory: table, matrix, line cache
+    cache_bytes: int = 0
+    window: dict | None = None               # {"accesses": N} or {"milliseconds": N}
+    #: Per thread (creation order, main = 0): the thread that created it (None for main).
+    creators: tuple[int | None, ...] | None = None
+    #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread).
+    spawns: tuple[tuple[str, int], ...] | None = None
+    #: Per thread, [start, end] in ns of one native run, and in traced accesses under Valgrind.
+    lifetimes: tuple[tuple[int, int], ...] | None = None
+    lifetimes_traced: tuple[tuple[int, int], ...] | None = None
+    #: Per thread, instructions executed while another thread was alive.
+    instructions_together: tuple[int, ...] | None = None
+    #: Set on a matrix folded to one thread per role (fold_rounds).
+    rounds: Rounds | None = None
+    #: Keys of the file that pinwise does not know, kept as they were.
+    extra: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def from_document(cls, document: dict, source: str) -> TraceInfo:
+        """The known keys of a comm document, each checked; one error names a key of the wrong type."""
+        values, extra = {}, {}
+        for key, value in document.items():
+            if key in ("format", "version", "threads", "matrix", "accesses", "instructions"):
+                continue
+            if key not in _FIELD_READERS:
+                extra[key] = value
+                continue
+            kind, convert = _FIELD_READERS[key]
+            if value is None:
+                continue
+            try:
+                if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                    raise TypeError
+                values[key] = convert(value)
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+                raise PinwiseError(f"{source}: \"{key}\" has an unexpected value ({str(value)[:60]})") from None
+        return cls(**values, extra=MappingProxyType(extra))
+
+    def to_document(self) -> dict:
+        """The non-empty fields as JSON values (tuples as lists), unknown keys included."""
+        document = dict(self.extra)
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "extra" or value is None:
+                continue
+            if isinstance(value, Rounds):
+                value = {"size": value.size, "count": value.count, "threads": value.threads}
+            elif isinstance(value, tuple):
+                value = [list(v) if isinstance(v, tuple) else v for v in value]
+            document[item.name] = value
+        return document
+
+
+@dataclass(frozen=True, eq=False)
 class CommMatrix:
     """T x T communication between threads (thread ids in creation order, main = 0)."""
 
     matrix: np.ndarray
     accesses: np.ndarray | None = None
     instructions: np.ndarray | None = None
-    metadata: dict = field(default_factory=dict)
+    info: TraceInfo = field(default_factory=TraceInfo)
 
     @property
     def threads(self) -> int:
@@ -52,8 +161,7 @@ class CommMatrix:
         return cls(validate_matrix(values, source), **kwargs)
 
     def to_json(self) -> str:
-        document = {"format": COMM_FORMAT, "version": 1, "threads": self.threads,
-                    **{k: v for k, v in self.metadata.items() if k not in ("format", "version", "threads")},
+        document = {"format": COMM_FORMAT, "version": 1, "threads": self.threads, **self.info.to_document(),
                     "matrix": _plain(self.matrix)}
         if self.accesses is not None:
             document["accesses"] = _plain(self.accesses)
@@ -109,9 +217,9 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         threads = document.get("threads", matrix.shape[0])
         if threads != matrix.shape[0]:
             raise PinwiseError(f"{source}: \"threads\" says {threads} but the matrix has {matrix.shape[0]} rows")
-        metadata = {k: v for k, v in document.items() if k not in ("matrix", "accesses", "instructions")}
         return CommMatrix(matrix, _vector(document, "accesses", matrix.shape[0], source),
-                          _vector(document, "instructions", matrix.shape[0], source), metadata)
+                          _vector(document, "instructions", matrix.shape[0], source),
+                          TraceInfo.from_document(document, source))
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -126,7 +234,7 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         raise PinwiseError(f"{source} is empty: a matrix file needs T rows of T numbers")
     if len({len(r) for r in rows}) != 1:
         raise PinwiseError(f"{source}: rows have different lengths ({sorted({len(r) for r in rows})})")
-    return CommMatrix(validate_matrix(rows, source), metadata={"source": source})
+    return CommMatrix(validate_matrix(rows, source), info=TraceInfo(source=source))
 
 
 def read_comm(path: str | Path) -> CommMatrix:
@@ -139,27 +247,24 @@ def write_comm(comm: CommMatrix, path: str | Path) -> None:
 
 def find_rounds(comm: CommMatrix) -> Rounds | None:
     """Rounds from the main thread's pthread_create and pthread_join calls, in its program order
-    (``"spawns"`` in the metadata: what ``pinwise trace`` records in its native run): it creates
+    (:attr:`TraceInfo.spawns`: what ``pinwise trace`` records in its native run): it creates
     ``size`` workers, joins every one of them, creates ``size`` more, at least twice, and creates
-    every other thread itself (``"creators"``, where the trace has them).
+    every other thread itself (:attr:`TraceInfo.creators`, where the trace has them).
 
     This is the program's structure, not its timing: lifetimes cannot show it reliably (under
     Valgrind threads take turns; natively, on a busy or small machine, a creator starved by its
     first workers creates the rest late). None for one pool that lives through the run, workers
     that create workers, or a matrix without the calls."""
-    spawns, creators = comm.metadata.get("spawns"), comm.metadata.get("creators")
+    spawns, creators = comm.info.spawns, comm.info.creators
     threads = comm.threads
-    if not isinstance(spawns, list) or threads < 3:
+    if spawns is None or threads < 3:
         return None
-    if isinstance(creators, list) and (len(creators) != threads or any(c != 0 for c in creators[1:])):
+    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
         return None
     rounds: list[list[int]] = []
     alive: set[int] = set()
     joined_since_create = True
-    for event in spawns:
-        if not (isinstance(event, list) and len(event) == 2 and event[0] in ("create", "join")):
-            return None
-        kind, thread = event
+    for kind, thread in spawns:
         if kind == "create":
             if joined_since_create:
                 if alive:  # a round starts while workers of the last one still live: no rounds
@@ -187,10 +292,9 @@ def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
     fold = np.zeros((size, comm.threads))
     fold[roles, np.arange(comm.threads)] = 1
     matrix = fold @ comm.matrix @ fold.T
-    per_thread = ("creators", "lifetimes", "lifetimes_traced", "spawns", "instructions_together")
-    metadata = {k: v for k, v in comm.metadata.items() if k not in per_thread}
-    if "instructions_together" in comm.metadata:
-        metadata["instructions_together"] = (fold @ np.array(comm.metadata["instructions_together"], float)).tolist()
-    metadata["rounds"] = {"size": rounds.size, "count": rounds.count, "threads": comm.threads}
+    together = comm.info.instructions_together
+    info = replace(comm.info, creators=None, spawns=None, lifetimes=None, lifetimes_traced=None,
+                   rounds=Rounds(rounds.size, rounds.count, comm.threads),
+                   instructions_together=None if together is None else _ints(fold @ np.array(together, float)))
     return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
-                      None if comm.instructions is None else fold @ comm.instructions, metadata)
+                      None if comm.instructions is None else fold @ comm.instructions, info)

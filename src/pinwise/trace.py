@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,7 @@ def parse_trace(text: str, source: str) -> CommMatrix:
     """Read the tool's plain-text output (format in pw_main.c) into a CommMatrix."""
     import numpy as np
 
-    from .comm import CommMatrix
+    from .comm import CommMatrix, TraceInfo
 
     lines = text.splitlines()
     header: dict[str, list[str]] = {}
@@ -88,32 +89,35 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
         accesses = np.array([float(v) for v in header["accv"]])
         instructions = np.array([float(v) for v in header["load"]])
+        info = _header_info(header)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
-    metadata = {
+    return CommMatrix(matrix, accesses, instructions, TraceInfo(**info))
+
+
+def _header_info(header: dict[str, list[str]]) -> dict:
+    """TraceInfo's fields from the header lines of the tool's output."""
+    lines_tracked, lines_dropped = (int(v) for v in header.get("lines", ["0", "0"])[:2])
+    info = {
         "model": header.get("model", ["diener"])[0],
         "partial": header.get("partial", ["0"])[0] == "1",
         "total_accesses": int(header.get("accesses", ["0"])[0]),
-        "lines_tracked": int(header.get("lines", ["0", "0"])[0]),
-        "lines_dropped": int(header.get("lines", ["0", "0"])[1]),
+        "lines_tracked": lines_tracked, "lines_dropped": lines_dropped,
         "memory_bytes": int(header.get("table-bytes", ["0"])[0]),
         "cache_bytes": int(header.get("cache-bytes", ["0"])[0]),
     }
-    try:  # dumps of tools older than the creator and lifetime lines have neither
-        if "load-together" in header:
-            metadata["instructions_together"] = [int(v) for v in header["load-together"]]
-        if "creator" in header:
-            metadata["creators"] = [None] + [int(v) for v in header["creator"][1:]]
-        if "lifetime" in header:
-            ends = [int(v) for v in header["lifetime"]]
-            metadata["lifetimes_traced"] = [ends[i:i + 2] for i in range(0, len(ends), 2)]
-    except ValueError as err:
-        raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
+    if "load-together" in header:  # dumps of tools older than these lines have none of them
+        info["instructions_together"] = tuple(int(v) for v in header["load-together"])
+    if "creator" in header:
+        info["creators"] = (None, *(int(v) for v in header["creator"][1:]))
+    if "lifetime" in header:
+        ends = [int(v) for v in header["lifetime"]]
+        info["lifetimes_traced"] = tuple((ends[i], ends[i + 1]) for i in range(0, len(ends) - 1, 2))
     if "window" in header:
-        metadata["window"] = {"accesses": int(header["window"][0])}
+        info["window"] = {"accesses": int(header["window"][0])}
     if "window-ms" in header:
-        metadata["window"] = {"milliseconds": int(header["window-ms"][0])}
-    return CommMatrix(matrix, accesses, instructions, metadata)
+        info["window"] = {"milliseconds": int(header["window-ms"][0])}
+    return info
 
 
 def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
@@ -167,19 +171,19 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             why = "was interrupted" if interrupted else f"ended with status {returncode}"
             raise PinwiseError(f"{argv[0]} {why} before the tracer wrote anything; nothing saved")
         comm = parse_trace(result_path.read_text(), str(result_path))
-    partial = comm.metadata["partial"] or returncode != 0 or interrupted
+    partial = comm.info.partial or returncode != 0 or interrupted
+    observed = {}
     if native_run and not partial:
         if show:
             print("tracing done; one native run for the threads' lifetimes and rounds ...", file=sys.stderr)
         from .pinning.launcher import observe_threads
 
-        observed = observe_threads(argv, extra_env)
-        if observed is not None and len(observed["lifetimes"]) == comm.threads:
-            comm.metadata.update(observed)
-    comm.metadata.update({
-        "command": [program, *argv[1:]], "threads": comm.threads, "tool": TOOL_VERSION, "partial": partial,
-        "exit_status": returncode, "seconds": round(time.perf_counter() - start, 3),
-    })
+        found = observe_threads(argv, extra_env)
+        if found is not None and len(found["lifetimes"]) == comm.threads:
+            observed = {"lifetimes": tuple(map(tuple, found["lifetimes"])), "spawns": tuple(map(tuple, found["spawns"]))}
+    info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
+                   exit_status=returncode, seconds=round(time.perf_counter() - start, 3))
+    comm = replace(comm, info=info)
     write_comm(comm, output)
     if partial:
         reason = "was interrupted" if interrupted else (

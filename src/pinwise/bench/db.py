@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from ..errors import PinwiseError
@@ -67,15 +67,54 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 
-RUN_FIELDS = ("block", "policy", "warmup", "position", "placement", "seed", "started", "wall", "program_time",
-              "user", "sys", "max_rss_kb", "migrations", "context_switches", "energy_j", "exit_status", "failure",
-              "misplaced", "load1", "others_cpu", "steal_cpu", "all_cpu")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the program under one placement: a row of the ``runs`` table.
+
+    The runner fills in what it measured; the bench adds where the run sits in the experiment
+    (``block``, ``policy``, ``warmup``, ``position``, and ``seed`` for a random placement)."""
+
+    started: str                       # local time at the start, ISO 8601
+    wall: float                        # seconds from fork to the end of the wait
+    program_time: float | None         # seconds the program printed (--time-regex), if read
+    user: float                        # CPU seconds (rusage of the whole process tree)
+    sys: float
+    max_rss_kb: int
+    migrations: int | None             # software perf events; None where unavailable
+    context_switches: int | None
+    energy_j: float | None             # RAPL, where readable
+    exit_status: int                   # negative: killed by that signal
+    failure: str | None                # None for a good run, else why it does not count
+    misplaced: int                     # threads read back off the CPU their slot names
+    placement: str                     # the CPU list the run used, or "os"
+    load1: float | None = None         # busy-ness of the machine (bench/noise.py)
+    others_cpu: float | None = None
+    steal_cpu: float | None = None
+    all_cpu: float | None = None
+    block: int = 0
+    policy: str = ""
+    warmup: int = 0
+    position: int | None = None
+    seed: int | None = None
+
+    @property
+    def time(self) -> float:
+        """The run's time: what the program printed if it was read, else wall time."""
+        return self.program_time if self.program_time is not None else self.wall
+
+
+RUN_FIELDS = tuple(f.name for f in fields(Run))
 #: Columns added after the first release: (name, SQL type), added to older databases on open.
 ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Experiment:
+    """One bench of one command: its configuration and the machine it ran on (a row of
+    ``experiments``)."""
+
     id: int
     created: str
     command: list[str]
@@ -145,13 +184,14 @@ def done_runs(connection: sqlite3.Connection, experiment: int) -> set[tuple[int,
             connection.execute("SELECT block, policy, warmup FROM runs WHERE experiment = ?", (experiment,))}
 
 
-def record_run(connection: sqlite3.Connection, experiment: int, run: dict) -> None:
+def record_run(connection: sqlite3.Connection, experiment: int, run: Run) -> None:
     names = ", ".join(("experiment",) + RUN_FIELDS)
     marks = ", ".join("?" for _ in range(len(RUN_FIELDS) + 1))
-    connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})",
-                       (experiment, *(run.get(name) for name in RUN_FIELDS)))
+    connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", (experiment, *astuple(run)))
 
 
-def runs(connection: sqlite3.Connection, experiment: int, include_warmup: bool = False) -> list[dict]:
-    query = "SELECT * FROM runs WHERE experiment = ?" + ("" if include_warmup else " AND warmup = 0") + " ORDER BY id"
-    return [dict(row) for row in connection.execute(query, (experiment,))]
+def runs(connection: sqlite3.Connection, experiment: int, include_warmup: bool = False) -> list[Run]:
+    """The experiment's runs in the order they ended (warm-up runs only if asked)."""
+    query = (f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE experiment = ?"
+             + ("" if include_warmup else " AND warmup = 0") + " ORDER BY id")
+    return [Run(*row) for row in connection.execute(query, (experiment,))]

@@ -101,17 +101,17 @@ class Noise:
         return ", ".join(parts)
 
 
-def summarize_noise(rows: list[dict], samples: list) -> Noise:
-    """``rows``: the bench's measured runs as the database holds them; ``samples``: each
+def summarize_noise(rows: list, samples: list) -> Noise:
+    """``rows``: the bench's measured runs (:class:`pinwise.bench.db.Run`); ``samples``: each
     placement's times (for the CV and the outliers)."""
     def total(name):
-        values = [r.get(name) for r in rows]
+        values = [getattr(r, name) for r in rows]
         return None if not values or any(v is None for v in values) else sum(values)
 
     capacity = total("all_cpu")
     others, steal = total("others_cpu"), total("steal_cpu")
     share = (lambda v: None if v is None or not capacity else min(1.0, v / capacity))
-    loads = [r["load1"] for r in rows if r.get("load1") is not None]
+    loads = [r.load1 for r in rows if r.load1 is not None]
     cvs = [stats.spread(s).cv for s in samples if len(s) > 1 and stats.spread(s).mean > 0]
     return Noise(share(others), share(steal), max(loads) if loads else None,
                  min(cvs, default=0.0), max(cvs, default=0.0), sum(stats.outliers(s) for s in samples),

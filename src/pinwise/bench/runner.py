@@ -119,7 +119,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
-             counters: SoftwareCounters) -> dict:
+             counters: SoftwareCounters) -> db.Run:
     """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates."""
     with tempfile.TemporaryDirectory(prefix="pinwise-bench-") as tmp:
         log_path = str(Path(tmp) / "threads.log")
@@ -187,14 +187,13 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
     energy = None
     if energy_before is not None and energy_after is not None:
         energy = (energy_after - energy_before) / 1e6
-    return {
-        "started": started, "wall": wall, "program_time": program_time, "user": usage.ru_utime,
-        "sys": usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "migrations": delta("migrations"),
-        "context_switches": context_switches, "energy_j": energy, "exit_status": code, "failure": failure,
-        "misplaced": sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
-        "placement": "os" if plan is None else plan.cpulist(), "load1": load,
-        **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime),
-    }
+    return db.Run(
+        started=started, wall=wall, program_time=program_time, user=usage.ru_utime, sys=usage.ru_stime,
+        max_rss_kb=usage.ru_maxrss, migrations=delta("migrations"), context_switches=context_switches,
+        energy_j=energy, exit_status=code, failure=failure,
+        misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
+        placement="os" if plan is None else plan.cpulist(), load1=load,
+        **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
 
 
 def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[str]:
@@ -213,7 +212,7 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
             if latest.config.get("runs") != config["runs"]:
                 connection.execute("UPDATE experiments SET config = ? WHERE id = ?",
                                    (json.dumps(config, sort_keys=True), latest.id))
-                latest.config = config
+                latest = replace(latest, config=config)
             return latest
         raise PinwiseError(
             f"{db_path} holds an experiment of another command or configuration ({latest.label!r}, "
@@ -310,12 +309,11 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
-                result = runner(argv, plan, pattern, timeout, counters)
-                result.update(block=block, policy=name, warmup=warm, seed=run_seed if candidate.random_threads else None,
-                              position=position)
+                result = replace(runner(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
+                                 seed=run_seed if candidate.random_threads else None, position=position)
                 db.record_run(connection, experiment.id, result)
-                if not warm and result["failure"] is None:
-                    medians.setdefault(name, []).append(result["program_time"] or result["wall"])
+                if not warm and result.failure is None:
+                    medians.setdefault(name, []).append(result.time)
                 text = "  ".join(f"{n} {sorted(v)[len(v) // 2] * 1e3:.1f}ms" for n, v in medians.items())
                 bar.update(task, advance=1, medians=text)
     finally:

@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pinwise {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    parser.commands = commands  # main() lets a command's own parser report a usage error
 
     topo = commands.add_parser("topo", help="show the machine: packages, NUMA nodes, caches, cores, PUs",
                                description="Show a machine as a tree (what this process may use is marked).")
@@ -230,7 +231,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # no command: what the commands are, not an error
+        parser.print_help()
+        return 0
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the usage error names the command's own help
+        parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
     warnings.simplefilter("always", UserWarning)
     try:

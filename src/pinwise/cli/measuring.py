@@ -100,14 +100,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
     comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
                  readonly=args.readonly, stack=args.stack, max_lines=args.max_lines, native_run=args.native_run)
-    meta = comm.metadata
-    print(f"wrote {args.output}: {comm.threads} threads, {meta['total_accesses']:,} accesses, "
-          f"{meta['lines_tracked']:,} lines tracked ({format_size(_whole_kib(meta['memory_bytes']))} of tracer memory, "
-          f"{format_size(_whole_kib(meta['cache_bytes']))} line cache)"
-          + (f", {meta['lines_dropped']:,} accesses to lines past --max-lines not counted" if meta["lines_dropped"] else "")
-          + (" [partial]" if meta["partial"] else ""), file=sys.stderr)
+    info = comm.info
+    print(f"wrote {args.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
+          f"{info.lines_tracked:,} lines tracked ({format_size(_whole_kib(info.memory_bytes))} of tracer memory, "
+          f"{format_size(_whole_kib(info.cache_bytes))} line cache)"
+          + (f", {info.lines_dropped:,} accesses to lines past --max-lines not counted" if info.lines_dropped else "")
+          + (" [partial]" if info.partial else ""), file=sys.stderr)
     print(f"next: pinwise analyze {args.output}", file=sys.stderr)
-    return 0 if not meta["partial"] else 1
+    return 0 if not info.partial else 1
 
 
 def _whole_kib(size: int) -> int:
@@ -154,7 +154,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
     console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
     console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
-    if comm.metadata.get("partial"):
+    if comm.info.partial:
         console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
     return 0
 

@@ -38,8 +38,8 @@ def idle_creator(comm) -> bool:
     workers), all of them otherwise. False when the matrix carries none, e.g. a CSV file."""
     if not isinstance(comm, CommMatrix):
         return False
-    together = comm.metadata.get("instructions_together")
-    instructions = np.array(together, dtype=np.float64) if isinstance(together, list) else comm.instructions
+    together = comm.info.instructions_together
+    instructions = np.array(together, dtype=np.float64) if together is not None else comm.instructions
     if instructions is None or len(instructions) < 3 or len(instructions) != comm.threads:
         return False
     workers = float(np.mean(instructions[1:]))
@@ -58,10 +58,7 @@ def by_role(comm):
 
 def traced_rounds(comm) -> Rounds | None:
     """The rounds a folded matrix stands for (see :func:`by_role`), if any."""
-    if isinstance(comm, CommMatrix) and isinstance(comm.metadata.get("rounds"), dict):
-        found = comm.metadata["rounds"]
-        return Rounds(int(found["size"]), int(found["count"]), int(found.get("threads", 0)))
-    return None
+    return comm.info.rounds if isinstance(comm, CommMatrix) else None
 
 
 def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,

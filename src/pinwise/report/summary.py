@@ -13,8 +13,11 @@ from ..bench import db
 from ..bench.noise import Noise, summarize_noise
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class PolicyResult:
+    """One placement of an experiment: its measured runs' times, their spread, and (for every
+    placement but the baseline) the Speedup-Test decisions and intervals against the baseline."""
+
     name: str
     placement: str
     times: np.ndarray                      # seconds, successful measured runs
@@ -48,7 +51,7 @@ class PolicyResult:
         return self.median.pvalue_slower < alpha and stats.agrees_with_interval(True, self.median_ci, faster=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExperimentSummary:
     experiment: db.Experiment
     metric: str
@@ -88,6 +91,34 @@ def _median(values) -> float | None:
     return float(np.median(values)) if values else None
 
 
+def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: str | None) -> PolicyResult:
+    """A placement's own figures, before any comparison."""
+    good = [r for r in mine if r.failure is None]
+    times = np.array([r.program_time if use_program_time else r.wall for r in good], dtype=np.float64)
+    placement = next((r.placement for r in mine if r.placement), planned or "os")
+    return PolicyResult(
+        name, placement if name != "random" else "new random permutation per run", times,
+        Counter(r.failure for r in mine if r.failure is not None),
+        spread=stats.spread(times) if len(times) else None,
+        migrations=_median(r.migrations for r in good), context_switches=_median(r.context_switches for r in good),
+        max_rss_kb=_median(r.max_rss_kb for r in good), misplaced_runs=sum(1 for r in good if r.misplaced))
+
+
+def _compared(base: PolicyResult, result: PolicyResult, confidence: float, seed: int) -> PolicyResult:
+    """``result`` with the Speedup-Test's decisions against ``base``; a test's "significant"
+    stands only when the bootstrap interval at the same level agrees."""
+    if len(result.times) < 2 or len(base.times) < 2:
+        return result
+    mean_ci = stats.speedup_interval(base.times, result.times, "mean", confidence, seed)
+    median_ci = stats.speedup_interval(base.times, result.times, "median", confidence, seed)
+    mean = stats.mean_test(base.times, result.times, confidence)
+    median = stats.median_test(base.times, result.times, confidence)
+    return replace(result, mean_ci=mean_ci, median_ci=median_ci,
+                   mean=replace(mean, significant=stats.agrees_with_interval(mean.significant, mean_ci)),
+                   median=replace(median, significant=stats.agrees_with_interval(median.significant, median_ci)),
+                   ratio=stats.ratio_error(base.times, result.times))
+
+
 def summarize(connection, experiment: db.Experiment, baseline: str = "os", confidence: float = 0.95,
               seed: int = 0, correction: str = "") -> ExperimentSummary:
     """Every placement's spread and Speedup-Test decisions against ``baseline``, all at one
@@ -95,43 +126,22 @@ def summarize(connection, experiment: db.Experiment, baseline: str = "os", confi
     ``correction``). A test's "significant" stands only when the bootstrap interval at the same
     level agrees (:func:`pinwise.stats.agrees_with_interval`)."""
     rows = db.runs(connection, experiment.id)
-    names = experiment.config.get("candidates") or sorted({r["policy"] for r in rows})
+    names = experiment.config.get("candidates") or sorted({r.policy for r in rows})
     if baseline not in names:
         baseline = names[0]
     use_program_time = bool(experiment.config.get("time_regex"))
     metric = "program time" if use_program_time else "wall time"
-    results = []
-    for name in names:
-        mine = [r for r in rows if r["policy"] == name]
-        good = [r for r in mine if r["failure"] is None]
-        times = np.array([r["program_time"] if use_program_time else r["wall"] for r in good], dtype=np.float64)
-        placement = next((r["placement"] for r in mine if r["placement"]), experiment.config.get("plans", {}).get(name) or "os")
-        result = PolicyResult(name, placement if name != "random" else "new random permutation per run", times,
-                              Counter(r["failure"] for r in mine if r["failure"] is not None))
-        if len(times):
-            result.spread = stats.spread(times)
-        result.migrations = _median(r["migrations"] for r in good)
-        result.context_switches = _median(r["context_switches"] for r in good)
-        result.max_rss_kb = _median(r["max_rss_kb"] for r in good)
-        result.misplaced_runs = sum(1 for r in good if r["misplaced"])
-        results.append(result)
-    base = next(r for r in results if r.name == baseline)
-    for result in results:
-        if result is base or len(result.times) < 2 or len(base.times) < 2:
-            continue
-        mean = stats.mean_test(base.times, result.times, confidence)
-        median = stats.median_test(base.times, result.times, confidence)
-        result.mean_ci = stats.speedup_interval(base.times, result.times, "mean", confidence, seed)
-        result.median_ci = stats.speedup_interval(base.times, result.times, "median", confidence, seed)
-        result.mean = replace(mean, significant=stats.agrees_with_interval(mean.significant, result.mean_ci))
-        result.median = replace(median, significant=stats.agrees_with_interval(median.significant, result.median_ci))
-        result.ratio = stats.ratio_error(base.times, result.times)
-    measured = [r for r in rows if r["failure"] is None]
-    noise = summarize_noise(measured, [r.times for r in results if len(r.times)])
+    plans = experiment.config.get("plans", {})
+    measured = {name: _measured(name, [r for r in rows if r.policy == name], use_program_time, plans.get(name))
+                for name in names}
+    base = measured[baseline]
+    results = [result if result is base else _compared(base, result, confidence, seed)
+               for result in measured.values()]
+    noise = summarize_noise([r for r in rows if r.failure is None], [r.times for r in results if len(r.times)])
     return ExperimentSummary(experiment, metric, baseline, confidence, results, correction, noise)
 
 
-@dataclass
+@dataclass(frozen=True)
 class OverallRow:
     policy: str
     overall: stats.Overall

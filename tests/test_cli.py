@@ -1,0 +1,94 @@
+"""The command line itself (pinwise.cli): help, usage errors, and how every error, warning,
+interruption and closed pipe reaches the user. What each command computes is tested with its
+module; here, that the shell around it keeps its promises."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import PINWISE, assert_clean_failure, run_pinwise
+
+from pinwise.cli import build_parser, main
+
+COMMANDS = sorted(build_parser().commands.choices)
+
+
+def test_no_arguments_prints_the_commands_and_succeeds():
+    result = run_pinwise()
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("usage: pinwise")
+    for command in COMMANDS:
+        assert f"    {command} " in result.stdout, command
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_its_help(command):
+    result = run_pinwise(command, "--help")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith(f"usage: pinwise {command}")
+    description = build_parser().commands.choices[command].description
+    assert " ".join(description.split()[:4]) in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("arguments, words", [
+    (("place",), "invalid choice: 'place'"),
+    (("run", "--bogus", "--", "true"), "unrecognized arguments: --bogus (see pinwise run --help)"),
+    (("map", "m.json", "extra"), "unrecognized arguments: extra (see pinwise map --help)"),
+    (("bench", "-r", "three", "--", "true"), "argument -r/--runs: invalid int value: 'three' (see pinwise bench --help)"),
+    (("topo", "--of", "yaml"), "argument --of: invalid choice: 'yaml'"),
+    (("pin",), "the following arguments are required: --pid (see pinwise pin --help)"),
+])
+def test_a_usage_error_is_one_line_that_names_the_commands_help(arguments, words):
+    result = run_pinwise(*arguments)
+    assert result.returncode == 2
+    assert_clean_failure(result, words)
+
+
+def test_an_error_of_the_work_is_one_line_with_its_exit_status(tmp_path):
+    result = run_pinwise("map", str(tmp_path / "missing.json"), "--policy", "compact")
+    assert result.returncode == 2
+    assert_clean_failure(result, "missing.json")
+
+
+def test_warnings_are_one_line_each(tmp_path):
+    asymmetric = tmp_path / "a.csv"
+    asymmetric.write_text("0,1\n3,0\n")
+    result = run_pinwise("map", str(asymmetric), "-t", "pack:1 core:2 pu:1", "--policy", "locality", "-f", "cpulist")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [f"pinwise: warning: {asymmetric}: the matrix is not symmetric; "
+                                          "using (M + M^T) / 2"]
+
+
+def test_main_is_callable_from_python(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["map", "--help"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("usage: pinwise map")
+    assert main(["topo", "-t", "pack:1 core:2 pu:1", "--of", "synthetic"]) == 0
+    assert capsys.readouterr().out.strip() == "NUMANode:1 Package:1 Core:2 PU:1"
+    assert main(["run", "--cpus", "7", "-t", "pack:1 core:2 pu:1", "--print", "--", "true"]) == 2
+    assert capsys.readouterr().err.startswith("pinwise: error:")
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`pinwise ... | head -1`: the reader goes away; no traceback, no "Broken pipe" noise."""
+    shell = subprocess.run(f"{PINWISE} topo -t x7550 | head -1", shell=True, capture_output=True, text=True,
+                           timeout=60)
+    assert shell.returncode == 0 and shell.stdout.count("\n") == 1
+    assert shell.stderr == ""
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    """SIGINT while a bench runs: the program is killed, the runs done are kept, one line says so."""
+    process = subprocess.Popen([PINWISE, "bench", "--db", str(tmp_path / "i.db"), "-r", "50", "--policies", "os",
+                                "--", "sleep", "0.213"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("pinwise: interrupted"), err
+    assert "Traceback" not in err
+    assert subprocess.run(["pgrep", "-f", "sleep 0.213"], capture_output=True).returncode == 1  # nothing left behind
