@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, replace
 
 from . import policies
 from .cpulist import parse_cpulist
 from .errors import PinwiseError
+from .frozen import Frozen
 from .plan import Machine, Plan, parse_skip_mask, read_plan
 
 CREATOR_MODES = ("auto", "last", "policy")
@@ -26,8 +26,7 @@ class PlacementWarning(UserWarning):
     """Something about the placement the user should know before the program runs."""
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(Frozen):
     """A placement as a user writes it: exactly one of ``cpus``, ``expr``, ``policy``, ``mapping``,
     and the options that shape it."""
 
@@ -101,12 +100,12 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
         plan = Plan.from_cpus(likwid.evaluate(spec.expr, topology), source=f"likwid expression {spec.expr}",
                               machine=Machine.of(topology))
     if spec.threads is not None and spec.policy is None and spec.threads != plan.nb_slots:
-        plan = replace(plan, slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
+        plan = plan.replace(slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
                        repeat_from=min(plan.repeat_from, spec.threads - 1))
     if skip_mask:
-        plan = replace(plan, skip_mask=skip_mask)
+        plan = plan.replace(skip_mask=skip_mask)
     if spec.repeat_from:
-        plan = replace(plan, repeat_from=spec.repeat_from)
+        plan = plan.replace(repeat_from=spec.repeat_from)
     if topology is None and set(plan.all_cpus) <= os.sched_getaffinity(0):
         return plan  # CPUs this process may use exist and are allowed: no need to read the machine
     plan.validate(topology or _this_machine())

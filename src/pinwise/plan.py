@@ -14,18 +14,16 @@ for a 4-socket machine exist on many others, where they mean other cores. The ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from .cpulist import format_cpulist
 from .errors import PinwiseError
+from .frozen import Frozen
 
 MAX_SKIP_BITS = 64
 MAPPING_FORMAT = "pinwise-mapping"
 MAPPING_VERSION = 2
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Frozen):
     """The structure a plan was computed for: a fingerprint of the tree (object types and the PUs
     below each, cache sizes aside) and its shape in words, e.g. ``pack:2 core:1 pu:1``."""
 
@@ -37,8 +35,7 @@ class Machine:
         return cls(topology.fingerprint, topology.shape)
 
 
-@dataclass(frozen=True)
-class Rounds:
+class Rounds(Frozen):
     """Workers created in rounds: the creator (thread 0) starts ``size`` workers, joins them, and
     starts ``size`` more, ``count`` times; ``threads`` is how many the trace saw in all."""
 
@@ -51,8 +48,7 @@ class Rounds:
         return 0 if thread == 0 else 1 + (thread - 1) % self.size
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Frozen):
     """Per-slot CPU sets, plus the skip mask for helper threads."""
 
     slots: tuple[tuple[int, ...], ...]
@@ -110,7 +106,7 @@ class Plan:
         that only wrap from the start of a list (likwid-pin, OpenMP, taskset)."""
         if self.repeat_from == 0 or threads <= len(self.slots):
             return self
-        return replace(self, slots=tuple(self.cpus_for_slot(k) for k in range(threads)), repeat_from=0)
+        return self.replace(slots=tuple(self.cpus_for_slot(k) for k in range(threads)), repeat_from=0)
 
     @property
     def traced_threads(self) -> int | None:

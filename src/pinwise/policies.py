@@ -12,16 +12,14 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-
 from .errors import PinwiseError
+from .frozen import Frozen
 
 #: The kernel of a matrix policy: (matrix, SlotTree) -> PU of each thread.
 Kernel = Callable[..., list[int]]
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Frozen):
     """One entry of the registry."""
 
     name: str

@@ -24,11 +24,8 @@ from pathlib import Path
 from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
-from ..pinning.launcher import (
-    launchable_program,
-    parse_log,
-    preload_environment,
-)
+from ..pinning.launcher import launchable_program, preload_environment
+from ..pinning.log import parse_log
 from .. import policies
 from ..placement import Placement, resolve
 from ..plan import Plan
@@ -80,7 +77,7 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
         if not sep or not label.strip() or not spec.strip():
             raise PinwiseError(f"placement {text!r} must look like NAME=CPUS, e.g. together=1,0,0,1 or spread=S:scatter")
         plan = resolve(Placement.parse(spec), topology)
-        candidates.append(Candidate(label.strip(), None if plan is None else replace(plan, source=f"--placement {text}")))
+        candidates.append(Candidate(label.strip(), None if plan is None else plan.replace(source=f"--placement {text}")))
     names = [c.name for c in candidates]
     if not candidates:
         raise PinwiseError("nothing to compare: give --policies and/or --placement")

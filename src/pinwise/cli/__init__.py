@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -57,8 +58,32 @@ CREATOR_HELP = ("where a communication-aware policy puts thread 0, the creator: 
                 "thread it creates when the trace shows it idle), last, or policy (like any thread, as the papers do)")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, told the terminal's width once: by default it asks shutil for
+    every argument added, and importing shutil (with its compression modules) is a twentieth of
+    the start-up of ``pinwise run`` (benchmarks/pin_overhead.py)."""
+
+    columns: int | None = None
+
+    def __init__(self, prog: str, **kwargs):
+        if _Formatter.columns is None:
+            try:
+                _Formatter.columns = int(os.environ["COLUMNS"])
+            except (KeyError, ValueError):
+                try:
+                    _Formatter.columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+                except (AttributeError, ValueError, OSError):
+                    _Formatter.columns = 80
+        kwargs.setdefault("width", max(_Formatter.columns, 40) - 2)
+        super().__init__(prog, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and a pointer to --help), like every other error."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         print(f"pinwise: error: {message} (see {self.prog} --help)", file=sys.stderr)

@@ -6,8 +6,8 @@ The names below load on first use: ``pinwise run --cpus 0 -- prog`` imports only
 from __future__ import annotations
 
 _NAMES = {
-    "API_HEADER": "launcher", "API_LIBRARY": "launcher", "PRELOAD_LIBRARY": "launcher", "RunResult": "launcher",
-    "ThreadRecord": "launcher", "run_program": "launcher", "exec_program": "launcher",
+    "API_HEADER": "launcher", "API_LIBRARY": "launcher", "PRELOAD_LIBRARY": "launcher", "RunResult": "log",
+    "ThreadRecord": "log", "run_program": "launcher", "exec_program": "launcher",
     "likwid_domains": ("likwid", "domains"), "likwid_evaluate": ("likwid", "evaluate"),
     "current_placement": "live", "pin_self": "live", "pin_threads": "live", "pinned": "live",
     "Plan": ("..plan", "Plan"),

@@ -2,7 +2,7 @@
 
 The preload library (native/preload) does the pinning inside the program; this module prepares
 its environment, starts the program with the user's terminal, passes signals on, and parses the
-library's log into one :class:`ThreadRecord` per thread.
+library's log (:mod:`pinwise.pinning.log`) into one record per thread.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
-
-from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
-from ..plan import Plan
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, a tenth of `pinwise run`'s start-up
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from .log import RunResult
 
 #: Where the native part is installed, as a string: pathlib is the slowest import of a plain
 #: ``pinwise run`` (the Path forms below load it on first use).
@@ -34,41 +35,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass
-class ThreadRecord:
-    """One thread of the program: its slot, where it was asked to run, where it ran."""
-
-    pid: int
-    tid: int
-    index: int                # creation order, main thread = 0
-    slot: int                 # -1 for a skipped helper thread
-    requested: list[int]
-    start_cpu: int            # the CPU it ran on right after pinning
-    end_cpu: int | None = None  # the CPU it last ran on (None if it never reported, e.g. killed)
-    error: int = 0            # errno of sched_setaffinity, 0 when pinning worked
-    started_ns: int | None = None  # CLOCK_MONOTONIC when it started and ended (None in older logs)
-    ended_ns: int | None = None
-
-    @property
-    def ran_where_asked(self) -> bool:
-        cpus = [self.start_cpu] + ([self.end_cpu] if self.end_cpu is not None else [])
-        return self.error == 0 and all(cpu in self.requested for cpu in cpus if cpu >= 0)
-
-
-@dataclass
-class RunResult:
-    returncode: int
-    threads: list[ThreadRecord] = field(default_factory=list)
-    signal_name: str | None = None
-    pid: int | None = None                 # the process pinwise started
-    #: pthread_create/pthread_join calls as the log holds them: (kind, pid, calling TID, index)
-    spawns: list[tuple[str, int, int, int]] = field(default_factory=list)
-
-    @property
-    def misplaced(self) -> list[ThreadRecord]:
-        return [t for t in self.threads if not t.ran_where_asked]
-
-
 def find_program(argv: list[str]) -> str:
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
@@ -79,12 +45,12 @@ def find_program(argv: list[str]) -> str:
         if os.path.isdir(program) or not os.access(program, os.X_OK):
             raise PinwiseError(f"program {program!r} is not executable")
         return os.path.abspath(program)  # "./prog" must not turn into "prog", a PATH lookup
-    import shutil
-
-    found = shutil.which(program)
-    if found is None:
-        raise PinwiseError(f"program {program!r} not found on PATH")
-    return found
+    # shutil.which would do, but it imports the compression modules: a tenth of `pinwise run`'s start-up.
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise PinwiseError(f"program {program!r} not found on PATH")
 
 
 def is_static_executable(path: str) -> bool:
@@ -139,29 +105,6 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
     return env
 
 
-def parse_log(text: str) -> list[ThreadRecord]:
-    """One record per thread from the preload library's log (lines cut short by a crash are skipped)."""
-    threads: dict[tuple[int, int], ThreadRecord] = {}
-    for line in text.splitlines():
-        fields = line.split(" ")
-        try:
-            if fields[0] == "start" and len(fields) in (8, 9):
-                pid, tid, index, slot, error, cpu = (int(f) for f in fields[1:7])
-                started = int(fields[8]) if len(fields) == 9 else None
-                threads[(pid, tid)] = ThreadRecord(pid, tid, index, slot, parse_cpulist(fields[7]), cpu, None, error,
-                                                   started)
-            elif fields[0] == "end" and len(fields) in (4, 5):
-                pid, tid, cpu = (int(f) for f in fields[1:4])
-                if (pid, tid) in threads:
-                    if cpu >= 0:
-                        threads[(pid, tid)].end_cpu = cpu
-                    if len(fields) == 5:
-                        threads[(pid, tid)].ended_ns = int(fields[4])
-        except (ValueError, PinwiseError):
-            continue  # a line cut short by a crash: the rest of the log still counts
-    return sorted(threads.values(), key=lambda t: (t.pid, t.index))
-
-
 def program_environment(plan: Plan | None, log_path: str | None, follow_children: bool = False,
                         omp: bool = False, extra_env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a pinned program starts with: the preload library's variables, or with
@@ -198,6 +141,8 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     import subprocess
     import tempfile
 
+    from .log import RunResult, parse_log, parse_spawns
+
     program = launchable_program(argv)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
@@ -218,25 +163,8 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
             text = log.read()
     finally:
         os.unlink(log_path)
-    threads = parse_log(text)
-    result = RunResult(returncode, threads, pid=process.pid, spawns=parse_spawns(text))
-    if returncode < 0:
-        result.signal_name = signal.Signals(-returncode).name
-    return result
-
-
-def parse_spawns(text: str) -> list[tuple[str, int, int, int]]:
-    """The log's ``create``/``join`` records in file order: (kind, pid, calling TID, thread index).
-    One thread's records are in its program order."""
-    events = []
-    for line in text.splitlines():
-        fields = line.split(" ")
-        if fields[0] in ("create", "join") and len(fields) == 5:
-            try:
-                events.append((fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
-            except ValueError:
-                continue
-    return events
+    return RunResult(returncode, parse_log(text), signal.Signals(-returncode).name if returncode < 0 else None,
+                     process.pid, parse_spawns(text))
 
 
 def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) -> dict | None:

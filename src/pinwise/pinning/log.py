@@ -1,0 +1,95 @@
+"""The preload library's log: where each thread of a pinned program was asked to run and ran.
+
+The library (native/preload/preload.c) appends one line per event, written with one write(2) so
+that lines of concurrent threads never interleave:
+
+- ``start PID TID INDEX SLOT ERRNO CPU CPUS NS``: a thread began; INDEX is its creation order in
+  the process (main = 0), SLOT its slot of the plan (-1: a skipped helper), ERRNO what
+  sched_setaffinity returned (0: pinned), CPU where it ran right after, CPUS the CPUs it was given,
+  NS CLOCK_MONOTONIC in nanoseconds (absent in logs of older libraries);
+- ``end PID TID CPU NS``: the thread ended on CPU (-1: unknown);
+- ``create|join PID TID INDEX NS``: thread TID created or joined the thread of creation order INDEX.
+
+A program killed mid-line leaves a cut line, which is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cpulist import parse_cpulist
+from ..errors import PinwiseError
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """One thread of the program: its slot, where it was asked to run, where it ran."""
+
+    pid: int
+    tid: int
+    index: int                # creation order, main thread = 0
+    slot: int                 # -1 for a skipped helper thread
+    requested: tuple[int, ...]
+    start_cpu: int            # the CPU it ran on right after pinning
+    end_cpu: int | None = None  # the CPU it last ran on (None if it never reported, e.g. killed)
+    error: int = 0            # errno of sched_setaffinity, 0 when pinning worked
+    started_ns: int | None = None  # CLOCK_MONOTONIC when it started and ended (None in older logs)
+    ended_ns: int | None = None
+
+    @property
+    def ran_where_asked(self) -> bool:
+        cpus = [self.start_cpu] + ([self.end_cpu] if self.end_cpu is not None else [])
+        return self.error == 0 and all(cpu in self.requested for cpu in cpus if cpu >= 0)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A program run under the preload library: its exit, and every thread's record."""
+
+    returncode: int
+    threads: tuple[ThreadRecord, ...] = ()
+    signal_name: str | None = None         # the signal that killed it, if one did
+    pid: int | None = None                 # the process pinwise started
+    #: pthread_create/pthread_join calls as the log holds them: (kind, pid, calling TID, index)
+    spawns: tuple[tuple[str, int, int, int], ...] = ()
+
+    @property
+    def misplaced(self) -> list[ThreadRecord]:
+        return [t for t in self.threads if not t.ran_where_asked]
+
+
+def parse_log(text: str) -> tuple[ThreadRecord, ...]:
+    """One record per thread, ordered by process and creation (lines cut short by a crash are skipped)."""
+    starts: dict[tuple[int, int], tuple] = {}
+    ends: dict[tuple[int, int], tuple[int | None, int | None]] = {}
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            if fields[0] == "start" and len(fields) in (8, 9):
+                pid, tid, index, slot, error, cpu = (int(f) for f in fields[1:7])
+                started = int(fields[8]) if len(fields) == 9 else None
+                starts[(pid, tid)] = (pid, tid, index, slot, tuple(parse_cpulist(fields[7])), cpu, error, started)
+            elif fields[0] == "end" and len(fields) in (4, 5):
+                pid, tid, cpu = (int(f) for f in fields[1:4])
+                ends[(pid, tid)] = (cpu if cpu >= 0 else None, int(fields[4]) if len(fields) == 5 else None)
+        except (ValueError, PinwiseError):
+            continue  # a line cut short by a crash: the rest of the log still counts
+    records = []
+    for key, (pid, tid, index, slot, requested, cpu, error, started) in starts.items():
+        end_cpu, ended = ends.get(key, (None, None))
+        records.append(ThreadRecord(pid, tid, index, slot, requested, cpu, end_cpu, error, started, ended))
+    return tuple(sorted(records, key=lambda t: (t.pid, t.index)))
+
+
+def parse_spawns(text: str) -> tuple[tuple[str, int, int, int], ...]:
+    """The log's ``create``/``join`` records in file order: (kind, pid, calling TID, thread index).
+    One thread's records are in its program order."""
+    events = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if fields[0] in ("create", "join") and len(fields) == 5:
+            try:
+                events.append((fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+            except ValueError:
+                continue
+    return tuple(events)
