@@ -128,11 +128,24 @@ def test_refuses_to_mix_experiments_unless_new(tmp_path):
     (["--placement", "broken"], ["NAME=CPUS"]),
     (["--placement", "x=0,7"], ["CPU 7 does not exist"]),
     (["--time-regex", "(unclosed"], ["not a regular expression"]),
-    (["--timeout", "-1"], ["positive"]),
+    (["--timeout", "-1"], ["--timeout", "at least 0.001"]),
+    (["--timeout", "inf"], ["--timeout", "'inf' is not a number"]),
+    (["-r", "1_0"], ["--runs", "not a whole number"]),
+    (["-r", "\u0661"], ["--runs", "not a whole number"]),
+    (["-r", "10" * 7], ["--runs", "at most 100000"]),
+    (["-n", "0"], ["--threads", "at least 1"]),
+    (["--confidence", "2"], ["--confidence", "at most 0.9999"]),
+    (["--confidence", "nan"], ["--confidence", "not a number"]),
+    (["--baseline", "nope"], ["--baseline 'nope' is none of the placements"]),
+    (["--policies", "os,compact", "--comm", "COMM"], ["--comm is read only by the policies that need the matrix"]),
 ])
 def test_bad_bench_input(tmp_path, arguments, words):
+    comm = tmp_path / "m.csv"
+    comm.write_text("0,1\n1,0\n")
+    arguments = [str(comm) if a == "COMM" else a for a in arguments]
     result = run_pinwise("bench", "--db", str(tmp_path / "x.db"), "--quiet", *arguments, "--", "/bin/true")
     assert_clean_failure(result, *words)
+    assert not (tmp_path / "x.db").exists()  # refused before anything was written
 
 
 def test_unreadable_databases(tmp_path):

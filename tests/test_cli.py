@@ -37,7 +37,7 @@ def test_every_command_has_its_help(command):
     (("place",), "invalid choice: 'place'"),
     (("run", "--bogus", "--", "true"), "unrecognized arguments: --bogus (see pinwise run --help)"),
     (("map", "m.json", "extra"), "unrecognized arguments: extra (see pinwise map --help)"),
-    (("bench", "-r", "three", "--", "true"), "argument -r/--runs: invalid int value: 'three' (see pinwise bench --help)"),
+    (("bench", "-r", "three", "--", "true"), "argument -r/--runs: value 'three' is not a whole number (digits 0-9 only) (see pinwise bench --help)"),
     (("topo", "--of", "yaml"), "argument --of: invalid choice: 'yaml'"),
     (("pin",), "the following arguments are required: --pid (see pinwise pin --help)"),
 ])

@@ -223,7 +223,9 @@ def test_pin_running_process(threads_exe):
     finally:
         process.stdin.close()
         process.wait(timeout=30)
-    assert_clean_failure(run_pinwise("pin", "--pid", "999999999", "--cpus", "0"), "no process")
+    missing = next(pid for pid in range(4_194_303, 1, -1) if not os.path.exists(f"/proc/{pid}"))
+    assert_clean_failure(run_pinwise("pin", "--pid", str(missing), "--cpus", "0"), "no process")
+    assert_clean_failure(run_pinwise("pin", "--pid", "999999999", "--cpus", "0"), "--pid", "at most 4194304")
 
 
 def test_python_api_pins_calling_thread():

@@ -10,6 +10,7 @@ from pinwise import policies
 from pinwise.auto import run_auto
 from pinwise.bench import db
 from pinwise.bench.runner import build_candidates, unique_candidates
+from pinwise.cli.placing import reads_matrix
 from pinwise.comm import CommMatrix
 from pinwise.errors import PinwiseError
 from pinwise.topology import load_topology, preset
@@ -30,8 +31,10 @@ def pairs_csv(tmp_path_factory):
 def test_map_and_run_accept_every_name_of_the_registry(pairs_csv):
     for name in [*NAMES, *(alias for p in policies.REGISTRY.values() for alias in p.aliases)]:
         mapped = run_pinwise("map", str(pairs_csv), "-t", "nehalem", "--policy", name, "-f", "cpulist", "--seed", "3")
-        printed = run_pinwise("run", "-t", "nehalem", "--policy", name, "--comm", str(pairs_csv), "--seed", "3",
-                              "--print")
+        threads = len(pairs_csv.read_text().splitlines())
+        # the others refuse --comm: they are told the matrix's thread count instead
+        comm = ["--comm", str(pairs_csv)] if reads_matrix(name) else ["-n", str(threads)]
+        printed = run_pinwise("run", "-t", "nehalem", "--policy", name, *comm, "--seed", "3", "--print")
         assert mapped.returncode == 0 and printed.returncode == 0, (name, mapped.stderr, printed.stderr)
         if name == "os":
             assert "no pinning" in mapped.stdout and "no pinning" in printed.stdout

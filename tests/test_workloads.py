@@ -38,7 +38,7 @@ def test_workload_cli():
     printed = run_pinwise("workload", "run", "pairs", "--print", check=True).stdout.split()
     assert printed[1:3] == ["pairs", "-t"]
     assert_clean_failure(run_pinwise("workload", "run", "nosuch"), "unknown workload")
-    assert_clean_failure(run_pinwise("workload", "run", "pairs", "--shared-ratio", "2"), "between 0 and 1")
+    assert_clean_failure(run_pinwise("workload", "run", "pairs", "--shared-ratio", "2"), "--shared-ratio", "at most 1")
     assert_clean_failure(run_pinwise("workload", "run"), "which workload")
 
 

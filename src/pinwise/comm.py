@@ -17,6 +17,7 @@ thread with itself) is kept as given; mapping policies ignore it.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -29,6 +30,9 @@ from .files import read_document, read_input, write_text_atomic
 from .plan import Rounds
 
 COMM_FORMAT = "pinwise-comm"
+#: Larger values overflow the sums of the metrics and costs; only ratios between entries matter.
+MAX_VALUE = 1e100
+_CSV_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?\Z")
 
 
 class SymmetrisedWarning(UserWarning):
@@ -177,11 +181,20 @@ def _plain(array: np.ndarray):
     return array.tolist()
 
 
+def _only_numbers(values) -> bool:
+    """Lists of lists of ints and floats (no booleans, no strings), as JSON gives them."""
+    return isinstance(values, list) and all(
+        isinstance(row, list) and all(type(v) in (int, float) for v in row) for row in values)
+
+
 def validate_matrix(values, source: str = "matrix") -> np.ndarray:
+    if isinstance(values, list) and not _only_numbers(values):
+        raise PinwiseError(f"{source}: the matrix must be a list of rows of numbers (no strings, booleans or nulls)")
     try:
-        matrix = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PinwiseError(f"{source}: the matrix must hold numbers only") from None
+        with np.errstate(over="raise"):
+            matrix = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        raise PinwiseError(f"{source}: the matrix must hold numbers only (finite, below 1e308)") from None
     if matrix.ndim != 2 or matrix.size == 0:
         raise PinwiseError(f"{source}: the matrix must be a non-empty square table of numbers (got shape {matrix.shape})")
     if matrix.shape[0] != matrix.shape[1]:
@@ -191,6 +204,8 @@ def validate_matrix(values, source: str = "matrix") -> np.ndarray:
     if np.any(matrix < 0):
         i, j = np.argwhere(matrix < 0)[0]
         raise PinwiseError(f"{source}: the matrix holds a negative value ({matrix[i, j]:g} at row {i}, column {j})")
+    if np.any(matrix > MAX_VALUE):
+        raise PinwiseError(f"{source}: the matrix holds values above {MAX_VALUE:g}; scale it down (only ratios matter)")
     if not np.allclose(matrix, matrix.T, rtol=1e-9, atol=0):
         warnings.warn(f"{source}: the matrix is not symmetric; using (M + M^T) / 2", SymmetrisedWarning, stacklevel=2)
         matrix = (matrix + matrix.T) / 2
@@ -204,8 +219,10 @@ def _vector(document: dict, name: str, threads: int, source: str) -> np.ndarray 
         vector = np.array(document[name], dtype=np.float64)
     except (TypeError, ValueError):
         raise PinwiseError(f"{source}: \"{name}\" must be a list of numbers") from None
-    if vector.shape != (threads,) or not np.all(np.isfinite(vector)) or np.any(vector < 0):
-        raise PinwiseError(f"{source}: \"{name}\" must hold {threads} non-negative numbers, one per thread")
+    if (vector.shape != (threads,) or not np.all(np.isfinite(vector)) or np.any(vector < 0)
+            or np.any(vector > MAX_VALUE) or not all(type(v) in (int, float) for v in document[name])):
+        raise PinwiseError(f"{source}: \"{name}\" must hold {threads} non-negative numbers up to {MAX_VALUE:g}, "
+                           "one per thread")
     return vector
 
 
@@ -226,10 +243,9 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         if not line or line.startswith("#"):
             continue
         fields = [f for f in line.replace(";", ",").replace("\t", ",").replace(" ", ",").split(",") if f != ""]
-        try:
-            rows.append([float(f) for f in fields])
-        except ValueError:
-            raise PinwiseError(f"{source}, line {number}: {line[:40]!r} is not a row of numbers") from None
+        if not all(_CSV_NUMBER.match(f) for f in fields):  # float() would read "1_0", "inf", other scripts' digits
+            raise PinwiseError(f"{source}, line {number}: {line[:40]!r} is not a row of numbers")
+        rows.append([float(f) for f in fields])
     if not rows:
         raise PinwiseError(f"{source} is empty: a matrix file needs T rows of T numbers")
     if len({len(r) for r in rows}) != 1:

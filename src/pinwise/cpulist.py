@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from .errors import PinwiseError
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")  # ASCII digits only, as pinwise.numbers
 
 #: Upper bound on a CPU number; Linux's NR_CPUS maximum is 8192.
 MAX_CPU = 1 << 16
@@ -30,6 +30,8 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
             raise PinwiseError(
                 f"malformed {what} {text!r}: {part!r} is not a number or a range like 2-5 or 0-14:2"
             )
+        if max(len(g or "") for g in match.groups()) > 9:
+            raise PinwiseError(f"CPU number in {what} {text!r} is beyond any machine (max {MAX_CPU - 1})")
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         step = int(match.group(3)) if match.group(3) is not None else 1

@@ -138,10 +138,7 @@ def _conclusion(summaries) -> str:
     parts = []
     for summary in summaries:
         workload = summary.experiment.command[1] if len(summary.experiment.command) > 1 else summary.experiment.label
-        winner = summary.winner()
-        if winner:
-            parts.append(f"{workload} ran {winner.median.speedup:.1f}x faster (median) with {winner.name} than under the OS")
-        else:
-            parts.append(summary.no_gain_text(f"{workload} gained nothing significant from pinning, "
-                                              "so it is best left to the OS"))
+        parts.append(summary.conclusion(
+            lambda w: f"{workload} ran {w.median.speedup:.1f}x faster (median) with {w.name} than under the OS",
+            f"{workload} gained nothing significant from pinning, so it is best left to the OS"))
     return "; ".join(parts) + "."

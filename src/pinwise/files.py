@@ -20,8 +20,39 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     _write_atomic(path, text, "w")
 
 
+def check_output_file(path: str | Path, what: str = "output file") -> Path:
+    """Refuse, before any work is done, a path that cannot become a file: empty, a directory, or
+    in a folder that does not exist or cannot be written."""
+    text = str(path)
+    if not text.strip():
+        raise PinwiseError(f"{what}: the name is empty")
+    path = Path(text)
+    if path.is_dir():
+        raise PinwiseError(f"{what} {text!r} is a directory; give a file name (e.g. {text.rstrip('/')}/out)")
+    folder = path.parent
+    if not folder.is_dir():
+        raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} is not writable")
+    return path
+
+
+def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
+    """A folder to write into: it may not exist yet (it is created), but must not be a file."""
+    text = str(path)
+    if not text.strip():
+        raise PinwiseError(f"{what}: the name is empty")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise PinwiseError(f"{what} {text!r} is a file, not a folder")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise PinwiseError(f"{what} {text!r}: {str(existing)!r} is not a writable folder")
+    return path
+
+
 def _write_atomic(path: str | Path, content, mode: str) -> None:
-    path = Path(path)
+    path = check_output_file(path)
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
@@ -34,6 +65,9 @@ def _write_atomic(path: str | Path, content, mode: str) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is for the temporary file only
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise PinwiseError(f"cannot write {str(path)!r}: {err.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -63,6 +97,10 @@ def read_document(text: str | bytes, source: str, format_name: str, what: str) -
         document = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PinwiseError(f"{source} is not valid JSON ({err})") from None
+    except ValueError as err:  # an integer of thousands of digits
+        raise PinwiseError(f"{source} holds a number pinwise cannot read ({str(err).split(';')[0]})") from None
+    except RecursionError:
+        raise PinwiseError(f"{source} is nested too deeply to be {what}") from None
     if not isinstance(document, dict) or document.get("format") != format_name:
         raise PinwiseError(f"{source} is not {what} (expected \"format\": \"{format_name}\")")
     return document

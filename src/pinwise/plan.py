@@ -286,11 +286,10 @@ def parse_skip_mask(text: str | None) -> int:
     """likwid-pin's skip mask: a hex number (0x prefix optional), one bit per created thread."""
     if text is None or text == "":
         return 0
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise PinwiseError(f"skip mask {text!r} is not a hex number such as 0x1 or 0x3") from None
-    if value < 0 or value >= 1 << MAX_SKIP_BITS:
+    from .numbers import hex_number
+
+    value = hex_number(text, "skip mask")
+    if value >= 1 << MAX_SKIP_BITS:
         raise PinwiseError(f"skip mask {text!r} is beyond {MAX_SKIP_BITS} bits (one bit per created thread)")
     return value
 

@@ -16,7 +16,7 @@ from .runner import (
 
 def bench(argv: list[str], placements=("os", "compact", "scatter"), db_path: str = "pinwise-results.db", *,
           topology=None, comm=None, threads: int | None = None, options: BenchOptions = BenchOptions(progress=False),
-          baseline: str = "os", confidence: float = 0.95):
+          baseline: str | None = None, confidence: float = 0.95):
     """Run ``argv`` under each placement, ``options.runs`` times in shuffled blocks, record every
     run in ``db_path``, and return the :class:`pinwise.report.ExperimentSummary` with the
     Speedup-Test's decisions against ``baseline``. A placement is a policy name or ``NAME=SPEC``

@@ -14,8 +14,53 @@ import warnings
 
 from .. import __version__
 from ..errors import PinwiseError
+from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES
+
+#: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
+MAX_THREADS = 1 << 16
+MAX_SEED = (1 << 32) - 1
+
+
+def _whole(minimum: int = 0, maximum: int | None = None):
+    """An argparse type: ASCII digits only (pinwise.numbers), within the bounds, one clear message."""
+    def read(text: str) -> int:
+        try:
+            return whole_number(text, "value", minimum, maximum)
+        except PinwiseError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return read
+
+
+def _real(minimum: float | None = None, maximum: float | None = None):
+    """An argparse type for a finite real number within the bounds."""
+    def read(text: str) -> float:
+        try:
+            return real_number(text, "value", minimum, maximum)
+        except PinwiseError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return read
+
+
+def _checked(check, what: str):
+    """An argparse type that checks a path with ``check`` (pinwise.files) before any work starts."""
+    def read(text: str) -> str:
+        from ..files import check_output_file, check_output_folder
+
+        try:
+            {"file": check_output_file, "folder": check_output_folder}[check](text, what)
+        except PinwiseError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+    return read
+
+
+_OUTPUT_FILE = _checked("file", "output file")
+_OUTPUT_FOLDER = _checked("folder", "output folder")
+
+#: The confidence of the tests: a level, not a share of 100.
+_CONFIDENCE = _real(0.5, 0.9999)
 
 #: How ``pinwise map -f`` can print a mapping.
 MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likwid", "taskset", "json")
@@ -30,14 +75,14 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o'")
     parser.add_argument("--any-machine", action="store_true",
                         help="run a mapping file made for a machine of another structure anyway")
-    parser.add_argument("-n", "--threads", type=int, metavar="N",
+    parser.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), metavar="N",
                         help="number of threads to plan for (default: the CPU list's length, or every allowed CPU)")
     parser.add_argument("--skip", "-s", metavar="MASK",
                         help="hex mask of created threads that take no slot (likwid-pin -s), e.g. 0x1")
-    parser.add_argument("--repeat-from", type=int, default=0, metavar="SLOT",
+    parser.add_argument("--repeat-from", type=_whole(0, MAX_THREADS), default=0, metavar="SLOT",
                         help="past the last slot, start again at this slot (default 0, as likwid-pin wraps); 1 for "
                              "programs that create their workers in rounds, so the main thread's slot is not reused")
-    parser.add_argument("--seed", type=int, help="seed of the random policy (default: a new one, printed)")
+    parser.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy (default: a new one, printed)")
     parser.add_argument("--comm", metavar="FILE",
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
     parser.add_argument("--creator", choices=CREATOR_MODES, default="auto",
@@ -106,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_topology_option(topo)
     topo.add_argument("--of", choices=("text", "json", "xml", "synthetic"), default="text",
                       help="output format (default: text picture)")
-    topo.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+    topo.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE, help="write to FILE instead of standard output")
     topo.add_argument("--presets", action="store_true", help="list the named presets of the papers' machines")
     topo.set_defaults(handler="placing:cmd_topo")
 
@@ -133,17 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an unmodified program under pinwise's Valgrind tool and write its communication matrix "
                     "(threads numbered in creation order, main = 0, as pinwise run pins them).",
     )
-    tracer.add_argument("-o", "--output", default="comm.json", help="matrix file to write (default comm.json)")
-    tracer.add_argument("--window", type=int, default=1_000_000,
+    tracer.add_argument("-o", "--output", default="comm.json", type=_OUTPUT_FILE, help="matrix file to write (default comm.json)")
+    tracer.add_argument("--window", type=_whole(1, 10 ** 12), default=1_000_000,
                         help="accesses per thread per time window (default 1000000); sharing counts only within a "
                              "window, which spans a time slice of every thread")
-    tracer.add_argument("--window-ms", type=int, help="windows of this many milliseconds instead")
+    tracer.add_argument("--window-ms", type=_whole(1, 10 ** 9), help="windows of this many milliseconds instead")
     tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
                         help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
     tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
     tracer.add_argument("--stack", action="store_true",
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
-    tracer.add_argument("--max-lines", type=int, default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("--max-lines", type=_whole(1, 1 << 32), default=1 << 24, help="cache lines tracked at most (bounds memory)")
     tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
                         help="skip the one native run (output discarded) that records when each thread lived; "
                              "without it, workers created in rounds are not recognised")
@@ -154,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    description="Diener et al.'s HComm, BComm, AComm, RComm, the load balance, a heat "
                                                "map, the pattern and the recommended mapping policy.")
     analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
-    analyzer.add_argument("--png", metavar="FILE", help="write the heat map as a PNG")
+    analyzer.add_argument("--png", metavar="FILE", type=_OUTPUT_FILE, help="write the heat map as a PNG")
     analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
     analyzer.set_defaults(handler="measuring:cmd_analyze")
 
@@ -167,9 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
     mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
     mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
-    mapper.add_argument("--output", "-o", metavar="FILE", help="write the mapping file that 'pinwise run --mapping' reads")
-    mapper.add_argument("--threads", "-n", type=int, help="expected thread count (checked against the matrix)")
-    mapper.add_argument("--seed", type=int, help="seed of the random policy")
+    mapper.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE, help="write the mapping file that 'pinwise run --mapping' reads")
+    mapper.add_argument("--threads", "-n", type=_whole(1, MAX_THREADS), help="expected thread count (checked against the matrix)")
+    mapper.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
     _add_topology_option(mapper)
@@ -185,18 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
                             + policies.help_text())
     bench.add_argument("--placement", action="append", metavar="NAME=CPUS",
                        help="your own placement, a CPU list or likwid expression (repeatable), e.g. together=1,0,0,1")
-    bench.add_argument("-r", "--runs", type=int, default=35, help="measured runs per placement (default 35, as the papers)")
-    bench.add_argument("--warmup", type=int, default=0, help="warm-up blocks before measuring (default 0)")
-    bench.add_argument("-n", "--threads", type=int, help="threads to plan for (default: every allowed CPU)")
+    bench.add_argument("-r", "--runs", type=_whole(1, 100_000), default=35, help="measured runs per placement (default 35, as the papers)")
+    bench.add_argument("--warmup", type=_whole(0, 10_000), default=0, help="warm-up blocks before measuring (default 0)")
+    bench.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), help="threads to plan for (default: every allowed CPU)")
     bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
     bench.add_argument("--time-regex", metavar="RE",
                        help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
-    bench.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds and record it as failed")
+    bench.add_argument("--timeout", type=_real(0.001, 10 ** 7), metavar="S", help="kill a run after S seconds and record it as failed")
     bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
     bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
-    bench.add_argument("--seed", type=int, help="seed of the run order and of random placements")
-    bench.add_argument("--baseline", default="os", help="placement the speedups are measured against (default os)")
-    bench.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
+    bench.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the run order and of random placements")
+    bench.add_argument("--baseline", help="placement the speedups are measured against (default os)")
+    bench.add_argument("--confidence", type=_CONFIDENCE, default=0.95, help="confidence of the tests (default 0.95)")
     bench.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _add_topology_option(bench)
     bench.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
@@ -205,34 +250,34 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="tables, plots and an HTML report of a results database",
                                  description="Report the experiments of a results database with the Speedup-Test.")
     report.add_argument("db", metavar="DB", help="results database written by pinwise bench")
-    report.add_argument("--html", metavar="FILE", help="write one self-contained HTML file")
-    report.add_argument("--png", metavar="DIR", help="write PNG and SVG plots into DIR")
-    report.add_argument("--baseline", default="os", help="placement to compare against (default os)")
-    report.add_argument("--confidence", type=float, default=0.95, help="confidence of the tests (default 0.95)")
-    report.add_argument("--experiment", type=int, help="only this experiment of the database")
+    report.add_argument("--html", metavar="FILE", type=_OUTPUT_FILE, help="write one self-contained HTML file")
+    report.add_argument("--png", metavar="DIR", type=_OUTPUT_FOLDER, help="write PNG and SVG plots into DIR")
+    report.add_argument("--baseline", help="placement to compare against (default os, else the first)")
+    report.add_argument("--confidence", type=_CONFIDENCE, default=0.95, help="confidence of the tests (default 0.95)")
+    report.add_argument("--experiment", type=_whole(1), help="only this experiment of the database")
     report.set_defaults(handler="measuring:cmd_report")
 
     workload = commands.add_parser("workload", help="built-in programs that make the papers' patterns",
                                    description="Workload programs with the communication patterns of the papers.")
     workload.add_argument("action", choices=("list", "run"))
     workload.add_argument("name", nargs="?", help="workload to run (pinwise workload list)")
-    workload.add_argument("-t", "--threads", type=int, default=4, help="threads, the main thread included (default 4)")
-    workload.add_argument("-i", "--iterations", type=int, default=2000, help="iterations of 1000 accesses (default 2000)")
-    workload.add_argument("--shared-ratio", type=float, default=0.5, help="share of accesses to shared lines (default 0.5)")
-    workload.add_argument("--imbalance", type=float, help="extra work of the busiest thread, e.g. 1 = twice as much")
-    workload.add_argument("--size", type=int, default=4, help="private working set per thread in KiB (default 4)")
+    workload.add_argument("-t", "--threads", type=_whole(1, 1024), default=4, help="threads, the main thread included (default 4)")
+    workload.add_argument("-i", "--iterations", type=_whole(1, 10 ** 9), default=2000, help="iterations of 1000 accesses (default 2000)")
+    workload.add_argument("--shared-ratio", type=_real(0, 1), default=0.5, help="share of accesses to shared lines (default 0.5)")
+    workload.add_argument("--imbalance", type=_real(0, 1000), help="extra work of the busiest thread, e.g. 1 = twice as much")
+    workload.add_argument("--size", type=_whole(1, 1 << 20), default=4, help="private working set per thread in KiB (default 4)")
     workload.add_argument("--print", action="store_true", help="print the command line instead of running it")
     workload.set_defaults(handler="measuring:cmd_workload")
 
     demo = commands.add_parser("demo", help="the whole pipeline on the built-in workloads",
                                description="Topology, trace, analyze, map, bench and report on the built-in workloads.")
     demo.add_argument("--quick", action="store_true", help="fewer workloads and runs (under 2 minutes)")
-    demo.add_argument("--out", default="pinwise-demo", help="folder for the report, plots and matrices (default pinwise-demo)")
+    demo.add_argument("--out", default="pinwise-demo", type=_OUTPUT_FOLDER, help="folder for the report, plots and matrices (default pinwise-demo)")
     demo.set_defaults(handler="measuring:cmd_demo")
 
     auto = commands.add_parser("auto", help="trace, analyze, bench candidate placements and name the winner",
                                description="Find the best placement for a program by experiment, with statistics.")
-    auto.add_argument("--budget", type=float, default=5.0, help="minutes to spend benchmarking at most (default 5)")
+    auto.add_argument("--budget", type=_real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
     auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
@@ -244,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")
-    pin.add_argument("--pid", type=int, required=True, help="process to pin")
+    pin.add_argument("--pid", type=_whole(1, 1 << 22), required=True, help="process to pin")
     _placement_options(pin)
     pin.set_defaults(handler="placing:cmd_pin")
     return parser

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import topology as topo_mod
 from ..errors import PinwiseError
 from ..topology.model import format_size
-from .placing import read_comm_file
+from .placing import reads_matrix, read_comm_file
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -30,7 +30,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         policies = [p.name for p in REGISTRY.values() if comm is not None or not p.needs_matrix]
     else:
         policies = [p for p in args.policies.split(",") if p.strip()]
+    if comm is not None and not run_all and not any(reads_matrix(p) for p in policies):
+        raise PinwiseError("--comm is read only by the policies that need the matrix: add one to --policies "
+                           "(e.g. locality), or drop --comm")
     candidates = build_candidates(policies, args.placement or [], topology, args.threads, comm)
+    if args.baseline is not None and args.baseline not in [c.name for c in candidates]:
+        raise PinwiseError(f"--baseline {args.baseline!r} is none of the placements benchmarked "
+                           f"({', '.join(c.name for c in candidates)})")
     if run_all:  # every placement whose CPUs differ, once: on a small machine many policies coincide
         candidates, aliases = unique_candidates(candidates)
         for name, same in aliases.items():
@@ -63,8 +69,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..bench import db
     from ..report import print_report, save_plots, summarize, write_html
 
-    if not 0.5 <= args.confidence < 1:
-        raise PinwiseError(f"--confidence must be between 0.5 and 1, e.g. 0.95, not {args.confidence}")
     connection = db.open_db(args.db, create=False)
     try:
         experiments = db.experiments(connection)
@@ -194,7 +198,10 @@ def cmd_auto(args: argparse.Namespace) -> int:
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
-    trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
+    try:
+        trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
+    except ValueError as err:
+        raise PinwiseError(f"--trace-args {args.trace_args!r} cannot be split into arguments ({err})") from None
     topology = topo_mod.load_topology(None)
     candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,

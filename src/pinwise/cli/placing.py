@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 
@@ -27,6 +28,14 @@ def _render(topology, threads_on_pu=None) -> str:
     return render(topology, threads_on_pu)
 
 
+def reads_matrix(policy: str | None) -> bool:
+    """Whether ``policy`` (a name the user typed, or None) reads the communication matrix."""
+    if policy is None:
+        return False
+    name = policy.strip().lower()
+    return name == policies.AUTO or policies.lookup(name).needs_matrix
+
+
 def _resolve_plan(args: argparse.Namespace, topology):
     """The plan the placement options describe (None: policy os), through the one resolver."""
     from ..placement import Placement, resolve
@@ -34,6 +43,10 @@ def _resolve_plan(args: argparse.Namespace, topology):
     if getattr(args, "repeat_from", 0) and getattr(args, "omp", False):
         raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
                            "first place): drop --omp, and the preload library applies it")
+    if args.comm and not reads_matrix(args.policy):
+        raise PinwiseError("--comm is read only by the policies that need the matrix ("
+                           + ", ".join(p.name for p in policies.REGISTRY.values() if p.needs_matrix)
+                           + ", auto): drop it, or choose one of them")
     spec = Placement(cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping, threads=args.threads,
                      skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
                      any_machine=getattr(args, "any_machine", False))

@@ -159,6 +159,9 @@ def balanced_partition(weights: np.ndarray, sizes: list[int], vertex_weights: np
     losing least until every part has exactly its size (METIS only bounds the imbalance)."""
     n, k = weights.shape[0], len(sizes)
     vw = np.ones(n, dtype=np.int64) if vertex_weights is None else vertex_weights.astype(np.int64)
+    used = [p for p, size in enumerate(sizes) if size > 0]
+    if len(used) < k:  # fewer threads than parts: METIS refuses empty parts, so they take no part
+        return np.array(used, dtype=np.int64)[balanced_partition(weights, [sizes[p] for p in used], vertex_weights)]
     if k == 1:
         return np.zeros(n, dtype=np.int64)
     import pymetis

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import PinwiseError
 from ..stats import format_level
 from .summary import ExperimentSummary
 
@@ -58,15 +59,24 @@ def speedup_figure(summary: ExperimentSummary):
 
 def save_plots(summary: ExperimentSummary, directory: str | Path, prefix: str = "") -> list[Path]:
     """PNG and SVG of each plot; returns the paths written."""
+    import io
+
+    from ..files import check_output_folder, write_bytes_atomic
+
     plt = _pyplot()
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = check_output_folder(directory, "plot folder")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PinwiseError(f"cannot create the plot folder {str(directory)!r}: {err.strerror}") from None
     written = []
     for name, make in (("times", distribution_figure), ("speedups", speedup_figure)):
         figure = make(summary)
         for ext in ("png", "svg"):
             path = directory / f"{prefix}{name}.{ext}"
-            figure.savefig(path, dpi=110)
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format=ext, dpi=110)
+            write_bytes_atomic(path, buffer.getvalue())
             written.append(path)
         plt.close(figure)
     return written

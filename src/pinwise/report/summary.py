@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import stats
+from ..errors import PinwiseError
 from ..bench import db
 from ..bench.noise import Noise, summarize_noise
 
@@ -74,6 +75,12 @@ class ExperimentSummary:
                     "rerun on a quiet machine before deciding")
         return advice
 
+    def conclusion(self, won, advice: str) -> str:
+        """``won(winner)`` when a placement beat the baseline (:meth:`winner`); otherwise
+        :meth:`no_gain_text` of ``advice``."""
+        winner = self.winner()
+        return won(winner) if winner is not None else self.no_gain_text(advice)
+
     def result(self, name: str) -> PolicyResult | None:
         return next((p for p in self.policies if p.name == name), None)
 
@@ -119,7 +126,7 @@ def _compared(base: PolicyResult, result: PolicyResult, confidence: float, seed:
                    ratio=stats.ratio_error(base.times, result.times))
 
 
-def summarize(connection, experiment: db.Experiment, baseline: str = "os", confidence: float = 0.95,
+def summarize(connection, experiment: db.Experiment, baseline: str | None = None, confidence: float = 0.95,
               seed: int = 0, correction: str = "") -> ExperimentSummary:
     """Every placement's spread and Speedup-Test decisions against ``baseline``, all at one
     ``confidence`` (already corrected for multiple tests by the caller, who says how in
@@ -127,8 +134,11 @@ def summarize(connection, experiment: db.Experiment, baseline: str = "os", confi
     level agrees (:func:`pinwise.stats.agrees_with_interval`)."""
     rows = db.runs(connection, experiment.id)
     names = experiment.config.get("candidates") or sorted({r.policy for r in rows})
-    if baseline not in names:
-        baseline = names[0]
+    if baseline is None:  # the OS's placement where it was measured, else the first placement
+        baseline = "os" if "os" in names else names[0]
+    elif baseline not in names:
+        raise PinwiseError(f"baseline {baseline!r} is not a placement of experiment {experiment.id} "
+                           f"(it has {', '.join(names)})")
     use_program_time = bool(experiment.config.get("time_regex"))
     metric = "program time" if use_program_time else "wall time"
     plans = experiment.config.get("plans", {})

@@ -82,12 +82,8 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
     if misplaced:
         lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
     lines.extend(noise_lines(summary))
-    winner = summary.winner()
-    if winner:
-        lines.append(f"best: {winner.name} (CPUs {winner.placement})")
-    else:
-        lines.append(summary.no_gain_text(f"no placement is significantly faster than {summary.baseline}: "
-                                          "keep the OS placement"))
+    lines.append(summary.conclusion(lambda winner: f"best: {winner.name} (CPUs {winner.placement})",
+                                    f"no placement is significantly faster than {summary.baseline}: keep the OS placement"))
     return lines
 
 

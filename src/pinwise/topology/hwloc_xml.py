@@ -9,11 +9,13 @@ topology's allowed PUs.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..errors import PinwiseError
 from ..files import read_input
+from ..numbers import whole_number
 from .model import ObjectSpec, ObjType, Topology, TopoObject, build_topology
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
@@ -27,6 +29,7 @@ _HWLOC_TYPES = {
     "Core": "core", "PU": "pu",
 }
 _CACHE_BY_DEPTH = {"1": "l1", "2": "l2", "3": "l3"}
+_HEX_WORD = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}\Z")  # one 32-bit word of an hwloc bitmap
 
 
 def parse_cpuset(text: str, where: str) -> frozenset[int]:
@@ -38,10 +41,9 @@ def parse_cpuset(text: str, where: str) -> frozenset[int]:
     for position, word in enumerate(reversed(words)):
         if word.lower() in ("0xf...f", "f...f"):
             continue
-        try:
-            value = int(word, 16)
-        except ValueError:
-            raise PinwiseError(f"{where}: cpuset {text!r} is not an hwloc bitmap such as 0x0000000f") from None
+        if not _HEX_WORD.match(word):
+            raise PinwiseError(f"{where}: cpuset {text[:80]!r} is not an hwloc bitmap such as 0x0000000f")
+        value = int(word, 16)
         base = 32 * position
         bit = 0
         while value:
@@ -116,15 +118,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
 
 def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
     value = element.get(name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise PinwiseError(f"{source}: attribute {name}={value!r} is not a whole number") from None
-    if number < 0:
-        raise PinwiseError(f"{source}: attribute {name}={value!r} is negative")
-    return number
+    return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, 1 << 48)
 
 
 _XML_TYPE = {"group": "Group", "package": "Package", "die": "Die", "l3": "L3Cache", "l2": "L2Cache",

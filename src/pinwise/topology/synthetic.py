@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ..errors import PinwiseError
+from ..numbers import whole_number
 from .model import LEVEL_RANK, ObjType, Topology, TopoObject, walk
 
 #: Accepted spellings (lower case) -> our type. hwloc's own names, its short forms, and "socket".
@@ -38,7 +39,7 @@ HWLOC_TYPE_NAME = {"group": "Group", "package": "Package", "die": "Die", "numa":
 MAX_SYNTHETIC_PUS = 1 << 20
 
 _TOKEN = re.compile(r"^(?P<type>[A-Za-z][A-Za-z0-9]*)(?::(?P<arity>[^()]*))?(?:\((?P<attrs>[^()]*)\))?$")
-_SIZE = re.compile(r"^(\d+)\s*([kmgt]?i?b?)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^([0-9]{1,15})\s*([kmgt]?i?b?)?$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
           "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
@@ -75,12 +76,7 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
         elif arity_text is None or not arity_text.strip():
             raise PinwiseError(f"synthetic topology {description!r}: {raw!r} needs a count, e.g. {name}:2")
         else:
-            try:
-                arity = int(arity_text)
-            except ValueError:
-                raise PinwiseError(f"synthetic topology {description!r}: count {arity_text!r} of {name} is not a whole number") from None
-            if arity < 1:
-                raise PinwiseError(f"synthetic topology {description!r}: count of {name} must be at least 1, not {arity}")
+            arity = whole_number(arity_text, f"synthetic topology {description!r}: count of {name}", 1)
         size = None
         for attr in filter(None, (a.strip() for a in (match.group("attrs") or "").split(","))):
             key, _, value = attr.partition("=")
