@@ -10,7 +10,6 @@ survive every look and every comparison.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from .patterns import Analysis, analyze
 from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
+from .processes import temporary_folder
 from . import policies as registry
 from .errors import PinwiseError
 from .plan import Plan
@@ -94,7 +94,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         if name.strip().lower() != registry.AUTO:
             registry.lookup(name)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="pinwise-auto-") as tmp:
+    with temporary_folder("auto") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
         if tracer is None:

@@ -9,3 +9,16 @@ class PinwiseError(Exception):
     """
 
     exit_status = 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: pinwise stops as on Ctrl-C (pinwise.processes.stop_on_termination)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def interrupted_status(interrupt: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by a signal: 128 + its number, as shells report it."""
+    return 128 + getattr(interrupt, "signum", 2)

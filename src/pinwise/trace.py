@@ -15,13 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
+from .processes import die_with_parent, temporary_folder
 from .pinning.launcher import NATIVE_DIR, find_program
 from ._stage import make_callable
 
@@ -136,7 +136,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     valgrind = check_tracer()
     program = find_program(argv)
     show = sys.stderr.isatty() if progress is None else progress
-    with tempfile.TemporaryDirectory(prefix="pinwise-trace-") as tmp:
+    with temporary_folder("trace") as tmp:
         result_path = Path(tmp, "trace.txt")
         env = tool_environment(Path(tmp))
         env.update(extra_env or {})
@@ -146,7 +146,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
         try:
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None)
+            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None,
+                                       preexec_fn=die_with_parent())
         except OSError as err:
             raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
         # numpy loads while the program runs under Valgrind, not before it starts.
@@ -162,9 +163,9 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             except subprocess.TimeoutExpired:
                 if show:
                     _progress_line(result_path, time.perf_counter() - start)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the program ends, the matrix stays
                 interrupted = True
-                process.send_signal(signal.SIGINT)
+                process.send_signal(getattr(interrupt, "signum", signal.SIGINT))
         if show:
             print(file=sys.stderr)
         if not result_path.exists():

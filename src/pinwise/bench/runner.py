@@ -15,7 +15,6 @@ import random
 import re
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,7 @@ from pathlib import Path
 from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
+from ..processes import die_with_parent, temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment
 from ..pinning.log import parse_log
 from .. import policies
@@ -118,7 +118,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
              counters: SoftwareCounters) -> db.Run:
     """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates."""
-    with tempfile.TemporaryDirectory(prefix="pinwise-bench-") as tmp:
+    with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path, follow_children=False)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
@@ -130,7 +130,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             start = time.perf_counter()
             try:
                 process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                           start_new_session=True)
+                                           start_new_session=True, preexec_fn=die_with_parent())
             except OSError as error:
                 raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
             watchdog = None

@@ -13,10 +13,11 @@ import sys
 import warnings
 
 from .. import __version__
-from ..errors import PinwiseError
+from ..errors import PinwiseError, interrupted_status
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES
+from ..processes import stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
 MAX_THREADS = 1 << 16
@@ -308,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the usage error names the command's own help
         parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
     warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
     warnings.simplefilter("always", UserWarning)
     try:
@@ -317,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     except PinwiseError as err:
         print(f"pinwise: error: {err}", file=sys.stderr)
         return err.exit_status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)
-        return 130
+        return interrupted_status(interrupt)
     except BrokenPipeError:
         return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import topology as topo_mod
-from ..errors import PinwiseError
+from ..errors import PinwiseError, interrupted_status
 from ..topology.model import format_size
 from .placing import reads_matrix, read_comm_file
 
@@ -47,9 +47,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                progress=False if args.quiet else None,
                                extra_config={"threads": args.threads, "comm": args.comm})
         experiment = run_bench(argv, candidates, topology, args.db, options)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print(f"pinwise: {interrupted_message(args.db)}", file=sys.stderr)
-        return 130
+        return interrupted_status(interrupt)
     connection = open_db(args.db, create=False)
     try:
         summary = summarize(connection, experiment, args.baseline, args.confidence)

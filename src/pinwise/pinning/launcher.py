@@ -157,8 +157,8 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
             try:
                 returncode = process.wait()
                 break
-            except KeyboardInterrupt:
-                process.send_signal(signal.SIGINT)  # the program decides what Ctrl-C means
+            except KeyboardInterrupt as interrupt:  # the program decides what Ctrl-C (or SIGTERM) means
+                process.send_signal(getattr(interrupt, "signum", signal.SIGINT))
         with open(log_path, errors="replace") as log:
             text = log.read()
     finally:
