@@ -182,3 +182,15 @@ def test_auto_never_calls_a_gain_significant_beside_an_interval_containing_one(t
         if result.winner is None:
             assert not any("faster than the OS placement (median" in line for line in result.lines)
     assert winners >= 1  # the boundary was reached, so the rule was exercised
+
+
+def test_a_random_winner_is_reported_without_a_cpu_list(tmp_path):
+    """Found by a flaky run: when `random` (a new placement every run) came out significantly
+    faster, auto had no plan to print and raised AttributeError."""
+    program = FakeProgram({"os": 1.0, "other": 0.5}, 0.01)  # every random placement beats the OS
+    result = run_auto(["/bin/true"], load_topology(None), db_path=str(tmp_path / "r.db"), progress=False,
+                      say=lambda text: None, tracer=lambda argv, path: contending_pairs(), runner=program,
+                      policies=["random"])
+    assert result.winner is not None and result.winner.name == "random"
+    assert result.lines[-1] == ("  pinwise run --policy random -- /bin/true   (a new random placement every run; "
+                                "no fixed CPU list won)")

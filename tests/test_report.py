@@ -147,3 +147,28 @@ def test_report_lines_carry_the_figures_of_the_recorded_runs(tmp_path):
             assert table[name][5].startswith(f"{mean(base) / mean(sample):.2f} [")
             assert table[name][6].startswith(f"{statistics.median(base) / statistics.median(sample):.2f} [")
     assert table["fast"][7] == "yes/yes" and table["slow"][7].endswith("/no") and table["same"][7] == "no/no"
+
+
+def test_printed_times_below_the_clocks_resolution_fall_back_to_wall_time(tmp_path):
+    """A program that prints `Time in seconds = 0.00` on every run: comparing its printed times
+    would divide by zero; the summary names the cause and compares wall times instead."""
+    from pinwise.bench.db import Run
+
+    def quantised(argv, plan, pattern, timeout, counters):
+        wall = 0.003 if plan is None else 0.002
+        return Run(started="2026-01-01T00:00:00", wall=wall, program_time=0.0, user=wall, sys=0.0, max_rss_kb=1,
+                   migrations=0, context_switches=1, energy_j=None, exit_status=0, failure=None, misplaced=0,
+                   placement="os" if plan is None else plan.cpulist())
+
+    candidates = build_candidates(["os"], ["one=0"], TOPOLOGY, None)
+    path = str(tmp_path / "coarse.db")
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path,
+                           BenchOptions(6, time_regex="= *([0-9.]+)", progress=False), runner=quantised)
+    connection = db.open_db(path, create=False)
+    try:
+        summary = summarize(connection, experiment)
+    finally:
+        connection.close()
+    assert summary.metric == "wall time (the printed times are too coarse: 12 runs printed 0 or less)"
+    assert summary.result("one").median.speedup == pytest.approx(1.5)
+    assert all(line.isprintable() for line in hyperfine_lines(summary))

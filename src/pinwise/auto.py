@@ -176,6 +176,10 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
     plan = result.plans[winner.name]
+    if plan is None:  # the random policy: a new placement every run, so no CPU list to hand on
+        lines.append(f"  pinwise run --policy {winner.name} -- {program}   (a new random placement every run; "
+                     "no fixed CPU list won)")
+        return lines
     lines.extend(f"  ({line})" if name == "note" else f"  {line}{command_after.get(name, '')}"
                  for name, line in plan.job_script_lines(plan.traced_threads))
     return lines

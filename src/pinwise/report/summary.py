@@ -98,6 +98,21 @@ def _median(values) -> float | None:
     return float(np.median(values)) if values else None
 
 
+#: A placement whose printed times are all equal over this many runs has a clock too coarse for it.
+COARSE_RUNS = 5
+
+
+def _too_coarse(times: list[float], per_placement: list[list[float]]) -> str:
+    """Why the times a program printed cannot be compared (empty if they can): some are zero or
+    negative, or a placement's are all the same over COARSE_RUNS runs or more."""
+    if any(t is not None and t <= 0 for t in times):
+        return f"{sum(1 for t in times if t is not None and t <= 0)} runs printed 0 or less"
+    same = [s for s in per_placement if len(s) >= COARSE_RUNS and len(set(s)) == 1]
+    if same:
+        return f"{len(s := same[0])} runs of one placement all printed {s[0]:g}"
+    return ""
+
+
 def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: str | None) -> PolicyResult:
     """A placement's own figures, before any comparison."""
     good = [r for r in mine if r.failure is None]
@@ -141,6 +156,11 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
                            f"(it has {', '.join(names)})")
     use_program_time = bool(experiment.config.get("time_regex"))
     metric = "program time" if use_program_time else "wall time"
+    coarse = use_program_time and _too_coarse([r.program_time for r in rows if r.failure is None],
+                                              [[r.program_time for r in rows if r.policy == n and r.failure is None]
+                                               for n in names])
+    if coarse:  # what the program prints cannot tell placements apart: its own clock is too coarse
+        use_program_time, metric = False, f"wall time (the printed times are too coarse: {coarse})"
     plans = experiment.config.get("plans", {})
     measured = {name: _measured(name, [r for r in rows if r.policy == name], use_program_time, plans.get(name))
                 for name in names}
