@@ -65,6 +65,6 @@ def test_the_types_of_a_plain_run_do_not_load_dataclasses():
     code = ("import sys; from pinwise.cli import build_parser; from pinwise.placement import Placement, resolve; "
             "from pinwise.pinning.launcher import program_environment; build_parser(); "
             "plan = resolve(Placement(cpus='0')); program_environment(plan, None); "
-            "print(sorted(m for m in ('dataclasses', 'numpy', 'inspect', 'shutil', 'typing') if m in sys.modules))")
+            "print(sorted(m for m in ('dataclasses', 'numpy', 'inspect', 'shutil', 'typing', 'pathlib', 'tempfile') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

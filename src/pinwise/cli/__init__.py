@@ -24,41 +24,35 @@ MAX_THREADS = 1 << 16
 MAX_SEED = (1 << 32) - 1
 
 
-def _whole(minimum: int = 0, maximum: int | None = None):
-    """An argparse type: ASCII digits only (pinwise.numbers), within the bounds, one clear message."""
-    def read(text: str) -> int:
+def _argument_type(read, *args, text: bool = False):
+    """An argparse type: ``read(value, *args)`` (pinwise.numbers, or a path check of pinwise.files),
+    its PinwiseError turned into argparse's one-line usage error; ``text`` keeps the string itself."""
+    def convert(value: str):
         try:
-            return whole_number(text, "value", minimum, maximum)
+            result = read(value, *args)
         except PinwiseError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-    return read
+        return value if text else result
+    return convert
+
+
+def _whole(minimum: int = 0, maximum: int | None = None):
+    return _argument_type(whole_number, "value", minimum, maximum)
 
 
 def _real(minimum: float | None = None, maximum: float | None = None):
-    """An argparse type for a finite real number within the bounds."""
-    def read(text: str) -> float:
-        try:
-            return real_number(text, "value", minimum, maximum)
-        except PinwiseError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return read
+    return _argument_type(real_number, "value", minimum, maximum)
 
 
-def _checked(check, what: str):
-    """An argparse type that checks a path with ``check`` (pinwise.files) before any work starts."""
-    def read(text: str) -> str:
-        from ..files import check_output_file, check_output_folder
+def _check_output(value: str, kind: str):
+    """Output paths are checked when the command line is read, before any work starts."""
+    from .. import files  # not at the top: pathlib and tempfile would slow every `pinwise run`
 
-        try:
-            {"file": check_output_file, "folder": check_output_folder}[check](text, what)
-        except PinwiseError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-        return text
-    return read
+    return getattr(files, f"check_output_{kind}")(value, f"output {kind}")
 
 
-_OUTPUT_FILE = _checked("file", "output file")
-_OUTPUT_FOLDER = _checked("folder", "output folder")
+_OUTPUT_FILE = _argument_type(_check_output, "file", text=True)
+_OUTPUT_FOLDER = _argument_type(_check_output, "folder", text=True)
 
 #: The confidence of the tests: a level, not a share of 100.
 _CONFIDENCE = _real(0.5, 0.9999)
