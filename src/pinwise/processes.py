@@ -30,13 +30,18 @@ def stop_on_termination() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+_prctl = None
+
+
 def die_with_parent():
     """A ``preexec_fn`` for subprocess.Popen: the child gets SIGKILL when pinwise dies, however
     it dies (set between fork and exec, so it holds for the program itself)."""
-    import ctypes
+    global _prctl
+    if _prctl is None:  # looked up once, in pinwise, not in every forked child
+        import ctypes
 
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here, not in the forked child
-    parent = os.getpid()
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl, parent = _prctl, os.getpid()
 
     def arm():
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

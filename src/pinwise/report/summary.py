@@ -107,10 +107,8 @@ def _too_coarse(times: list[float], per_placement: list[list[float]]) -> str:
     negative, or a placement's are all the same over COARSE_RUNS runs or more."""
     if any(t is not None and t <= 0 for t in times):
         return f"{sum(1 for t in times if t is not None and t <= 0)} runs printed 0 or less"
-    same = [s for s in per_placement if len(s) >= COARSE_RUNS and len(set(s)) == 1]
-    if same:
-        return f"{len(s := same[0])} runs of one placement all printed {s[0]:g}"
-    return ""
+    same = next((s for s in per_placement if len(s) >= COARSE_RUNS and len(set(s)) == 1), None)
+    return f"{len(same)} runs of one placement all printed {same[0]:g}" if same else ""
 
 
 def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: str | None) -> PolicyResult:
