@@ -319,13 +319,45 @@ def test_missing_and_crashing_programs(build_dir):
     assert result.returncode == 128 + 11
 
 
-def test_static_program_is_refused_with_advice(tmp_path):
+def test_static_program_is_refused_with_advice_that_works(tmp_path):
     source = tmp_path / "s.c"
     source.write_text("int main(void){return 0;}\n")
     exe = tmp_path / "s"
     if subprocess.run([need("gcc"), "-static", "-o", str(exe), str(source)], capture_output=True).returncode != 0:
         pytest.skip("no static libc to link a static test program")
-    assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", str(exe)), "statically linked")
+    assert_clean_failure(run_pinwise("run", "--cpus", "0", "--", str(exe)), "statically linked", "--omp")
+    # The advice is taken: the OpenMP runtime gets the plan, and pinwise says it cannot read it back.
+    result = run_pinwise("run", "--verify", "--omp", "--cpus", "0", "--", str(exe))
+    assert result.returncode == 0, result.stderr
+    assert "cannot show where" in result.stderr and "statically linked" in result.stderr
+    assert "all where asked" not in result.stderr
+
+
+def test_a_host_that_closes_every_descriptor_keeps_its_own_file_clean(build_dir, tmp_path):
+    own_files = compile_program("own_files.c", build_dir)
+    out = tmp_path / "own.txt"
+    result = run_pinwise("run", "--verify", "--cpus", "0", "--", str(own_files), str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_text() == "line from worker 1\nline from worker 2\nline from main\n"
+    assert "3 threads, all where asked" in result.stderr  # and the library still logged every thread
+
+
+def test_a_program_that_ignores_ld_preload_is_named_not_verified(build_dir, tmp_path):
+    own_files = compile_program("own_files.c", build_dir)
+    setgid = tmp_path / "own_files_setgid"
+    setgid.write_bytes(own_files.read_bytes())
+    os.chmod(setgid, 0o755)
+    try:
+        os.chown(setgid, -1, 65534)  # nogroup: the program's effective group differs from ours
+        os.chmod(setgid, 0o2755)
+    except PermissionError:
+        pytest.skip("changing a file's group needs root")
+    if os.getegid() == 65534:
+        pytest.skip("already running as nogroup")
+    result = run_pinwise("run", "--verify", "--cpus", "0", "--", str(setgid), str(tmp_path / "out.txt"))
+    assert result.returncode == 0, result.stderr
+    assert "did not load" in result.stderr and "set-group-ID" in result.stderr
+    assert "all where asked" not in result.stderr and "not pinned" in result.stderr
 
 
 @settings(max_examples=200, deadline=None)

@@ -23,7 +23,9 @@
  * Rules, because this code lives inside somebody else's program: it never aborts or exits its
  * host; an unusable plan gives one message on stderr and the program runs unpinned; it uses no
  * stdio (only snprintf into stack buffers and write(2)); the pthread_create wrapper allocates one
- * small block per thread, as pthread_create itself does.
+ * small block per thread, as pthread_create itself does. It holds no descriptor between two log
+ * records: each record opens the log, appends one line and closes it, so a host that closes every
+ * descriptor and opens its own files never receives our lines on a reused number.
  */
 #define _GNU_SOURCE
 #include "plan.h"
@@ -54,7 +56,7 @@ static struct pinwise_plan plan;
 static int active;                 /* pin the threads of this process */
 static int follow;                 /* pin programs exec'd from here too */
 static int observe_only;           /* PINWISE_OBSERVE=1: log where threads run, pin nothing */
-static int log_fd = -1;
+static char log_path[4096];        /* PINWISE_LOG made absolute; empty: no log */
 static uint64_t skip_mask;
 static unsigned repeat_from;       /* PINWISE_REPEAT_FROM: where the plan starts again past its end */
 static atomic_uint created;        /* pthread_create calls seen in this process */
@@ -89,6 +91,21 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
+/* Append one record to the log: open, write, close, so no descriptor of ours outlives the call. */
+static void append_log(const char *line, size_t len)
+{
+    if (!log_path[0])
+        return;
+    int fd;
+    do
+        fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return;
+    write_all(fd, line, len); /* one write of one short line: O_APPEND keeps concurrent records whole */
+    close(fd);
+}
+
 /* One message on stderr, once per process: the host's own output stays readable. */
 static void warn_once(const char *fmt, ...)
 {
@@ -105,10 +122,10 @@ static void warn_once(const char *fmt, ...)
         n = (int)sizeof buf - 2;
     buf[n++] = '\n';
     write_all(2, buf, (size_t)n);
-    if (log_fd >= 0) {
+    if (log_path[0]) {
         char line[600];
         int m = snprintf(line, sizeof line, "error %d %.*s", (int)getpid(), n - 9, buf + 9);
-        write_all(log_fd, line, (size_t)m);
+        append_log(line, (size_t)m);
     }
 }
 
@@ -122,36 +139,36 @@ static long long now_ns(void)
 /* start PID TID INDEX SLOT ERRNO CPU REQUESTED NS */
 static void log_start(unsigned index, int slot, int error)
 {
-    if (log_fd < 0)
+    if (!log_path[0])
         return;
     char cpus[256];
     pinwise_cpulist_format(slot >= 0 ? &plan.slots[slot] : &plan.all, cpus, sizeof cpus);
     char line[384];
     int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s %lld\n", (int)getpid(), (int)current_tid(),
                      index, slot, error, sched_getcpu(), cpus, now_ns());
-    write_all(log_fd, line, (size_t)n);
+    append_log(line, (size_t)n);
 }
 
 /* end PID TID CPU NS: the CPU the thread last ran on, and when it ended */
 static void log_end(pid_t tid, int cpu)
 {
-    if (log_fd < 0)
+    if (!log_path[0])
         return;
     char line[128];
     int n = snprintf(line, sizeof line, "end %d %d %d %lld\n", (int)getpid(), (int)tid, cpu, now_ns());
-    write_all(log_fd, line, (size_t)n);
+    append_log(line, (size_t)n);
 }
 
 /* create|join PID TID INDEX NS: the calling thread created (joined) thread INDEX. A thread's own
    records are in its program order, so the creator's show its rounds: create 4, join 4, ... */
 static void log_spawn(const char *kind, unsigned index)
 {
-    if (log_fd < 0)
+    if (!log_path[0])
         return;
     char line[128];
     int n = snprintf(line, sizeof line, "%s %d %d %u %lld\n", kind, (int)getpid(), (int)current_tid(), index,
                      now_ns());
-    write_all(log_fd, line, (size_t)n);
+    append_log(line, (size_t)n);
 }
 
 static int pin_calling_thread(int slot)
@@ -226,7 +243,7 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
     if (real_join == NULL) /* cannot happen with a working libc; never crash the host */
         return EINVAL;
     int rc = real_join(thread, value);
-    if (rc != 0 || !active || log_fd < 0)
+    if (rc != 0 || !active || !log_path[0])
         return rc;
     /* The newest thread with this pthread_t: an id is reused only after its last owner ended. */
     unsigned top = atomic_load(&created) + 1;
@@ -324,9 +341,19 @@ __attribute__((constructor)) static void pinwise_init(void)
         setenv("PINWISE_ORIGINAL", cpus, 1);
     }
 
-    const char *log_path = getenv("PINWISE_LOG");
-    if (log_path != NULL && *log_path)
-        log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    /* Made absolute now: the host may change its working directory before its threads start. */
+    const char *log_text = getenv("PINWISE_LOG");
+    if (log_text != NULL && *log_text) {
+        size_t used = 0, len = strlen(log_text);
+        if (log_text[0] != '/' && getcwd(log_path, sizeof log_path) != NULL) {
+            used = strlen(log_path);
+            log_path[used++] = '/';
+        }
+        if (used + len < sizeof log_path && (used > 0 || log_text[0] == '/'))
+            memcpy(log_path + used, log_text, len + 1);
+        else
+            log_path[0] = '\0'; /* a path longer than PATH_MAX: no log rather than a wrong file */
+    }
 
     char err[160];
     if (observe_only) { /* no plan: record where the OS puts each thread (policy "os") */

@@ -14,13 +14,24 @@ Tables:
       CPUs during it. Databases written before they existed get them (empty) when opened to write.
 
 A crash, kill -9 or Ctrl-C of the bench loses at most the run in flight.
+
+The file carries its format in ``PRAGMA user_version`` (SCHEMA_VERSION; 0 before it was set). One
+bench writes it at a time (an flock on the file; a second is refused before it runs anything),
+in WAL mode so that reports can read meanwhile, and leaves it in rollback mode, one file alone.
+Reports open it read-only and never change it. Every opening runs SQLite's quick integrity check;
+a row whose fields do not hold what they should is named and skipped, never half-read.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
+import os
 import sqlite3
+import stat
 import time
+import urllib.parse
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
@@ -108,6 +119,8 @@ class Run:
 RUN_FIELDS = tuple(f.name for f in fields(Run))
 #: Columns added after the first release: (name, SQL type), added to older databases on open.
 ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"))
+REQUIRED_RUN_COLUMNS = ("experiment",) + tuple(f for f in RUN_FIELDS if f not in dict(ADDED_COLUMNS))
+EXPERIMENT_COLUMNS = ("id", "created", "command", "config", "cpuset", "environment", "version", "seed")
 
 
 @dataclass(frozen=True)
@@ -129,46 +142,205 @@ class Experiment:
         return " ".join([Path(self.command[0]).name, *self.command[1:]]) if self.command else "?"
 
 
-def open_db(path: str | Path, create: bool = True) -> sqlite3.Connection:
+#: ``PRAGMA user_version`` of the files this pinwise writes; 0 is a file from before it was set.
+SCHEMA_VERSION = 1
+#: What to do with a database SQLite cannot read back.
+_RESCUE = "copy out what is readable with: sqlite3 {path} .recover | sqlite3 rescued.db; or give another --db"
+
+
+class Database(sqlite3.Connection):
+    """A connection to a results database. ``problems`` names the rows that were read damaged
+    and skipped; a writer also holds the file's lock until it is closed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.problems: list[str] = []
+        self.lock_fd: int | None = None
+
+    def close(self) -> None:
+        if self.lock_fd is not None:
+            # A writer leaves one file behind, with no -wal and -shm beside it: it can be copied or
+            # reported read-only as it stands. Readers still open keep it in WAL mode, which is fine.
+            try:
+                self.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass
+        super().close()
+        if self.lock_fd is not None:  # after SQLite's own descriptors: closing ours earlier would drop their locks
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+def open_db(path: str | Path, create: bool = True) -> Database:
+    """Open the results database: to write (``create``: made if missing, locked against a second
+    writer) or only to read (the file is never changed, so a read-only file can be reported).
+
+    Refused with one message: a folder, a file that is not SQLite or is damaged (integrity check),
+    an SQLite file of something else, one written by a newer pinwise, or one another bench writes."""
     path = Path(path)
-    if not create and not path.exists():
-        raise PinwiseError(f"results database {str(path)!r} does not exist (pinwise bench --db {path} creates it)")
-    if path.is_dir():
-        raise PinwiseError(f"{str(path)!r} is a directory, not a results database")
+    name = str(path)
     try:
-        connection = sqlite3.connect(str(path), isolation_level=None)  # autocommit: every run lands at once
-        connection.execute("PRAGMA journal_mode=WAL")
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        if not create:
+            raise PinwiseError(f"results database {name!r} does not exist (pinwise bench --db {path} creates it)") from None
+        is_dir = False
+    except OSError as err:
+        raise PinwiseError(f"cannot reach results database {name!r}: {err.strerror}") from None
+    if is_dir:
+        raise PinwiseError(f"{name!r} is a directory, not a results database")
+    lock_fd = _lock(path) if create else None
+    connection = None
+    try:
         if create:
-            connection.executescript(SCHEMA)
-            present = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
-            for name, kind in ADDED_COLUMNS:
-                if name not in present:
-                    connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            connection = sqlite3.connect(name, isolation_level=None, factory=Database)  # autocommit: each run lands at once
         else:
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if not {"experiments", "runs"} <= tables:
-                raise PinwiseError(f"{str(path)!r} is an SQLite file but not a pinwise results database")
-    except sqlite3.DatabaseError as err:
-        raise PinwiseError(f"{str(path)!r} is not a readable results database ({err})") from None
+            connection = _open_read_only(path)
+        connection.lock_fd, lock_fd = lock_fd, None
+        _check(connection, name, create)
+        if create:
+            _prepare_to_write(connection)
+    except UNREADABLE as err:
+        if connection is not None:
+            connection.close()
+        raise damaged(name, err) from None
+    except BaseException:
+        if connection is not None:
+            connection.close()
+        raise
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
     connection.row_factory = sqlite3.Row
+    connection.text_factory = _text_of  # damaged text reads as text, and the row is judged by its fields
     return connection
 
 
+def _text_of(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+#: What SQLite raises on a file it cannot read (a message with bytes that are not UTF-8 is the second).
+UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def damaged(path: str, err: Exception) -> PinwiseError:
+    """The message for a file SQLite cannot read: on open, or past the integrity check."""
+    reason = "SQLite's message is not text" if isinstance(err, UnicodeDecodeError) else str(err)
+    return PinwiseError(f"{path!r} is not a readable results database ({reason}): " + _RESCUE.format(path=path))
+
+
+def _lock(path: Path) -> int:
+    """An exclusive lock on the file for one writer (flock: independent of SQLite's own locks)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise PinwiseError(f"cannot open results database {str(path)!r} to write: {err.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise PinwiseError(f"another pinwise is writing to {str(path)!r} now: wait for it to end (pinwise report "
+                           f"{path} shows its finished runs meanwhile), or give another --db") from None
+    return fd
+
+
+def _open_read_only(path: Path) -> Database:
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None, factory=Database)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError:
+        # A WAL file in a folder we cannot write, without its -shm file: read it as it stands.
+        connection.close()
+        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, factory=Database)
+
+
+def _check(connection: Database, name: str, writing: bool) -> None:
+    """Refuse a damaged file, a newer pinwise's file, and an SQLite file of something else."""
+    verdict = [row[0] for row in connection.execute("PRAGMA quick_check(5)")]
+    if verdict != ["ok"]:
+        raise PinwiseError(f"{name!r} is damaged ({'; '.join(verdict)}): " + _RESCUE.format(path=name))
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise PinwiseError(f"{name!r} was written by a newer pinwise (results format {version}, this one reads up "
+                           f"to {SCHEMA_VERSION}): upgrade pinwise to read it, or give another --db")
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables and writing:
+        return
+    if not {"experiments", "runs"} <= tables:
+        raise PinwiseError(f"{name!r} is an SQLite file but not a pinwise results database"
+                           + (": give another --db" if writing else ""))
+    for table, required in (("experiments", EXPERIMENT_COLUMNS), ("runs", REQUIRED_RUN_COLUMNS)):
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in required if c not in present]
+        if missing:
+            raise PinwiseError(f"{name!r} is not a pinwise results database this version reads: its {table} table "
+                               f"has no column {', '.join(missing)}")
+
+
+def _prepare_to_write(connection: Database) -> None:
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.executescript(SCHEMA)
+    present = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+    for name, kind in ADDED_COLUMNS:
+        if name not in present:
+            connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _json(text, kind: type, what: str):
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        raise ValueError(f"{what} is not a JSON {kind.__name__}")
+    return value
+
+
 def _experiment(row: sqlite3.Row) -> Experiment:
-    return Experiment(row["id"], row["created"], json.loads(row["command"]), json.loads(row["config"]),
-                      row["cpuset"], json.loads(row["environment"] or "{}"), row["version"], row["seed"])
+    """The row as an Experiment; ValueError naming the field if it is damaged."""
+    command = _json(row["command"], list, "command")
+    config = _json(row["config"], dict, "config")
+    environment = _json(row["environment"] or "{}", dict, "environment")
+    if not command or not all(isinstance(a, str) for a in command):
+        raise ValueError("command is not a list of words")
+    for key, kind in (("candidates", list), ("plans", dict), ("runs", int), ("warmup", int), ("time_regex", str)):
+        if config.get(key) is not None and not isinstance(config[key], kind):
+            raise ValueError(f"config's {key} is not a {kind.__name__}")
+    if not all(isinstance(c, str) for c in config.get("candidates") or []):
+        raise ValueError("config's candidates are not names")
+    if not isinstance(row["seed"], int):
+        raise ValueError(f"seed is {row['seed']!r}, not a whole number")
+    return Experiment(row["id"], str(row["created"]), command, config, row["cpuset"], environment, row["version"],
+                      row["seed"])
 
 
-def experiments(connection: sqlite3.Connection) -> list[Experiment]:
-    return [_experiment(row) for row in connection.execute("SELECT * FROM experiments ORDER BY id")]
+def experiments(connection: Database) -> list[Experiment]:
+    """Every readable experiment in order; damaged ones are named in ``connection.problems``."""
+    found = []
+    for row in connection.execute("SELECT * FROM experiments ORDER BY id"):
+        try:
+            found.append(_experiment(row))
+        except ValueError as err:
+            connection.problems.append(f"experiment {row['id']} is damaged ({err}): skipped")
+    return found
 
 
-def latest_experiment(connection: sqlite3.Connection) -> Experiment | None:
+def latest_experiment(connection: Database) -> Experiment | None:
     row = connection.execute("SELECT * FROM experiments ORDER BY id DESC LIMIT 1").fetchone()
-    return _experiment(row) if row else None
+    if row is None:
+        return None
+    try:
+        return _experiment(row)
+    except ValueError as err:
+        raise PinwiseError(f"the latest experiment in the database ({row['id']}) is damaged ({err}): add --new to "
+                           "start another in it, or give another --db") from None
 
 
-def create_experiment(connection: sqlite3.Connection, command: list[str], config: dict, machine: str, cpuset: str,
+def create_experiment(connection: Database, command: list[str], config: dict, machine: str, cpuset: str,
                       environment: dict, version: str, seed: int) -> Experiment:
     created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     cursor = connection.execute(
@@ -179,19 +351,59 @@ def create_experiment(connection: sqlite3.Connection, command: list[str], config
     return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed)
 
 
-def done_runs(connection: sqlite3.Connection, experiment: int) -> set[tuple[int, str, int]]:
+def done_runs(connection: Database, experiment: int) -> set[tuple[int, str, int]]:
     return {(row["block"], row["policy"], row["warmup"]) for row in
             connection.execute("SELECT block, policy, warmup FROM runs WHERE experiment = ?", (experiment,))}
 
 
-def record_run(connection: sqlite3.Connection, experiment: int, run: Run) -> None:
+def record_run(connection: Database, experiment: int, run: Run) -> None:
     names = ", ".join(("experiment",) + RUN_FIELDS)
     marks = ", ".join("?" for _ in range(len(RUN_FIELDS) + 1))
     connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", (experiment, *astuple(run)))
 
 
-def runs(connection: sqlite3.Connection, experiment: int, include_warmup: bool = False) -> list[Run]:
-    """The experiment's runs in the order they ended (warm-up runs only if asked)."""
-    query = (f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE experiment = ?"
+def runs(connection: Database, experiment: int, include_warmup: bool = False) -> list[Run]:
+    """The experiment's runs in the order they ended (warm-up runs only if asked). A damaged row
+    (text where a number belongs, a negative time...) is named in ``connection.problems`` and
+    skipped; columns an older file lacks read as empty."""
+    present = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+    columns = ", ".join(name if name in present else f"NULL AS {name}" for name in RUN_FIELDS)
+    query = (f"SELECT id, {columns} FROM runs WHERE experiment = ?"
              + ("" if include_warmup else " AND warmup = 0") + " ORDER BY id")
-    return [Run(*row) for row in connection.execute(query, (experiment,))]
+    found = []
+    for row in connection.execute(query, (experiment,)):
+        damage = next((f"{name} is {value!r}" for name, value in zip(RUN_FIELDS, row[1:])
+                       if not _RUN_CHECKS[name](value)), None)
+        if damage is None:
+            found.append(Run(*row[1:]))
+        else:
+            connection.problems.append(f"run {row[0]} of experiment {experiment} is damaged ({damage}): skipped")
+    return found
+
+
+def _number(value, optional: bool = False, whole: bool = False) -> bool:
+    if value is None:
+        return optional
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        return False
+    return math.isfinite(value) and (whole or value >= 0)
+
+
+def _text(value, optional: bool = False) -> bool:
+    return isinstance(value, str) or (optional and value is None)
+
+
+#: What each column of a run must hold to be read.
+_RUN_CHECKS = {
+    "started": _text, "wall": _number, "program_time": lambda v: _number(v, optional=True),
+    "user": _number, "sys": _number, "max_rss_kb": lambda v: _number(v, whole=True),
+    "migrations": lambda v: _number(v, optional=True, whole=True),
+    "context_switches": lambda v: _number(v, optional=True, whole=True),
+    "energy_j": lambda v: _number(v, optional=True), "exit_status": lambda v: _number(v, whole=True),
+    "failure": lambda v: _text(v, optional=True), "misplaced": lambda v: _number(v, whole=True),
+    "placement": _text, "load1": lambda v: _number(v, optional=True),
+    "others_cpu": lambda v: _number(v, optional=True), "steal_cpu": lambda v: _number(v, optional=True),
+    "all_cpu": lambda v: _number(v, optional=True), "block": lambda v: _number(v, whole=True),
+    "policy": _text, "warmup": lambda v: v in (0, 1), "position": lambda v: _number(v, optional=True, whole=True),
+    "seed": lambda v: _number(v, optional=True, whole=True),
+}

@@ -226,7 +226,7 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
 class BenchOptions:
     """How an experiment runs: ``runs`` measured runs per placement after ``warmup`` warm-up
     blocks; the time the program prints (``time_regex``) or wall time; runs killed after
-    ``timeout`` seconds; ``new`` starts a new experiment in a database holding another; ``seed``
+    ``timeout`` seconds (None: after :func:`default_timeout` of the first block); ``new`` starts a new experiment in a database holding another; ``seed``
     fixes the run order and random placements; ``progress`` shows a bar (None: on a terminal);
     ``extra_config`` is kept with the experiment (and must match to resume it)."""
 
@@ -280,6 +280,19 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
         connection.close()
 
 
+#: Without --timeout, a run is stopped after this many times the slowest run of the first block
+#: (the first warm-up block, or the first measured block with --warmup 0), and never before
+#: TIMEOUT_FLOOR seconds: a hanging program costs one bounded run per placement, not the night.
+TIMEOUT_FACTOR = 10
+TIMEOUT_FLOOR = 5.0
+
+
+def default_timeout(first_block: list[db.Run]) -> float | None:
+    """The timeout derived from the first block's good runs (None if none of them ended well)."""
+    walls = [run.wall for run in first_block if run.failure is None]
+    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * max(walls)) if walls else None
+
+
 def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
              runner) -> None:
     from rich.console import Console
@@ -298,10 +311,22 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     counters = SoftwareCounters()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.fields[medians]}"), console=console, disable=not show, transient=False)
+    # Without --timeout: the first block runs unbounded, then the derived timeout applies (and is said).
+    first_warm = int(experiment.config.get("warmup", 0) > 0)
+    first_block = [r for r in db.runs(connection, experiment.id, include_warmup=True)
+                   if r.block == 0 and r.warmup == first_warm]
+    derive = timeout is None
     try:
         with bar:
             task = bar.add_task("bench", total=total, completed=total - len(todo), medians="")
             for block, name, warm, position in todo:
+                if derive and len(first_block) >= len(candidates):
+                    derive = False
+                    timeout = default_timeout(first_block)
+                    if timeout is not None:
+                        console.print(f"pinwise: runs longer than {timeout:.3g} s are stopped and recorded as failed "
+                                      f"({TIMEOUT_FACTOR}x the slowest of the first block, at least "
+                                      f"{TIMEOUT_FLOOR:g} s; --timeout sets it)", highlight=False)
                 candidate = by_name[name]
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
@@ -309,6 +334,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 result = replace(runner(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
                 db.record_run(connection, experiment.id, result)
+                if block == 0 and warm == first_warm:
+                    first_block.append(result)
                 if not warm and result.failure is None:
                     medians.setdefault(name, []).append(result.time)
                 text = "  ".join(f"{n} {sorted(v)[len(v) // 2] * 1e3:.1f}ms" for n, v in medians.items())

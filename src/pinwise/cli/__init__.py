@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
     bench.add_argument("--time-regex", metavar="RE",
                        help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
-    bench.add_argument("--timeout", type=_real(0.001, 10 ** 7), metavar="S", help="kill a run after S seconds and record it as failed")
+    bench.add_argument("--timeout", type=_real(0.001, 10 ** 7), metavar="S", help="kill a run after S seconds and record it as failed (default: 10x the slowest run of the first block, at least 5 s)")
     bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
     bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
     bench.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the run order and of random placements")

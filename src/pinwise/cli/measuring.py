@@ -55,6 +55,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary = summarize(connection, experiment, args.baseline, args.confidence)
     finally:
         connection.close()
+    _warn_damaged(connection, args.db)
     print_report([summary])
     print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
     empty = [p for p in summary.policies if not len(p.times)]
@@ -65,23 +66,46 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_damaged(connection, path: str) -> None:
+    """One line per damaged row that was skipped: the report stands on the others."""
+    for problem in dict.fromkeys(connection.problems):
+        print(f"pinwise: warning: {path}: {problem}", file=sys.stderr)
+
+
+def _summaries(connection, args: argparse.Namespace) -> list:
+    """The summaries of the experiments ``pinwise report`` shows, damaged rows named and skipped."""
+    from ..bench import db
+    from ..report import summarize
+
+    experiments = db.experiments(connection)
+    damaged = bool(connection.problems)
+    _warn_damaged(connection, args.db)
+    connection.problems.clear()
+    if args.experiment is not None:
+        experiments = [e for e in experiments if e.id == args.experiment]
+        if not experiments:
+            raise PinwiseError(f"{args.db} has no readable experiment {args.experiment}")
+    if not experiments:
+        if damaged:
+            raise PinwiseError(f"{args.db} holds no readable experiment")
+        raise PinwiseError(f"{args.db} holds no experiment yet: run pinwise bench --db {args.db} -- program")
+    summaries = [summarize(connection, e, args.baseline, args.confidence) for e in experiments]
+    summaries = [s for s in summaries if any(len(p.times) for p in s.policies) or sum(p.runs for p in s.policies)]
+    _warn_damaged(connection, args.db)
+    if not summaries:
+        raise PinwiseError(f"{args.db} holds no finished run yet")
+    return summaries
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from ..bench import db
-    from ..report import print_report, save_plots, summarize, write_html
+    from ..report import print_report, save_plots, write_html
 
     connection = db.open_db(args.db, create=False)
     try:
-        experiments = db.experiments(connection)
-        if args.experiment is not None:
-            experiments = [e for e in experiments if e.id == args.experiment]
-            if not experiments:
-                raise PinwiseError(f"{args.db} has no experiment {args.experiment}")
-        if not experiments:
-            raise PinwiseError(f"{args.db} holds no experiment yet: run pinwise bench --db {args.db} -- program")
-        summaries = [summarize(connection, e, args.baseline, args.confidence) for e in experiments]
-        summaries = [s for s in summaries if any(len(p.times) for p in s.policies) or sum(p.runs for p in s.policies)]
-        if not summaries:
-            raise PinwiseError(f"{args.db} holds no finished run yet")
+        summaries = _summaries(connection, args)
+    except db.UNREADABLE as err:
+        raise db.damaged(args.db, err) from None
     finally:
         connection.close()
     print_report(summaries)

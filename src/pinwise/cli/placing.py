@@ -125,7 +125,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
     result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
-    if verify:
+    if result.unobserved:
+        # Never "0 threads, all where asked": say that nothing could be read back, and why.
+        if plan is not None and not args.omp:
+            print(f"pinwise: warning: the preload library did not load in {argv[0]} ({result.unobserved}): its "
+                  "threads were not pinned", file=sys.stderr)
+        elif verify:
+            who = "the OpenMP runtime was asked to place them" if plan is not None else "the OS placed them"
+            print(f"pinwise: cannot show where {argv[0]}'s threads ran ({result.unobserved}); {who}", file=sys.stderr)
+    elif verify:
         _verify_table(result, plan)
     if result.signal_name:
         print(f"pinwise: error: {argv[0]} was killed by signal {result.signal_name}", file=sys.stderr)

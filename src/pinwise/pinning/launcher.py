@@ -71,15 +71,32 @@ def is_static_executable(path: str) -> bool:
     return 3 not in types  # PT_INTERP
 
 
-def launchable_program(argv: list[str]) -> str:
-    """The program's path, once it is known that the preload library can reach its threads."""
+def launchable_program(argv: list[str], omp: bool = False) -> str:
+    """The program's path, once it is known that its threads can be pinned: by the preload
+    library, or with ``omp`` by the OpenMP runtime (the only way into a static program)."""
     program = find_program(argv)
-    if is_static_executable(program):
+    if not omp and is_static_executable(program):
         raise PinwiseError(
-            f"{argv[0]} is statically linked, so the preload library cannot reach its threads: use --omp for an "
-            "OpenMP program, or 'pinwise pin --pid' once it runs"
+            f"{argv[0]} is statically linked, so the preload library cannot reach its threads: if it is an OpenMP "
+            "program, add --omp (its runtime pins the threads; pinwise cannot read back where they ran), or use "
+            "'pinwise pin --pid' once it runs"
         )
     return program
+
+
+def why_not_loaded(program: str) -> str:
+    """Why the preload library left no record in ``program``, as far as its file tells."""
+    import stat
+
+    try:
+        mode = os.stat(program).st_mode
+    except OSError:
+        mode = 0
+    if is_static_executable(program):
+        return "it is statically linked, and LD_PRELOAD reaches only dynamically linked programs"
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        return "it is set-user-ID or set-group-ID, and the loader ignores LD_PRELOAD for such programs"
+    return "the program removed LD_PRELOAD from its environment or replaced itself before the loader ran"
 
 
 def preload_environment(plan: Plan | None, log_path: str | None, follow_children: bool,
@@ -120,7 +137,7 @@ def program_environment(plan: Plan | None, log_path: str | None, follow_children
 def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False):
     """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
-    program = launchable_program(argv)
+    program = launchable_program(argv, omp)
     env = program_environment(plan, None, follow_children, omp)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -143,7 +160,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
 
     from .log import RunResult, parse_log, parse_spawns
 
-    program = launchable_program(argv)
+    program = launchable_program(argv, omp)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
     try:
@@ -163,8 +180,12 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
             text = log.read()
     finally:
         os.unlink(log_path)
-    return RunResult(returncode, parse_log(text), signal.Signals(-returncode).name if returncode < 0 else None,
-                     process.pid, parse_spawns(text))
+    threads = parse_log(text)
+    unobserved = None
+    if observe and not any(t.pid == process.pid for t in threads):
+        unobserved = why_not_loaded(program)
+    return RunResult(returncode, threads, signal.Signals(-returncode).name if returncode < 0 else None,
+                     process.pid, parse_spawns(text), unobserved)
 
 
 def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) -> dict | None:

@@ -52,6 +52,8 @@ class RunResult:
     pid: int | None = None                 # the process pinwise started
     #: pthread_create/pthread_join calls as the log holds them: (kind, pid, calling TID, index)
     spawns: tuple[tuple[str, int, int, int], ...] = ()
+    #: Why the preload library left no record of the process (it did not load), or None
+    unobserved: str | None = None
 
     @property
     def misplaced(self) -> list[ThreadRecord]:

@@ -1,0 +1,237 @@
+"""The results database under damage and contention: a file that is read-only, locked by another
+bench, from a newer pinwise, of something else, with damaged rows or flipped bits. Every case is
+one message and a clean exit, never a traceback; damaged rows are named and skipped."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import PINWISE, FakeProgram, assert_clean_failure, need, run_pinwise
+
+from pinwise.bench import BenchOptions, build_candidates, db, run_bench
+from pinwise.bench.runner import TIMEOUT_FACTOR, TIMEOUT_FLOOR, default_timeout
+from pinwise.cli import main
+from pinwise.errors import PinwiseError
+from pinwise.topology import load_topology
+
+TOPOLOGY = load_topology("pack:1 core:2 pu:1")
+
+
+def make_db(path, runs: int = 6, seed: int = 0) -> str:
+    """A real database: os against a planted 10% faster placement, generated timings."""
+    candidates = build_candidates(["os"], ["fast=0"], TOPOLOGY, None)
+    program = FakeProgram({"os": 1.0, "0": 0.9, "other": 0.9}, 0.01, seed=seed)
+    run_bench(["/bin/true"], candidates, TOPOLOGY, str(path), BenchOptions(runs, progress=False), runner=program)
+    return str(path)
+
+
+def report(path, capsys) -> tuple[int, str, str]:
+    status = main(["report", str(path)])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_a_fresh_database_carries_its_schema_version(tmp_path):
+    path = make_db(tmp_path / "r.db")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
+
+
+def test_a_bench_leaves_one_file_that_another_user_can_only_read_and_still_report(tmp_path):
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to read the file as another user")
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", PINWISE, "report"]
+    folder = Path(tempfile.mkdtemp(prefix="pinwise-test-shared-", dir="/tmp"))
+    try:
+        path = make_db(folder / "r.db")
+        assert sorted(p.name for p in folder.iterdir()) == ["r.db"]  # no -wal or -shm left beside it
+        folder.chmod(0o755)  # nobody may enter the folder and read the file, but write neither
+        before = (folder / "r.db").read_bytes()
+        result = subprocess.run([*nobody, path], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "fast" in result.stdout and "Traceback" not in result.stderr
+        assert (folder / "r.db").read_bytes() == before
+        writer = db.open_db(path)  # while a bench writes it (WAL mode, its -shm present), as well
+        try:
+            result = subprocess.run([*nobody, path], capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, result.stderr
+        finally:
+            writer.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # One who cannot even reach the file gets one line.
+    tmp_path.chmod(0o700)
+    result = subprocess.run([*nobody, make_db(tmp_path / "hidden.db")], capture_output=True, text=True, timeout=120)
+    assert_clean_failure(result, "cannot reach", "permission denied")
+
+
+def test_a_second_writer_is_refused_before_it_runs_anything(tmp_path, threads_exe_marker):
+    path = str(tmp_path / "r.db")
+    holder = db.open_db(path)  # a bench in progress holds the lock
+    try:
+        result = run_pinwise("bench", "--db", path, "-r", "2", "--policies", "os", "--", *threads_exe_marker)
+        assert_clean_failure(result, "another pinwise is writing", "another --db")
+        assert not (tmp_path / "ran").exists()
+    finally:
+        holder.close()
+    result = run_pinwise("bench", "--db", path, "-r", "2", "--policies", "os", "--", *threads_exe_marker)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ran").exists()
+
+
+@pytest.fixture
+def threads_exe_marker(tmp_path):
+    """A program that leaves a file behind when it runs."""
+    return [need("sh"), "-c", f"touch {tmp_path / 'ran'}"]
+
+
+def test_damaged_rows_are_named_and_skipped(tmp_path, capsys):
+    path = make_db(tmp_path / "r.db")
+    with sqlite3.connect(path) as raw:
+        ids = [row[0] for row in raw.execute("SELECT id FROM runs WHERE warmup = 0 ORDER BY id")]
+        raw.execute("UPDATE runs SET wall = 'abc' WHERE id = ?", (ids[0],))
+        raw.execute("UPDATE runs SET user = -1 WHERE id = ?", (ids[1],))
+        raw.execute("UPDATE runs SET block = 'x' WHERE id = ?", (ids[2],))
+    status, out, err = report(path, capsys)
+    assert status == 0, err
+    for run_id, damage in zip(ids, ("wall is 'abc'", "user is -1.0", "block is 'x'")):
+        assert f"run {run_id} of experiment 1 is damaged ({damage}): skipped" in err
+    connection = db.open_db(path, create=False)
+    try:
+        assert len(db.runs(connection, 1)) == len(ids) - 3
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("config", "{not json", "config is not a JSON dict"),
+    ("command", '"ls"', "command is not a JSON list"),
+    ("config", '{"candidates": 5}', "config's candidates is not a list"),
+    ("seed", "'seven'", "seed is 'seven'"),
+])
+def test_a_damaged_experiment_is_named(tmp_path, capsys, column, value, words):
+    path = make_db(tmp_path / "r.db")
+    make_db(path)  # resumes: still one experiment
+    with sqlite3.connect(path) as raw:
+        raw.execute("INSERT INTO experiments (created, command, config, seed) SELECT created, command, config, seed "
+                    "FROM experiments WHERE id = 1")
+        if column == "seed":
+            raw.execute(f"UPDATE experiments SET seed = {value} WHERE id = 1")
+        else:
+            raw.execute(f"UPDATE experiments SET {column} = ? WHERE id = 1", (value,))
+    status, out, err = report(path, capsys)
+    # Experiment 2 has no runs: no finished run is left, and the damage is named.
+    assert status == 2
+    assert f"experiment 1 is damaged ({words}" in err and "no finished run yet" in err
+    assert "Traceback" not in err
+    # A bench on it resumes nothing from the damaged latest one... experiment 2 is fine, so it goes on.
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE experiments SET config = '[' WHERE id = 2")
+    with pytest.raises(PinwiseError, match="latest experiment in the database .2. is damaged"):
+        make_db(path)
+
+
+def test_foreign_newer_and_incomplete_files_are_refused(tmp_path, capsys):
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE songs (title TEXT)")
+    for create in (True, False):
+        with pytest.raises(PinwiseError, match="not a pinwise results database"):
+            db.open_db(foreign, create=create)
+    with sqlite3.connect(foreign) as raw:
+        assert [r[0] for r in raw.execute("SELECT name FROM sqlite_master")] == ["songs"]  # left as it was
+
+    newer = make_db(tmp_path / "newer.db")
+    with sqlite3.connect(newer) as raw:
+        raw.execute(f"PRAGMA user_version = {db.SCHEMA_VERSION + 1}")
+    status, _, err = report(newer, capsys)
+    assert status == 2 and "newer pinwise" in err
+
+    lacking = make_db(tmp_path / "lacking.db")
+    with sqlite3.connect(lacking) as raw:
+        raw.execute("ALTER TABLE runs DROP COLUMN wall")
+    status, _, err = report(lacking, capsys)
+    assert status == 2 and "runs table has no column wall" in err
+
+    text = tmp_path / "text.db"
+    text.write_text("policy,time\nos,1.0\n")
+    status, _, err = report(text, capsys)
+    assert status == 2 and "not a readable results database" in err
+
+
+def test_an_older_database_gains_its_columns_and_version_when_written(tmp_path, capsys):
+    path = make_db(tmp_path / "old.db")
+    with sqlite3.connect(path) as raw:
+        for name, _ in db.ADDED_COLUMNS:
+            raw.execute(f"ALTER TABLE runs DROP COLUMN {name}")
+        raw.execute("PRAGMA user_version = 0")
+    status, out, err = report(path, capsys)  # read as it is: the missing columns read as empty
+    assert status == 0, err
+    make_db(path, runs=8)  # resumes the same experiment with two more runs each
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
+        columns = {row[1] for row in raw.execute("PRAGMA table_info(runs)")}
+    assert {name for name, _ in db.ADDED_COLUMNS} <= columns
+
+
+def test_flipped_bits_give_a_report_or_one_message_never_a_traceback(tmp_path, capsys):
+    """Random single-byte damage anywhere in a real file, 150 times. ``main`` lets anything but
+    PinwiseError through, so a traceback here is an exception that fails the test."""
+    original = (tmp_path / "clean.db")
+    make_db(original, runs=10)
+    with sqlite3.connect(original) as raw:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = original.read_bytes()
+    rng = random.Random(16)
+    outcomes = {0: 0, 2: 0}
+    for case in range(150):
+        damaged = bytearray(data)
+        for _ in range(rng.choice((1, 1, 4))):
+            damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+        path = tmp_path / f"flip{case}.db"
+        path.write_bytes(bytes(damaged))
+        status, _, err = report(path, capsys)
+        assert status in (0, 2), err
+        assert "Traceback" not in err
+        if status == 2:
+            assert err.count("pinwise: error:") == 1, err
+        outcomes[status] += 1
+        path.unlink()
+    assert outcomes[2] > 0  # some damage is found, not all of it is harmless
+
+
+def test_the_default_timeout_comes_from_the_first_block():
+    def run(wall, failure=None):
+        return db.Run(started="", wall=wall, program_time=None, user=0, sys=0, max_rss_kb=0, migrations=None,
+                      context_switches=None, energy_j=None, exit_status=0, failure=failure, misplaced=0,
+                      placement="os")
+
+    assert default_timeout([run(0.01), run(0.02)]) == TIMEOUT_FLOOR
+    assert default_timeout([run(2.0), run(3.0), run(100.0, "exit status 1")]) == TIMEOUT_FACTOR * 3.0
+    assert default_timeout([run(1.0, "killed by SIGSEGV")]) is None
+
+
+def test_a_hanging_program_without_timeout_is_stopped_after_the_derived_one(tmp_path):
+    """The first run of each placement ends; the later ones hang: they are stopped and recorded."""
+    counter = tmp_path / "count"
+    script = tmp_path / "hang-later.sh"
+    script.write_text(f"#!/bin/sh\nif [ -e {counter} ]; then exec sleep 600; fi\ntouch {counter}\n")
+    script.chmod(0o755)
+    path = tmp_path / "r.db"
+    result = run_pinwise("bench", "--db", str(path), "-r", "2", "--policies", "os", "--", str(script), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"runs longer than {TIMEOUT_FLOOR:g} s are stopped" in result.stderr
+    connection = db.open_db(path, create=False)
+    try:
+        failures = [r.failure for r in db.runs(connection, 1)]
+    finally:
+        connection.close()
+    assert failures == [None, f"timeout after {TIMEOUT_FLOOR:g} s"]
