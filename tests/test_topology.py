@@ -230,6 +230,43 @@ def test_malformed_xml_gives_one_clear_line(tmp_path):
     assert_clean_failure(run_pinwise("topo", "-t", str(other)), "not an hwloc topology")
 
 
+SMALL_XML = """<?xml version="1.0" encoding="{encoding}"?>
+{doctype}<topology version="2.0">
+<object type="Machine" os_index="0" cpuset="{machine}">
+<object type="PU" os_index="0" cpuset="0x1"/>
+<object type="PU" os_index="1" cpuset="{pu1}"/>
+</object>
+</topology>
+"""
+
+
+def small_xml(encoding="UTF-8", doctype="", machine="0x3", pu1="0x2") -> bytes:
+    text = SMALL_XML.format(encoding=encoding, doctype=doctype, machine=machine, pu1=pu1)
+    return text.encode("utf-16" if encoding == "UTF-16" else "utf-8")
+
+
+@pytest.mark.parametrize("damage, words", [
+    ({"pu1": ""}, ["PU 1 has cpuset []"]),
+    ({"pu1": "0x0"}, ["PU 1 has cpuset []"]),
+    ({"pu1": "0x3"}, ["PU 1 has cpuset [0, 1]"]),
+    ({"machine": ""}, ["Machine's cpuset", "leaves out PUs 0,1"]),
+    ({"machine": "0x1"}, ["leaves out PUs 1"]),
+    ({"doctype": '<!DOCTYPE topology [<!ENTITY a "x">]>\n'}, ["entity declarations"]),
+    ({"doctype": '<!DOCTYPE topology [<!ENTITY a "x">]>\n', "encoding": "UTF-16"}, ["entity declarations"]),
+])
+def test_xml_whose_pus_do_not_add_up_is_refused(tmp_path, damage, words):
+    """Found by the fuzz corpus: an empty PU cpuset dropped the PU in silence ("0 PUs", exit 0),
+    and an entity declaration in UTF-16 passed a search for the text "<!ENTITY"."""
+    path = tmp_path / "bad.xml"
+    path.write_bytes(small_xml(**damage))
+    assert_clean_failure(run_pinwise("topo", "-t", str(path)), *words)
+
+
+def test_utf16_xml_is_read_like_utf8():
+    assert parse_xml(small_xml("UTF-16")) == parse_xml(small_xml())
+    assert parse_xml(small_xml()).nb_pus == 2
+
+
 def test_asymmetric_topology_has_no_synthetic_form(tmp_path):
     xml = lstopo_xml("--input", "pack:2 core:2 pu:1", "--restrict", "0x7")
     path = tmp_path / "asym.xml"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from xml.parsers import expat
 from pathlib import Path
 
+from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
@@ -71,9 +73,29 @@ def read_xml(path: str | Path) -> Topology:
     return parse_xml(read_input(path, "topology file", binary=True), source=str(path))
 
 
+class _EntityDeclared(Exception):
+    pass
+
+
+def _refuse_entities(text: bytes | str, source: str) -> None:
+    """No entity declarations (the way to billion-laughs and external files), found by the XML
+    parser itself, so that no encoding (UTF-16, UTF-32...) hides one from a text search."""
+    parser = expat.ParserCreate()
+
+    def declared(*_):
+        raise _EntityDeclared
+
+    parser.EntityDeclHandler = declared
+    try:
+        parser.Parse(text, True)
+    except _EntityDeclared:
+        raise PinwiseError(f"{source}: XML entity declarations are not accepted in topology files") from None
+    except expat.ExpatError:
+        pass  # not well-formed: said with its position by the parse that follows
+
+
 def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
-    if "<!ENTITY" in (text.decode("utf-8", "replace") if isinstance(text, bytes) else text):
-        raise PinwiseError(f"{source}: XML entity declarations are not accepted in topology files")
+    _refuse_entities(text, source)
     try:
         root = ET.fromstring(text)
     except ET.ParseError as err:
@@ -84,7 +106,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
     specs: list[ObjectSpec] = []
-    allowed = None
+    allowed = machine_cpuset = None
     for element in top.iter("object"):
         hwloc_type = element.get("type", "")
         type_ = _HWLOC_TYPES.get(hwloc_type)
@@ -99,6 +121,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
             raise PinwiseError(f"{source}: a {hwloc_type} object has no cpuset attribute")
         cpuset = parse_cpuset(cpuset_text, source)
         if type_ == ObjType.MACHINE:
+            machine_cpuset = cpuset
             if element.get("allowed_cpuset") is not None:
                 allowed = parse_cpuset(element.get("allowed_cpuset"), source)
             continue
@@ -108,6 +131,10 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
                 raise PinwiseError(f"{source}: a PU has no os_index")
             cpuset = frozenset([os_index]) if cpuset == frozenset([os_index]) else cpuset
         specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source)))
+    pus = {s.os_index for s in specs if s.type == ObjType.PU}
+    if machine_cpuset is not None and pus and not pus <= machine_cpuset:
+        raise PinwiseError(f"{source}: the Machine's cpuset {format_cpuset(machine_cpuset)} leaves out PUs "
+                           f"{format_cpulist(sorted(pus - machine_cpuset))}, which the file lists")
     # A Group that only carries a NUMA node (hwloc's way of placing one above packages) is that node.
     numa_sets = {s.cpuset for s in specs if s.type == ObjType.NUMA}
     specs = [s for s in specs if not (s.type == ObjType.GROUP and s.cpuset in numa_sets)]

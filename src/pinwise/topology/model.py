@@ -338,10 +338,11 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         if spec.type not in LEVEL_RANK:
             raise PinwiseError(f"topology {source!r}: unknown object type {spec.type!r}")
         spec = ObjectSpec(ObjType(spec.type), spec.cpuset, spec.os_index, spec.cache_size)
-        if spec.type == ObjType.MACHINE or not spec.cpuset:
-            continue
         if spec.type == ObjType.PU and spec.cpuset != frozenset([spec.os_index]):
-            raise PinwiseError(f"topology {source!r}: PU {spec.os_index} has cpuset {sorted(spec.cpuset)}")
+            raise PinwiseError(f"topology {source!r}: PU {spec.os_index} has cpuset {sorted(spec.cpuset)}, "
+                               f"not [{spec.os_index}]")
+        if spec.type == ObjType.MACHINE or not spec.cpuset:
+            continue  # an object without CPUs (a memory-only NUMA node) takes no place in the tree
         if not spec.cpuset <= all_cpus:
             raise PinwiseError(
                 f"topology {source!r}: a {spec.type.label} names CPUs "
