@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -92,3 +93,18 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     assert lines and lines[-1].startswith("pinwise: interrupted"), err
     assert "Traceback" not in err
     assert subprocess.run(["pgrep", "-f", "sleep 0.213"], capture_output=True).returncode == 1  # nothing left behind
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_it_without_a_traceback():
+    """Between the start of Python and main(), Ctrl-C ends pinwise as it ends any program: here
+    the signal arrives right after the command line's modules are imported, before main runs."""
+    code = ("import os, signal, time\nimport pinwise.cli\n"
+            "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\nprint('survived')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == -signal.SIGINT, result
+    assert "Traceback" not in result.stderr and "survived" not in result.stdout
+    # main() gives Python its handler back: Ctrl-C inside a command is the KeyboardInterrupt it catches.
+    code = ("import signal\nfrom pinwise.cli import main\nmain(['topo', '-t', 'pack:1 core:1 pu:1'])\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().endswith("True"), result

@@ -6,6 +6,16 @@ The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin), :mod:`pinwise.
 
 from __future__ import annotations
 
+import signal
+
+# Ctrl-C while the command line loads ends pinwise as it would end any program, without a
+# traceback of whichever import it interrupted; main() gives Python its handler back.
+try:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+except ValueError:  # imported outside the main thread: signals are not ours to set
+    pass
+
 import argparse
 import importlib
 import os
@@ -295,6 +305,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # set while loading, above
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # no command: what the commands are, not an error
