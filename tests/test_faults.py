@@ -16,8 +16,23 @@ from pathlib import Path
 import pytest
 from conftest import PINWISE, need
 
-#: A program no other test runs, so that what is left of it can be found by its command line.
+#: A program no other test runs, so that what is left of it can be found by its command line: a
+#: shell that starts a long sleep in the background, naps, and kills the sleep. Only a kill that
+#: misses the shell's children leaves the long sleep running: a grandchild of pinwise, out of
+#: reach of the parent-death signal.
 NAP = "0.377"
+ORPHAN = "sleep 30.377"
+
+
+def in_a_shell(command: str) -> list[str]:
+    return [need("sh"), "-c", command]
+
+
+def wait_until_running(pattern: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and not left_running(pattern):
+        time.sleep(0.05)
+    assert left_running(pattern), f"{pattern} never started"
 
 
 def left_running(pattern: str) -> list[str]:
@@ -39,7 +54,7 @@ def schedule(db_path) -> list[tuple]:
 
 def bench_command(db_path) -> list[str]:
     return [PINWISE, "bench", "--db", str(db_path), "-r", "4", "--policies", "os,compact", "--seed", "11", "--quiet",
-            "--", need("sleep"), NAP]
+            "--", *in_a_shell(f"{ORPHAN} & sleep {NAP}; kill $!")]
 
 
 def wait_for_runs(db_path, count: int, process: subprocess.Popen) -> None:
@@ -66,6 +81,7 @@ def test_a_killed_bench_leaves_nothing_and_resumes_exactly(tmp_path, signum):
     _, err = process.communicate(timeout=30)
     time.sleep(0.2)  # the kernel delivers the parent-death signal as pinwise's exit completes
     assert not left_running(f"sleep {NAP}"), "the program under test outlived pinwise"
+    assert not left_running(ORPHAN), "the program's child outlived pinwise"
     if signum == signal.SIGKILL:
         assert process.returncode == -signal.SIGKILL
     else:
@@ -83,13 +99,13 @@ def test_a_killed_bench_leaves_nothing_and_resumes_exactly(tmp_path, signum):
 def test_a_killed_trace_leaves_no_valgrind(tmp_path, signum):
     need("valgrind")
     output = tmp_path / "comm.json"
-    process = subprocess.Popen([PINWISE, "trace", "-o", str(output), "--", need("sleep"), "31.7"],
+    process = subprocess.Popen([PINWISE, "trace", "-o", str(output), "--", *in_a_shell("sleep 31.7; :")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)  # Valgrind is running the program by now
+    wait_until_running("^sleep 31.7")  # Valgrind runs the shell, whose child runs the sleep natively
     process.send_signal(signum)
     _, err = process.communicate(timeout=60)
     time.sleep(0.3)
-    assert not left_running("sleep 31.7"), "Valgrind (and the program in it) outlived pinwise"
+    assert not left_running("sleep 31.7"), "Valgrind (or the program it runs) outlived pinwise"
     if signum == signal.SIGTERM:
         assert "Traceback" not in err
         assert "marked partial" in err and output.exists()  # what was gathered is kept, and says so

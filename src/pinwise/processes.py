@@ -4,7 +4,9 @@
   does (:class:`pinwise.errors.Terminated`): the run in flight is killed, nothing half-done is
   recorded, and the command says what is saved.
 - ``kill -9`` cannot be caught, so every program pinwise waits for is started with
-  ``PR_SET_PDEATHSIG`` (:func:`die_with_parent`): the kernel kills it when pinwise dies.
+  ``PR_SET_PDEATHSIG`` (:func:`die_with_parent`): the kernel kills it when pinwise dies. The
+  program's own children do not inherit that; they run in the program's process group, which a
+  :class:`GroupGuard` kills when pinwise dies.
 - Temporary folders carry the owner's PID (``pinwise-KIND-PID-xxxx``); a folder whose owner is
   dead (killed with -9) is removed the next time pinwise makes one (:func:`temporary_folder`).
 """
@@ -30,6 +32,25 @@ def stop_on_termination() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: The signals that stop pinwise as Ctrl-C does; held while a program starts (:func:`signals_held`).
+STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+class signals_held:
+    """Hold SIGINT, SIGTERM and SIGHUP for the length of a ``with`` block, delivered as it ends.
+
+    Around the start of a program and the lines that record it (its group watched, its kill
+    registered): a signal between the fork and those lines would leave a program nobody kills.
+    Use it inside the ``try`` whose handler kills the program. Children get the signals back in
+    :func:`die_with_parent`'s ``preexec_fn``."""
+
+    def __enter__(self):
+        self._before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._before)
+
+
 _prctl = None
 
 
@@ -44,10 +65,73 @@ def die_with_parent():
     prctl, parent = _prctl, os.getpid()
 
     def arm():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # held by signals_held while it started
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # pinwise died before the line above: do not run orphaned
             os._exit(137)
     return arm
+
+
+class GroupGuard:
+    """Kills the process group of the run in flight if pinwise dies, even by ``kill -9``.
+
+    One small shell per bench or trace reads the group IDs pinwise writes into a pipe (``watch``
+    when a run starts, ``release`` when it has ended and been cleaned up). A pipe closes when its
+    writer dies however it dies: the shell then reads end-of-file and kills the last group it was
+    given, unless it was released. The pipe is close-on-exec, so no program inherits its end.
+    """
+
+    _SCRIPT = ('g=-; while read -r line; do g=$line; done; '
+               'if [ "$g" != - ]; then kill -s KILL -- "-$g" 2>/dev/null; fi')
+
+    def __init__(self):
+        import subprocess
+
+        read_end, self._fd = os.pipe()
+        try:
+            # Its own session: the terminal's Ctrl-C, meant for pinwise, must not end the guard first.
+            self._shell = subprocess.Popen(["/bin/sh", "-c", self._SCRIPT], stdin=read_end,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           start_new_session=True)
+        except OSError:
+            os.close(self._fd)
+            raise
+        finally:
+            os.close(read_end)
+
+    def _say(self, text: str) -> None:
+        try:
+            os.write(self._fd, text.encode() + b"\n")
+        except OSError:
+            pass  # the guard is gone (killed by hand): the run goes on unguarded
+
+    def watch(self, pgid: int) -> None:
+        self._say(str(pgid))
+
+    def release(self) -> None:
+        self._say("-")
+
+    def close(self) -> None:
+        """Release the last group and let the shell end."""
+        if self._fd >= 0:
+            self.release()
+            os.close(self._fd)
+            self._fd = -1
+            self._shell.wait()
+
+    def __enter__(self) -> GroupGuard:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL to a whole process group; nothing if it is already gone."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _owner_alive(name: str) -> bool:

@@ -10,6 +10,7 @@ the windows see almost no sharing) and with glibc's rep-movsb memcpy disabled (V
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import die_with_parent, temporary_folder
+from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
 from .pinning.launcher import NATIVE_DIR, find_program
 from ._stage import make_callable
 
@@ -136,7 +137,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     valgrind = check_tracer()
     program = find_program(argv)
     show = sys.stderr.isatty() if progress is None else progress
-    with temporary_folder("trace") as tmp:
+    with temporary_folder("trace") as tmp, contextlib.ExitStack() as cleanup:
         result_path = Path(tmp, "trace.txt")
         env = tool_environment(Path(tmp))
         env.update(extra_env or {})
@@ -145,11 +146,17 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
-        try:
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None,
-                                       preexec_fn=die_with_parent())
-        except OSError as err:
-            raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
+        # Valgrind and the program's children in a group of their own, which the guard kills if
+        # pinwise dies (kill -9 included); Ctrl-C reaches them through pinwise, below.
+        guard = cleanup.enter_context(GroupGuard())
+        with signals_held():  # a stop signal lands after the kill below is registered
+            try:
+                process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None,
+                                           start_new_session=True, preexec_fn=die_with_parent())
+            except OSError as err:
+                raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
+            guard.watch(process.pid)
+            cleanup.callback(kill_group, process.pid)  # first of the clean-ups: what the program left running
         # numpy loads while the program runs under Valgrind, not before it starts.
         from .comm import write_comm
 
@@ -165,7 +172,10 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                     _progress_line(result_path, time.perf_counter() - start)
             except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the program ends, the matrix stays
                 interrupted = True
-                process.send_signal(getattr(interrupt, "signum", signal.SIGINT))
+                try:
+                    os.killpg(process.pid, getattr(interrupt, "signum", signal.SIGINT))
+                except ProcessLookupError:
+                    pass
         if show:
             print(file=sys.stderr)
         if not result_path.exists():

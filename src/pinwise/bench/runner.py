@@ -18,12 +18,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
-from ..processes import die_with_parent, temporary_folder
+from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment
 from ..pinning.log import parse_log
 from .. import policies
@@ -108,16 +109,12 @@ def _placement_key(candidate: Candidate):
     return candidate.plan.slots, candidate.plan.repeat_from, candidate.plan.skip_mask
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
-             counters: SoftwareCounters) -> db.Run:
-    """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates."""
+             counters: SoftwareCounters, guard: GroupGuard | None = None) -> db.Run:
+    """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates.
+
+    The program runs in a process group of its own, killed when the run ends: children it leaves
+    behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile."""
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path, follow_children=False)
@@ -128,27 +125,35 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             load, cpu_before = load_average(), cpu_times()
             started = time.strftime("%Y-%m-%dT%H:%M:%S")
             start = time.perf_counter()
+            process = watchdog = None
             try:
-                process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                           start_new_session=True, preexec_fn=die_with_parent())
-            except OSError as error:
-                raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
-            watchdog = None
-            if timeout:
-                def expire():
-                    timed_out.set()
-                    _kill_group(process)
-                watchdog = threading.Timer(timeout, expire)
-                watchdog.start()
-            try:
+                with signals_held():  # a stop signal lands in this try, with the program known
+                    try:
+                        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                   start_new_session=True, preexec_fn=die_with_parent())
+                    except OSError as error:
+                        raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
+                    if guard is not None:
+                        guard.watch(process.pid)
+                if timeout:
+                    def expire():
+                        timed_out.set()
+                        kill_group(process.pid)
+                    watchdog = threading.Timer(timeout, expire)
+                    watchdog.start()
                 _, status, usage = os.wait4(process.pid, 0)
             except BaseException:
-                _kill_group(process)
-                process.wait()
+                if process is not None:
+                    kill_group(process.pid)
+                    process.wait()
                 raise
             finally:
                 if watchdog:
                     watchdog.cancel()
+                if process is not None:
+                    kill_group(process.pid)  # what the program left running
+                    if guard is not None:
+                        guard.release()
             wall = time.perf_counter() - start
             cpu_after = cpu_times()
             process.returncode = os.waitstatus_to_exitcode(status)
@@ -309,6 +314,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     show = console.is_terminal if progress is None else progress
     medians: dict[str, list[float]] = {}
     counters = SoftwareCounters()
+    guard = GroupGuard() if runner is run_once else None
+    measure = partial(run_once, guard=guard) if guard is not None else runner
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.fields[medians]}"), console=console, disable=not show, transient=False)
     # Without --timeout: the first block runs unbounded, then the derived timeout applies (and is said).
@@ -331,7 +338,7 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
-                result = replace(runner(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
+                result = replace(measure(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
                 db.record_run(connection, experiment.id, result)
                 if block == 0 and warm == first_warm:
@@ -342,6 +349,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 bar.update(task, advance=1, medians=text)
     finally:
         counters.close()
+        if guard is not None:
+            guard.close()
 
 
 def interrupted_message(db_path: str) -> str:
