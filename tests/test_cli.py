@@ -4,7 +4,9 @@ module; here, that the shell around it keeps its promises."""
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -108,3 +110,29 @@ def test_ctrl_c_while_the_command_line_loads_ends_it_without_a_traceback():
             "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip().endswith("True"), result
+
+
+def test_outputs_to_devices_and_links_are_written_in_place(tmp_path):
+    """Found by the fuzz corpus: -o /dev/full said "wrote" and replaced the device by a file
+    (the temporary file was renamed over it). Devices and pipes are written in place; a link
+    keeps pointing at its file, which gets the content."""
+    full = os.stat("/dev/full")
+    result = run_pinwise("topo", "-t", "pack:1 core:1 pu:1", "-o", "/dev/full")
+    assert result.returncode != 0 and "No space left on device" in result.stderr
+    assert os.stat("/dev/full").st_rdev == full.st_rdev and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    result = run_pinwise("topo", "-t", "pack:1 core:1 pu:1", "-o", "/dev/stdout")
+    assert result.returncode == 0 and result.stdout.startswith("Machine: 1 PUs")
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target.name)
+    assert run_pinwise("topo", "-t", "pack:1 core:1 pu:1", "-o", str(link)).returncode == 0
+    assert link.is_symlink() and target.read_text().startswith("Machine: 1 PUs")
+
+
+def test_a_bare_json_matrix_is_read(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text("[[0, 5], [5, 0]]\n")
+    result = run_pinwise("map", str(path), "-t", "pack:1 core:2 pu:1", "-p", "locality", "-f", "cpulist")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() in (["0,1"], ["1,0"])

@@ -228,6 +228,12 @@ def _vector(document: dict, name: str, threads: int, source: str) -> np.ndarray 
 
 def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
     stripped = text.lstrip()
+    if stripped.startswith("["):  # a bare JSON matrix: [[0, 5], [5, 0]]
+        try:
+            rows = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            raise PinwiseError(f"{source} is not valid JSON ({str(err)[:80]})") from None
+        return CommMatrix(validate_matrix(rows, source), info=TraceInfo(source=source))
     if stripped.startswith("{"):
         document = read_document(text, source, COMM_FORMAT, "a pinwise communication matrix")
         matrix = validate_matrix(document.get("matrix"), source)

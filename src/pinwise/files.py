@@ -4,6 +4,7 @@ that a failure never leaves a half-written one behind."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -53,6 +54,19 @@ def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
 
 def _write_atomic(path: str | Path, content, mode: str) -> None:
     path = check_output_file(path)
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)  # through links: /dev/stdout is one
+    except OSError:
+        special = False  # nothing there yet
+    if not special and path.is_symlink():  # the file it names gets the content; the link stays a link
+        path = Path(os.path.realpath(path))
+    if special:  # a device or a pipe (/dev/stdout, a FIFO): written in place, never replaced by a file
+        try:
+            with open(path, mode) as handle:
+                handle.write(content)
+        except OSError as err:
+            raise PinwiseError(f"cannot write {str(path)!r}: {err.strerror}") from None
+        return
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
