@@ -235,7 +235,8 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
             raise PinwiseError(f"{source} is not valid JSON ({str(err)[:80]})") from None
         return CommMatrix(validate_matrix(rows, source), info=TraceInfo(source=source))
     if stripped.startswith("{"):
-        document = read_document(text, source, COMM_FORMAT, "a pinwise communication matrix")
+        document = read_document(text, source, COMM_FORMAT, "a pinwise communication matrix", newest=1,
+                                 format_optional=True)
         matrix = validate_matrix(document.get("matrix"), source)
         threads = document.get("threads", matrix.shape[0])
         if threads != matrix.shape[0]:

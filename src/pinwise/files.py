@@ -28,11 +28,14 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
     if not text.strip():
         raise PinwiseError(f"{what}: the name is empty")
     path = Path(text)
-    if path.is_dir():
-        raise PinwiseError(f"{what} {text!r} is a directory; give a file name (e.g. {text.rstrip('/')}/out)")
-    folder = path.parent
-    if not folder.is_dir():
-        raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} does not exist")
+    try:
+        if path.is_dir():
+            raise PinwiseError(f"{what} {text!r} is a directory; give a file name (e.g. {text.rstrip('/')}/out)")
+        folder = path.parent
+        if not folder.is_dir():
+            raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} does not exist")
+    except OSError as err:  # a name too long, a loop of links
+        raise PinwiseError(f"{what} {text[:80]!r}: {err.strerror}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} is not writable")
     return path
@@ -102,9 +105,12 @@ def read_input(path: str | Path, what: str, binary: bool = False) -> str | bytes
         raise PinwiseError(f"{what} {str(path)!r} is not text") from None
 
 
-def read_document(text: str | bytes, source: str, format_name: str, what: str) -> dict:
+def read_document(text: str | bytes, source: str, format_name: str, what: str, newest: int | None = None,
+                  format_optional: bool = False) -> dict:
     """A JSON document of one of pinwise's file formats (``{"format": format_name, ...}``), or one
-    clear error naming ``source`` and what it should have been (``what``, e.g. "a pinwise topology")."""
+    clear error naming ``source`` and what it should have been (``what``, e.g. "a pinwise topology").
+    ``newest``: the highest ``"version"`` this pinwise reads; ``format_optional``: a document
+    written by hand may leave "format" out (another value is still refused)."""
     import json
 
     try:
@@ -115,6 +121,13 @@ def read_document(text: str | bytes, source: str, format_name: str, what: str) -
         raise PinwiseError(f"{source} holds a number pinwise cannot read ({str(err).split(';')[0]})") from None
     except RecursionError:
         raise PinwiseError(f"{source} is nested too deeply to be {what}") from None
-    if not isinstance(document, dict) or document.get("format") != format_name:
+    if not isinstance(document, dict) or document.get("format", None if format_optional else "") not in (format_name, None):
         raise PinwiseError(f"{source} is not {what} (expected \"format\": \"{format_name}\")")
+    version = document.get("version")
+    if newest is not None and version is not None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PinwiseError(f"{source}: \"version\" is {version!r}, not a version number")
+        if version > newest:
+            raise PinwiseError(f"{source} was written by a newer pinwise (version {version}; this one reads up to "
+                               f"{newest}): upgrade pinwise to read it")
     return document

@@ -245,7 +245,7 @@ class Plan(Frozen):
         machine: it runs wherever its CPUs exist)."""
         from .files import read_document
 
-        document = read_document(text, source, MAPPING_FORMAT, "a pinwise mapping file")
+        document = read_document(text, source, MAPPING_FORMAT, "a pinwise mapping file", newest=MAPPING_VERSION)
 
         def field(name, kind, default=None):
             value = document.get(name, default)
@@ -266,6 +266,9 @@ class Plan(Frozen):
             slots = tuple((cpu(c),) for c in document["pus"])
         else:
             raise PinwiseError(f"{source}: \"pus\" must be a non-empty list of CPU numbers")
+        threads = field("threads", int)
+        if threads is not None and threads != len(slots):
+            raise PinwiseError(f"{source}: \"threads\" says {threads} but the file places {len(slots)}")
         rounds = field("rounds", dict)
         machine = field("machine", dict)
         try:
@@ -284,7 +287,7 @@ class Plan(Frozen):
 
 def parse_skip_mask(text: str | None) -> int:
     """likwid-pin's skip mask: a hex number (0x prefix optional), one bit per created thread."""
-    if text is None or text == "":
+    if text is None:
         return 0
     from .numbers import hex_number
 

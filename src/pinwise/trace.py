@@ -134,6 +134,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if window < 1 or (window_ms is not None and window_ms < 1):
         raise PinwiseError("the window must be at least 1 access (or 1 ms)")
+    if not 1024 <= max_lines <= 1 << 34:
+        raise PinwiseError(f"max_lines must be between 1024 and {1 << 34} cache lines, not {max_lines}")
     valgrind = check_tracer()
     program = find_program(argv)
     show = sys.stderr.isatty() if progress is None else progress

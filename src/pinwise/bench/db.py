@@ -261,7 +261,8 @@ def _check(connection: Database, name: str, writing: bool) -> None:
     """Refuse a damaged file, a newer pinwise's file, and an SQLite file of something else."""
     verdict = [row[0] for row in connection.execute("PRAGMA quick_check(5)")]
     if verdict != ["ok"]:
-        raise PinwiseError(f"{name!r} is damaged ({'; '.join(verdict)}): " + _RESCUE.format(path=name))
+        found = "; ".join(" ".join(str(line).split()) for line in verdict)  # SQLite's report spans lines
+        raise PinwiseError(f"{name!r} is damaged ({found}): " + _RESCUE.format(path=name))
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise PinwiseError(f"{name!r} was written by a newer pinwise (results format {version}, this one reads up "

@@ -75,7 +75,7 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("placement (choose one)")
     group.add_argument("--cpus", "-c", metavar="LIST", help="explicit CPU per thread in creation order: 0,4,1-3")
     group.add_argument("--expr", "-e", metavar="EXPR",
-                       help="likwid-pin expression: N:0-3, S0:0-3, C0:, M0:, E:N:8:1:2, S:scatter, joined with @")
+                       help="likwid-pin expression: N:0-3, S0:0-3, C0, M0, E:N:8:1:2, S:scatter, joined with @")
     group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
     group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o'")
     parser.add_argument("--any-machine", action="store_true",
@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
     tracer.add_argument("--stack", action="store_true",
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
-    tracer.add_argument("--max-lines", type=_whole(1, 1 << 32), default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=1 << 24, help="cache lines tracked at most (bounds memory)")
     tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
                         help="skip the one native run (output discarded) that records when each thread lived; "
                              "without it, workers created in rounds are not recognised")

@@ -8,7 +8,8 @@ its *logical* numbering puts physical cores first, then the second hardware thre
 Forms, joined with ``@``:
   ``0,2,4-6``             physical CPU numbers;
   ``S0:0-3``, ``L:S0:0-3``, ``N:0-3``, ``L:0-3``   logical indices inside a domain (``N`` if none);
-  ``C0:`` or ``C0``       the whole domain, physical cores first;
+  ``C0``                 the whole domain, physical cores first (``C0:``, an empty index list,
+                         is refused, as likwid-pin refuses it);
   ``E:N:8`` / ``E:N:8:1:2``   8 CPUs from the domain's list, in chunks of 1 with a stride of 2;
   ``S:scatter``           physical-cores-first lists of every socket, dealt round-robin.
 (likwid-pin(1), "CPU EXPRESSION".)
@@ -135,6 +136,10 @@ def evaluate(expression: str, topology: Topology) -> list[int]:
     for part in text.split("@"):
         part = part.strip()
         fields = part.split(":")
+        if len(fields) >= 2 and fields[-1] == "" and fields[0] in ("L", *domains(topology)):
+            whole = ":".join(fields[:-1]).removeprefix("L:") or "N"
+            raise PinwiseError(f"likwid expression {expression!r}: no index after the colon in {part!r} (likwid-pin "
+                               f"refuses it too): write {whole} for the whole domain, or {whole}:0-1")
         if re.fullmatch(r"[\d,\-]+", part):
             cpus.extend(parse_cpulist(part, "CPU list"))
             continue
@@ -157,6 +162,6 @@ def evaluate(expression: str, topology: Topology) -> list[int]:
         else:
             raise PinwiseError(
                 f"cannot read likwid expression {expression!r} at {part!r}: try 0,2,4-6, N:0-3, S0:0-3, "
-                "C0:, M0:, E:N:8:1:2 or S:scatter, joined with @"
+                "C0, M0, E:N:8:1:2 or S:scatter, joined with @"
             )
     return cpus

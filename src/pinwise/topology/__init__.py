@@ -43,8 +43,11 @@ def live_topology() -> Topology:
 def load_topology(spec: str | None) -> Topology:
     """Resolve a ``--topology`` value: nothing or ``live`` (this machine), a path ending in .xml
     (hwloc XML) or .json (pinwise JSON), a preset name, or a synthetic string."""
-    if spec is None or spec.strip().lower() in ("", "live", "this", "sysfs"):
+    if spec is None or spec.strip().lower() in ("live", "this", "sysfs"):
         return live_topology()
+    if not spec.strip():  # most often an unset variable in a script: not "this machine" in silence
+        raise PinwiseError("the topology is empty: give live (this machine), a preset, an .xml or .json file, "
+                           "or a synthetic string such as 'pack:2 core:4 pu:2'")
     spec = spec.strip()
     if spec.lower() in PRESETS:
         return preset(spec)
