@@ -163,6 +163,21 @@ def test_openmp_program_through_omp_places(build_dir):
     assert placement == {0: [1], 1: [0], 2: [0], 3: [1]}
 
 
+@pytest.mark.parametrize("threads, slots", [(2, [0, 1]), (3, [0, 1, 0]), (5, [0, 0, 1, 1, 0])])
+def test_verify_under_omp_compares_each_thread_with_its_libgomp_place(build_dir, threads, slots):
+    """--omp hands the plan to libgomp as places; with more threads than places libgomp puts them
+    as proc_bind(close) says (3 on 2 places: 0,1,0), and --verify judges each by that place."""
+    exe = compile_program("omp_threads.c", build_dir, "-fopenmp")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    result = run_pinwise("run", "--omp", "--verify", "--cpus", "1,0", "-n", "2", "--", str(exe), env=env,
+                         stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert f"pinwise: {threads} threads, all where asked" in result.stderr, result.stderr
+    rows = [line.strip("│ ").split("│") for line in result.stderr.splitlines() if line.startswith("│")]
+    assert [int(row[1]) for row in rows] == slots
+    assert [int(row[3]) for row in rows] == [(1, 0)[slot] for slot in slots]  # asked: the slot's CPU
+
+
 def test_python_threads(tmp_path):
     placement = run_and_read(pinwise_run("--cpus", "1,0") + [sys.executable, str(PROGRAMS / "py_threads.py"), "3"])
     assert placement == expected([1, 0], 4)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import numpy as np
 import pytest
-from conftest import FakeProgram, assert_clean_failure, run_pinwise
+from conftest import FakeProgram, assert_clean_failure, compile_program, run_pinwise
 
 from pinwise import policies
 from pinwise.auto import run_auto
@@ -116,3 +119,25 @@ def test_registry_entries_are_consistent():
         if policy.needs_matrix:
             assert callable(policy.load_kernel())
     assert policies.lookup(" MASTER ").name == "primary"
+
+
+def test_close_and_spread_are_libgomps_for_1_to_16_threads_on_2_to_16_places(build_dir):
+    """Real libgomp, on places that repeat this machine's two CPUs ({0},{1},{0},...), so that any
+    place count runs here: the place of every thread number is what pinwise plans."""
+    program = compile_program("omp_places.c", build_dir, "-fopenmp")
+    differences = []
+    for places in range(2, 17):
+        place_list = ",".join(f"{{{p % 2}}}" for p in range(places))
+        for bind, ours in (("close", policies.omp_close_places), ("spread", policies.omp_spread_places)):
+            for threads in range(1, 17):
+                env = {**os.environ, "OMP_PLACES": place_list, "OMP_PROC_BIND": bind, "OMP_NUM_THREADS": str(threads),
+                       "OMP_DYNAMIC": "false"}
+                printed = subprocess.run([str(program)], env=env, capture_output=True, text=True, check=True).stdout
+                libgomp = [int(p) for p in printed.split()]
+                if libgomp != ours(places, threads):
+                    differences.append((bind, places, threads, libgomp, ours(places, threads)))
+    assert not differences, differences[:5]
+    # and through the policies, on a machine of 16 PUs
+    machine = load_topology("pack:1 core:16 pu:1")
+    assert policies.spread(machine, 3) == [0, 6, 11]
+    assert policies.close(machine, 20)[15:] == [15, 0, 1, 2, 3] and policies.close(machine, 32)[:4] == [0, 0, 1, 1]

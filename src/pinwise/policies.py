@@ -74,17 +74,51 @@ def random(topology, threads: int, seed: int | None = None) -> list[int]:
     return _repeat(order, threads)
 
 
+def omp_close_places(places: int, threads: int) -> list[int]:
+    """The place of each OpenMP thread under proc_bind(close), the primary thread on place 0 of
+    ``places`` (OpenMP 5.2, 10.1.3), as libgomp applies it: T <= P puts thread i on place i;
+    T > P puts T // P threads on each place in turn and the T % P left over one by one on the
+    first places again (libgomp, T=3 on 2 places: 0,1,0)."""
+    if threads <= places:
+        return list(range(threads))
+    per_place, rest = divmod(threads, places)
+    place, on_place, result = 0, 1, [0]
+    for thread in range(1, threads):
+        if on_place == per_place:
+            place, on_place = (place + 1) % places, 1
+            if thread == threads - rest:
+                per_place = 1
+        else:
+            on_place += 1
+        result.append(place)
+    return result
+
+
+def omp_spread_places(places: int, threads: int) -> list[int]:
+    """The place of each OpenMP thread under proc_bind(spread): T <= P cuts the places into T
+    subpartitions, the P % T first ones a place longer, and puts each thread on the first place
+    of its own (libgomp, T=3 on 16 places: 0,6,11); T > P is close's distribution."""
+    if threads > places:
+        return omp_close_places(places, threads)
+    size, rest = divmod(places, threads)
+    longer_until = (size + 1) * rest
+    place, result = 0, [0]
+    for _ in range(1, threads):
+        place += size + 1 if place < longer_until else size
+        result.append(place)
+    return result
+
+
 def close(topology, threads: int, seed: int | None = None) -> list[int]:
-    """OpenMP proc_bind(close) over one place per allowed PU (OpenMP 5.2, 10.1.3)."""
+    """OpenMP proc_bind(close) over one place per allowed PU (see :func:`omp_close_places`)."""
     places = topology.compact_order()
-    count = len(places)
-    return [places[i % count] if threads <= count else places[i * count // threads] for i in range(threads)]
+    return [places[p] for p in omp_close_places(len(places), threads)]
 
 
 def spread(topology, threads: int, seed: int | None = None) -> list[int]:
-    """OpenMP proc_bind(spread) over one place per allowed PU: threads evenly over the places."""
+    """OpenMP proc_bind(spread) over one place per allowed PU (see :func:`omp_spread_places`)."""
     places = topology.compact_order()
-    return [places[i * len(places) // threads] for i in range(threads)]
+    return [places[p] for p in omp_spread_places(len(places), threads)]
 
 
 def primary(topology, threads: int, seed: int | None = None) -> list[int]:

@@ -95,6 +95,22 @@ def _verify_table(result, plan) -> None:
                       + (f"{len(wrong)} not where asked" if wrong else "all where asked"))
 
 
+def as_openmp_places_them(result, plan):
+    """Under ``--omp`` the library only observes; thread k of the program (creation order, which
+    is the OpenMP thread number of its first team) was asked for the place proc_bind(close) gives
+    it among the plan's places: one each while there are places enough, then libgomp's
+    distribution, not the preload library's wrap-around."""
+    from dataclasses import replace
+
+    from ..policies import omp_close_places
+
+    own = sorted(r.index for r in result.threads if r.pid == result.pid)
+    places = omp_close_places(plan.nb_slots, len(own))
+    threads = tuple(replace(r, slot=places[r.index], requested=tuple(plan.slots[places[r.index]]))
+                    if r.pid == result.pid and r.index < len(places) else r for r in result.threads)
+    return replace(result, threads=threads)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ..pinning.launcher import run_program
 
@@ -125,6 +141,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
     result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
+    if args.omp and plan is not None:
+        result = as_openmp_places_them(result, plan)
     if result.unobserved:
         # Never "0 threads, all where asked": say that nothing could be read back, and why.
         if plan is not None and not args.omp:
