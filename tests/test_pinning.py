@@ -201,7 +201,8 @@ def test_children_are_followed_only_when_asked(threads_exe):
 
 # -- agreement with likwid-pin --------------------------------------------------------------------
 
-@pytest.mark.parametrize("expression", ["N:0-1", "E:N:2:1:1", "1,0", "S0:1@S0:0", "N:scatter"])
+@pytest.mark.parametrize("expression", ["N:0-1", "E:N:2:1:1", "1,0", "S0:1@S0:0", "N:scatter", "N", "S0", "1-0",
+                                        "N:1-0", "S0:1-0", "M0:1-0", "1,1", "0,0"])
 def test_same_cpus_as_likwid_pin(threads_exe, expression):
     likwid_pin = need("likwid-pin")
     theirs = run_and_read([likwid_pin, "-q", "-c", expression, str(threads_exe), "3"])
@@ -284,6 +285,12 @@ def test_likwid_expressions_on_a_two_socket_smt_machine():
     assert likwid_evaluate("M1:0@M2:0", machine) == [16, 32]
     assert likwid_evaluate("0,5,2-3", machine) == [0, 5, 2, 3]
     assert likwid_evaluate("C3", machine)[0] == 48
+    # A bare domain is its list as it stands (a core's hardware threads together), as likwid-pin
+    # gives it; an index list counts physical cores first; ranges may run downwards.
+    assert likwid_evaluate("S0", machine) == list(range(16))
+    assert likwid_evaluate("N", machine)[:4] == [0, 1, 2, 3]
+    assert likwid_evaluate("S0:3-1", machine) == [6, 4, 2]
+    assert likwid_evaluate("3-1", machine) == [3, 2, 1]
     with pytest.raises(PinwiseError, match="no index after the colon"):  # likwid-pin 5.2 refuses "C3:"
         likwid_evaluate("C3:", machine)
 

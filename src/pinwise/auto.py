@@ -147,11 +147,11 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         assert summary is not None
     winner = summary.winner()
     result = AutoResult(comm, analysis, names, aliases, {c.name: c.plan for c in unique}, summary, winner, runs, alpha)
-    result.lines = verdict_lines(result, argv)
+    result.lines = verdict_lines(result, argv, topology.nb_pus)
     return result
 
 
-def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
+def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = None) -> list[str]:
     from .report.terminal import noise_lines
 
     summary, winner = result.summary, result.winner
@@ -180,6 +180,7 @@ def verdict_lines(result: AutoResult, argv: list[str]) -> list[str]:
         lines.append(f"  pinwise run --policy {winner.name} -- {program}   (a new random placement every run; "
                      "no fixed CPU list won)")
         return lines
-    lines.extend(f"  ({line})" if name == "note" else f"  {line}{command_after.get(name, '')}"
-                 for name, line in plan.job_script_lines(plan.traced_threads))
+    lines.extend(f"  ({line})" if name == "note" else f"  {name}: {line}" if line.startswith("(") else
+                 f"  {line}{command_after.get(name, '')}"
+                 for name, line in plan.job_script_lines(plan.traced_threads, hw_threads))
     return lines

@@ -172,10 +172,15 @@ class Plan(Frozen):
                         for slot in self.slots)
         return f"granularity=fine,explicit,proclist=[{cpus}]"
 
+    def likwid_cpus(self) -> list[int]:
+        """The shortest CPU list that likwid-pin, wrapping round as it does, turns into this plan."""
+        cpus = [min(slot) for slot in self.slots]
+        period = next(p for p in range(1, len(cpus) + 1) if all(cpus[i] == cpus[i % p] for i in range(len(cpus))))
+        return cpus[:period]
+
     def likwid_pin(self) -> str:
         skip = f" -s {self.skip_mask:#x}" if self.skip_mask else ""
-        cpus = ",".join(str(min(slot)) for slot in self.slots)
-        return f"likwid-pin -c {cpus}{skip}"
+        return f"likwid-pin -c {','.join(map(str, self.likwid_cpus()))}{skip}"
 
     def taskset(self) -> str:
         return f"taskset -c {format_cpulist(self.all_cpus)}"
@@ -192,10 +197,11 @@ class Plan(Frozen):
     def omp_environment(self) -> dict[str, str]:
         return {"OMP_PLACES": self.omp_places(), "OMP_PROC_BIND": "close"}
 
-    def job_script_lines(self, threads: int | None = None) -> list[tuple[str, str]]:
+    def job_script_lines(self, threads: int | None = None, hw_threads: int | None = None) -> list[tuple[str, str]]:
         """What to paste into a job script, tool by tool. The other tools only wrap from the start
         of their list, so a plan that repeats from a later slot is written out for ``threads``
-        threads (the count the program was traced with) or, without it, withheld with the reason."""
+        threads (the count the program was traced with) or, without it, withheld with the reason.
+        ``hw_threads``: the machine's hardware threads; likwid-pin refuses a longer list."""
         options = (f" --skip {self.skip_mask:#x}" if self.skip_mask else "") + \
             (f" --repeat-from {self.repeat_from}" if self.repeat_from else "")
         lines = [("pinwise", f"pinwise run --cpus {self.cpulist()}{options}" if self.is_one_cpu_per_slot
@@ -206,8 +212,12 @@ class Plan(Frozen):
             withheld = f"(withheld: it starts again from its first CPU, this plan from slot {self.repeat_from})"
             return lines + [(name, withheld) for name in ("likwid-pin", "OpenMP", "GNU OpenMP", "Intel OpenMP")] + [taskset]
         plan = self.expanded(threads) if self.repeat_from else self
+        likwid = plan.likwid_pin()
+        if hw_threads is not None and len(plan.likwid_cpus()) > hw_threads:
+            likwid = (f"(withheld: its list would have {len(plan.likwid_cpus())} CPUs, more than the machine's "
+                      f"{hw_threads} hardware threads, which likwid-pin refuses; use the pinwise line)")
         lines += [
-            ("likwid-pin", plan.likwid_pin()),
+            ("likwid-pin", likwid),
             ("OpenMP", f'OMP_PLACES="{plan.omp_places()}" OMP_PROC_BIND=close'),
             ("GNU OpenMP", f'GOMP_CPU_AFFINITY="{plan.gomp_cpu_affinity()}"'),
             ("Intel OpenMP", f'KMP_AFFINITY="{plan.kmp_affinity()}"'),

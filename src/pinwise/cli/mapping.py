@@ -60,10 +60,16 @@ def cmd_map(args: argparse.Namespace) -> int:
     if plan is None:
         print("policy os: no pinning; the OS places the threads")
         return 0
+    traced = plan.traced_threads
+    if args.format == "likwid":
+        cpus = (plan.expanded(traced) if traced else plan).likwid_cpus()
+        if len(cpus) > topology.nb_pus:
+            raise PinwiseError(f"likwid-pin cannot apply this plan: its list would have {len(cpus)} CPUs, more than "
+                               f"the machine's {topology.nb_pus} hardware threads, which likwid-pin refuses; use "
+                               "pinwise run with the mapping file (-o)")
     if args.output:
         write_text_atomic(args.output, plan.to_json() + "\n")
         print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
-    traced = plan.traced_threads
     if plan.rounds is not None:
         print(f"pinwise: the program creates its workers in {plan.rounds.count} rounds of {plan.rounds.size}: the plan "
               f"holds the creator and one round and starts again at slot {plan.repeat_from} past its end "

@@ -62,7 +62,7 @@ def print_plan(plan, topology, traced: int | None = None) -> None:
     print(f"\nplan: {plan.nb_slots} threads ({plan.source}); thread k runs on the k-th CPU, "
           + (f"starting again at slot {plan.repeat_from} past the last" if plan.repeat_from else "wrapping round past the last")
           + (f"; skip mask {plan.skip_mask:#x}" if plan.skip_mask else ""))
-    lines = plan.job_script_lines(traced)
+    lines = plan.job_script_lines(traced, topology.nb_pus)
     width = max(len(name) for name, _ in lines)
     for name, line in lines:
         print(f"  {name:<{width}}  {line}")

@@ -8,8 +8,10 @@ its *logical* numbering puts physical cores first, then the second hardware thre
 Forms, joined with ``@``:
   ``0,2,4-6``             physical CPU numbers;
   ``S0:0-3``, ``L:S0:0-3``, ``N:0-3``, ``L:0-3``   logical indices inside a domain (``N`` if none);
-  ``C0``                 the whole domain, physical cores first (``C0:``, an empty index list,
-                         is refused, as likwid-pin refuses it);
+  ``C0``                 the whole domain, in its own (topology) order, as likwid-pin gives it:
+                         hardware threads of a core together (``C0:``, an empty index list, is
+                         refused, as likwid-pin refuses it);
+  A range may run downwards: ``S0:3-1`` is logical 3, 2, 1, as in likwid-pin.
   ``E:N:8`` / ``E:N:8:1:2``   8 CPUs from the domain's list, in chunks of 1 with a stride of 2;
   ``S:scatter``           physical-cores-first lists of every socket, dealt round-robin.
 (likwid-pin(1), "CPU EXPRESSION".)
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import re
 
-from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
 from ..topology import ObjType, Topology, TopoObject
 
@@ -73,12 +74,33 @@ def _domain(topology: Topology, name: str, expression: str) -> list[int]:
     return table[name]
 
 
+_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?\Z")
+#: The longest range one item may span: more than any machine's CPUs, less than a memory blow-up.
+MAX_RANGE = 1 << 16
+
+
+def index_list(text: str, what: str) -> list[int]:
+    """likwid-pin's lists: numbers and ranges, comma-separated; a range may run downwards (3-1)."""
+    values: list[int] = []
+    for item in text.split(","):
+        match = _ITEM.match(item.strip())
+        if not match:
+            raise PinwiseError(f"malformed {what} {text!r}: {item!r} is not a number or a range like 0-3 or 3-0")
+        first = int(match[1])
+        last = int(match[2]) if match[2] is not None else first
+        if abs(last - first) > MAX_RANGE:
+            raise PinwiseError(f"malformed {what} {text!r}: the range {item!r} is longer than any machine")
+        step = 1 if last >= first else -1
+        values.extend(range(first, last + step, step))
+    return values
+
+
 def _logical(topology: Topology, domain_name: str, indices: str, expression: str) -> list[int]:
+    if not indices:  # the bare domain: likwid-pin gives its list as it stands, not physical cores first
+        return list(_domain(topology, domain_name, expression))
     cpus = physical_first(topology, _domain(topology, domain_name, expression))
-    if not indices:
-        return cpus
     selected = []
-    for index in parse_cpulist(indices, f"index list of {expression!r}"):
+    for index in index_list(indices, f"index list of {expression!r}"):
         if index >= len(cpus):
             raise PinwiseError(
                 f"likwid expression {expression!r}: index {index} is out of range, domain {domain_name} "
@@ -140,8 +162,8 @@ def evaluate(expression: str, topology: Topology) -> list[int]:
             whole = ":".join(fields[:-1]).removeprefix("L:") or "N"
             raise PinwiseError(f"likwid expression {expression!r}: no index after the colon in {part!r} (likwid-pin "
                                f"refuses it too): write {whole} for the whole domain, or {whole}:0-1")
-        if re.fullmatch(r"[\d,\-]+", part):
-            cpus.extend(parse_cpulist(part, "CPU list"))
+        if re.fullmatch(r"[0-9,\-]+", part):
+            cpus.extend(index_list(part, "CPU list"))
             continue
         head = fields[0]
         if head == "E":
