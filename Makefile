@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # Debian packages the tests and benchmarks compare against or need: hwloc (lstopo), likwid
 # (likwid-pin), scotch (gmap), LEMON (exact matching, built into the kernels), gcc/g++ with
 # OpenMP for the test programs, chromium (renders the HTML report in a test).
-APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl
+APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
 .PHONY: demo test deps install clean

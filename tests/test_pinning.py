@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -208,6 +210,59 @@ def test_same_cpus_as_likwid_pin(threads_exe, expression):
     theirs = run_and_read([likwid_pin, "-q", "-c", expression, str(threads_exe), "3"])
     ours = run_and_read(pinwise_run("--expr", expression) + [str(threads_exe), "3"])
     assert ours == theirs
+
+
+def job_lines(cpus: str) -> dict[str, str]:
+    """The job-script lines `pinwise run --print` gives for a CPU list, by tool."""
+    printed = run_pinwise("run", "--print", "--cpus", cpus, "--", "true", check=True).stdout
+    lines = {}
+    for line in printed.splitlines()[printed.splitlines().index(next(l for l in printed.splitlines()
+                                                                      if l.startswith("plan:"))) + 1:]:
+        name, _, text = line.strip().partition("  ")
+        lines[name.strip()] = text.strip()
+    return lines
+
+
+@pytest.fixture(scope="module")
+def omp_exes(build_dir):
+    """The OpenMP test program built for libgomp, and for LLVM's libomp (KMP_AFFINITY) if present."""
+    gomp = compile_program("omp_threads.c", build_dir, "-fopenmp")
+    libomp_dir = next((p for p in sorted(Path("/usr/lib").glob("llvm-*/lib")) if (p / "libomp.so").exists()), None)
+    kmp = None
+    if libomp_dir is not None:
+        kmp = build_dir / "omp_threads_libomp"
+        if not kmp.exists():
+            subprocess.run([need("gcc"), "-O2", "-fopenmp", "-c", str(PROGRAMS / "omp_threads.c"), "-o", f"{kmp}.o"],
+                           check=True)
+            subprocess.run([need("gcc"), f"{kmp}.o", "-o", str(kmp), f"-L{libomp_dir}", f"-Wl,-rpath,{libomp_dir}",
+                            "-lomp", "-pthread"], check=True)
+    return gomp, kmp
+
+
+@pytest.mark.parametrize("cpus", ["1,0", "0,0", "1,1", "0,1,1,0", "1,0,1"])
+def test_every_printed_job_line_places_the_threads_as_pinwise_does(omp_exes, cpus):
+    """Each line of `pinwise run --print`, run as printed on an OpenMP program, puts thread k
+    where `pinwise run` puts it; a withheld line says why; taskset's covers the whole plan."""
+    gomp, kmp = omp_exes
+    threads = len(cpus.split(","))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    ours = run_and_read(pinwise_run("--cpus", cpus) + [str(gomp)], env=env)
+    assert ours == {k: [int(c)] for k, c in enumerate(cpus.split(","))}
+    lines = job_lines(cpus)
+    assert set(lines) >= {"pinwise", "likwid-pin", "OpenMP", "GNU OpenMP", "Intel OpenMP", "taskset"}
+    if lines["likwid-pin"].startswith("(withheld"):
+        assert threads > len(ALLOWED) and "hardware threads" in lines["likwid-pin"]
+    else:
+        words = shlex.split(lines["likwid-pin"])
+        assert run_and_read([need(words[0]), "-q", *words[1:], str(gomp)], env=env) == ours
+    for tool, program in (("OpenMP", gomp), ("GNU OpenMP", gomp), ("Intel OpenMP", kmp)):
+        if program is None:
+            continue  # no LLVM libomp here to read KMP_AFFINITY
+        assignments = dict(word.split("=", 1) for word in shlex.split(lines[tool]))
+        assert run_and_read([str(program)], env={**env, **assignments}) == ours, (tool, lines[tool])
+    taskset = shlex.split(lines["taskset"].split("(")[0])
+    placed = run_and_read([need(taskset[0]), *taskset[1:], str(gomp)], env=env)
+    assert all(found == sorted({c for cs in ours.values() for c in cs}) for found in placed.values())
 
 
 # -- verification output, pin --pid, the in-process APIs ---------------------------------------------
