@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -318,3 +319,65 @@ def test_instruction_caches_alone_are_no_machine():
     caches only (which placement ignores) left no level and raised IndexError."""
     with pytest.raises(PinwiseError, match="the last level must be pu"):
         parse_synthetic("l1i:1")
+
+
+# -- hwloc's indexes= numbering ---------------------------------------------------------------------
+
+def lstopo_pu_order(description: str) -> list[int]:
+    """The OS index of every PU in hwloc's logical order, as lstopo builds the machine."""
+    printed = subprocess.run([need("lstopo-no-graphics"), "-i", description, "--of", "console", "-p"],
+                             capture_output=True, text=True, check=True).stdout
+    return [int(found) for found in re.findall(r"PU P#([0-9]+)", printed)]
+
+
+@pytest.mark.parametrize("description", [
+    "pack:2 core:8 pu:2(indexes=2*16:1*2)",          # Skylake: 16 is 0's hyperthread
+    "pack:2 core:2 pu:2(indexes=0,4,1,5,2,6,3,7)",
+    "pack:2 core:2 pu:2(indexes=4*2:1*4)",
+    "pack:2 core:2 pu:2(indexes=2*2:1*2:4*2)",
+    "Package:2 L3Cache:1(size=32MB) Core:2(indexes=3,2,1,0) PU:2(indexes=1*4:4*2)",
+    "Package:2 [NUMANode(memory=1073741824)] L2Cache:2(size=1048576) Core:1 PU:2(indexes=0,4,1,5,2,6,3,7)",
+])
+def test_synthetic_indexes_number_pus_as_lstopo_does(description):
+    """indexes= used to be ignored: 'pu:2(indexes=0,4,...)' put cores at 0+1 where lstopo has 0+4."""
+    machine = load_topology(description)
+    assert machine.compact_order(allowed_only=False) == lstopo_pu_order(description)
+    written = to_synthetic(machine)  # and written back with the numbering, which lstopo reads the same
+    assert lstopo_pu_order(written) == lstopo_pu_order(description)
+    assert load_topology(written).compact_order(allowed_only=False) == lstopo_pu_order(description)
+
+
+@pytest.mark.parametrize("description, words", [
+    ("pack:2 pu:2(indexes=0,1,2)", ["give 4 different OS indices, not 3"]),
+    ("pack:2 pu:2(indexes=0,0,1,2)", ["with repeats"]),
+    ("pack:2 pu:2(indexes=2*3:1*2)", ["make 6 objects, the level has 4"]),
+    ("pack:2 pu:2(indexes=2*2:2*2)", ["do not number 4 objects once each"]),
+    ("pack:2 pu:2(indexes=x*2)", ["not STEP*COUNT"]),
+    ("pack:2 pu:2(foo)", ["cannot read the attributes"]),
+])
+def test_bad_indexes_are_refused(description, words):
+    assert_clean_failure(run_pinwise("topo", "-t", description), *words)
+
+
+def test_every_synthetic_string_hwloc_writes_for_its_test_machines_is_numbered_as_lstopo_numbers_it():
+    """lstopo --of synthetic over hwloc's own test topologies: each string pinwise accepts gives
+    lstopo's PU numbering; the ones refused are those with two memory children on one object
+    (DRAM and MCDRAM), which pinwise's one NUMA level cannot hold, and say so."""
+    lstopo = need("lstopo-no-graphics")
+    files = sorted(Path(__file__).resolve().parents[2].joinpath("shared", "topologies").rglob("*.xml"))
+    if not files:
+        pytest.skip("../shared/topologies is not beside the repository")
+    accepted = 0
+    for path in files:
+        written = subprocess.run([lstopo, "-i", str(path), "--of", "synthetic"], capture_output=True, text=True)
+        if written.returncode != 0 or not written.stdout.strip():
+            continue  # an asymmetric machine has no synthetic form
+        description = written.stdout.strip()
+        try:
+            machine = load_topology(description)
+        except PinwiseError as err:
+            assert "only one numa level" in str(err) and description.count("[NUMANode") >= 2, (path.name, err)
+            continue
+        assert machine.compact_order(allowed_only=False) == lstopo_pu_order(description), path.name
+        accepted += 1
+    assert accepted >= 25

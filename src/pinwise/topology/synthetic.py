@@ -4,7 +4,12 @@
 1 core of 2 PUs. Types are hwloc's names and abbreviations, case-insensitive; a level may carry
 ``(size=8MiB)`` for caches; ``[NUMANode]`` in brackets (as ``lstopo --of synthetic`` writes it)
 attaches one NUMA node to each object of the level before it. PUs are numbered 0..N-1 in
-depth-first order, as hwloc numbers them. Like hwloc, a description without a NUMA level gets one
+depth-first order, as hwloc numbers them, unless the level says otherwise with hwloc's
+``indexes=`` attribute: an explicit list (``pu:2(indexes=0,4,1,5,2,6,3,7)``: the OS index of each
+object in depth-first order) or nested interleaving loops (``indexes=2*16:1*2``: STEP*COUNT, the
+first loop the fastest, giving object ``o`` the depth-first position sum(STEP_j * digit_j(o)),
+which numbers a Skylake's hyperthreads 0,16,1,17,...). Attributes are separated by spaces, as
+hwloc writes them: ``(size=32KB indexes=...)``. Like hwloc, a description without a NUMA level gets one
 NUMA node for the whole machine, and caches without a size get hwloc's default sizes, so that
 ``lstopo --input STRING`` and :func:`parse_synthetic` describe the same machine.
 """
@@ -39,6 +44,10 @@ HWLOC_TYPE_NAME = {"group": "Group", "package": "Package", "die": "Die", "numa":
 MAX_SYNTHETIC_PUS = 1 << 20
 
 _TOKEN = re.compile(r"^(?P<type>[A-Za-z][A-Za-z0-9]*)(?::(?P<arity>[^()]*))?(?:\((?P<attrs>[^()]*)\))?$")
+#: A level's words: spaces inside parentheses belong to the attributes.
+_WORD = re.compile(r"\S*?\([^()]*\)\]?|\S+")
+_ATTRIBUTE = re.compile(r"([A-Za-z_]+)=(\S*)")
+_LOOP = re.compile(r"([0-9]+)\*([0-9]+)\Z")
 _SIZE = re.compile(r"^([0-9]{1,15})\s*([kmgt]?i?b?)?$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
           "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
@@ -52,12 +61,50 @@ def _parse_size(text: str, description: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]]:
-    """Read a synthetic string into levels (type, arity, cache size), top to bottom."""
+def _indexes(text: str, count: int, description: str, name: str) -> list[int]:
+    """hwloc's ``indexes=``: the OS index of each of the level's ``count`` objects, in depth-first order."""
+    where = f"synthetic topology {description!r}: indexes of {name}"
+    if "*" in text:
+        loops = []
+        for loop in text.split(":"):
+            match = _LOOP.match(loop)
+            if not match:
+                raise PinwiseError(f"{where}: {loop!r} is not STEP*COUNT, e.g. indexes=2*16:1*2")
+            loops.append((int(match[1]), int(match[2])))
+        total = 1
+        for _, times in loops:
+            total *= times
+        if total != count:
+            raise PinwiseError(f"{where}: the loops {text!r} make {total} objects, the level has {count}")
+        position = []
+        for os_index in range(count):
+            rest, place = os_index, 0
+            for step, times in loops:  # the first loop is the fastest
+                place += step * (rest % times)
+                rest //= times
+            position.append(place)
+        if sorted(position) != list(range(count)):
+            raise PinwiseError(f"{where}: the loops {text!r} do not number {count} objects once each")
+        order = [0] * count
+        for os_index, place in enumerate(position):
+            order[place] = os_index
+        return order
+    order = [whole_number(word, where, 0, 1 << 24) for word in text.split(",")]
+    if len(order) != count or len(set(order)) != count:
+        raise PinwiseError(f"{where}: give {count} different OS indices, not {len(order)}"
+                           + (" with repeats" if len(set(order)) != len(order) else ""))
+    return order
+
+
+def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | None = None
+                           ) -> list[tuple[str, int, int | None]]:
+    """Read a synthetic string into levels (type, arity, cache size), top to bottom. ``numbering``
+    receives, per level position, the OS indices its ``indexes=`` attribute gives."""
     if not description.strip():
         raise PinwiseError("empty synthetic topology: give levels such as 'pack:2 core:4 pu:2'")
     levels: list[tuple[str, int, int | None]] = []
-    for raw in description.split():
+    pending: dict[int, str] = {}
+    for raw in _WORD.findall(description):
         attached = raw.startswith("[") and raw.endswith("]")
         token = raw[1:-1] if attached else raw
         match = _TOKEN.match(token)
@@ -78,10 +125,15 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
         else:
             arity = whole_number(arity_text, f"synthetic topology {description!r}: count of {name}", 1)
         size = None
-        for attr in filter(None, (a.strip() for a in (match.group("attrs") or "").split(","))):
-            key, _, value = attr.partition("=")
-            if key.strip().lower() == "size":
+        attrs = match.group("attrs") or ""
+        for key, value in _ATTRIBUTE.findall(attrs):
+            if key.lower() == "size":
                 size = _parse_size(value, description)
+            elif key.lower() == "indexes":
+                pending[len(levels)] = value
+        if attrs.strip() and not _ATTRIBUTE.findall(attrs):
+            raise PinwiseError(f"synthetic topology {description!r}: cannot read the attributes {attrs!r} of {raw!r} "
+                               "(write them as name=value, e.g. size=8MiB or indexes=0,2,1,3)")
         if type_ is None:  # instruction caches: hwloc describes them, placement ignores them
             if arity != 1:
                 raise PinwiseError(f"synthetic topology {description!r}: instruction cache level {raw!r} must have count 1 here")
@@ -111,26 +163,38 @@ def parse_synthetic_levels(description: str) -> list[tuple[str, int, int | None]
         if special in types and "core" in types and types.index(special) > types.index("core"):
             raise PinwiseError(f"synthetic topology {description!r}: {special} must be above core")
     total = 1
+    counts = []
     for _, arity, _ in levels:
         total *= arity
+        counts.append(total)
         if total > MAX_SYNTHETIC_PUS:
             raise PinwiseError(f"synthetic topology {description!r} has more than {MAX_SYNTHETIC_PUS} PUs")
+    for position, text in pending.items():
+        order = _indexes(text, counts[position], description, levels[position][0])
+        if numbering is not None:
+            numbering[position] = order
     return levels
 
 
 def parse_synthetic(description: str, source: str | None = None) -> Topology:
     """Build the topology a synthetic string describes."""
-    levels = parse_synthetic_levels(description)
+    numbering: dict[int, list[int]] = {}
+    levels = parse_synthetic_levels(description, numbering)
     if not any(t == ObjType.NUMA for t, _, _ in levels):
         levels = [("numa", 1, None), *levels]
-    return topology_from_levels(levels, source or description)
+        numbering = {position + 1: order for position, order in numbering.items()}
+    return topology_from_levels(levels, source or description, numbering)
 
 
-def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str) -> Topology:
-    """Build a symmetric tree level by level (no inclusion search: fast for 16k+ PUs)."""
+def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str,
+                         numbering: dict[int, list[int]] | None = None) -> Topology:
+    """Build a symmetric tree level by level (no inclusion search: fast for 16k+ PUs).
+    ``numbering``: OS indices, in depth-first order, of the levels that do not count 0, 1, 2..."""
+    numbering = numbering or {}
     root = TopoObject(ObjType.MACHINE, frozenset())
     frontier = [root]
-    for type_, arity, size in levels:
+    given: dict[int, int] = {}  # id(object) -> OS index from the numbering
+    for position, (type_, arity, size) in enumerate(levels):
         next_frontier = []
         for parent in frontier:
             for _ in range(arity):
@@ -138,20 +202,23 @@ def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str)
                 parent.children.append(child)
                 next_frontier.append(child)
         frontier = next_frontier
-    for os_index, pu in enumerate(frontier):
-        pu.os_index = os_index
+        for place, os_index in enumerate(numbering.get(position, ())):
+            given[id(frontier[place])] = os_index
+    for place, pu in enumerate(frontier):
+        pu.os_index = given.get(id(pu), place)
     # Give every object its cpuset bottom-up, and OS indices to NUMA nodes and packages.
     counters: dict[str, int] = {}
-    _fill_cpusets(root, counters)
+    _fill_cpusets(root, counters, given)  # children stay in the description's order: hwloc's logical order
     return Topology(root, None, source)
 
 
-def _fill_cpusets(root: TopoObject, counters: dict[str, int]) -> None:
+def _fill_cpusets(root: TopoObject, counters: dict[str, int], given: dict[int, int] | None = None) -> None:
+    given = given or {}
     order = list(walk(root))
     for node in order:  # pre-order: OS indices in depth-first order
         if node.type in (ObjType.NUMA, ObjType.PACKAGE, ObjType.DIE, ObjType.CORE):
-            node.os_index = counters.get(node.type, 0)
-            counters[node.type] = node.os_index + 1
+            node.os_index = given.get(id(node), counters.get(node.type, 0))
+            counters[node.type] = counters.get(node.type, 0) + 1
     for node in reversed(order):
         if node.type == ObjType.PU:
             node.cpuset = frozenset([node.os_index])
@@ -170,17 +237,15 @@ def to_synthetic(topology: Topology) -> str:
             f"topology {topology.source!r} is not symmetric (objects of one level differ), so it has no "
             "synthetic description: use --of xml or json instead"
         )
-    if topology.compact_order(allowed_only=False) != sorted(topology.compact_order(allowed_only=False)):
-        raise PinwiseError(
-            f"topology {topology.source!r} numbers its PUs out of depth-first order, which a synthetic "
-            "description cannot express: use --of xml or json instead"
-        )
+    order = topology.compact_order(allowed_only=False)
     parts = []
     for type_, arity, size in levels:
         name = HWLOC_TYPE_NAME[type_]
         text = f"{name}:{arity}"
         if size:
             text += f"(size={size})"
+        if type_ == ObjType.PU and order != sorted(order):  # PUs numbered out of depth-first order
+            text += f"(indexes={','.join(map(str, order))})"
         parts.append(text)
     return " ".join(parts)
 
