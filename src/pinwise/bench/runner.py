@@ -231,9 +231,10 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
 class BenchOptions:
     """How an experiment runs: ``runs`` measured runs per placement after ``warmup`` warm-up
     blocks; the time the program prints (``time_regex``) or wall time; runs killed after
-    ``timeout`` seconds (None: after :func:`default_timeout` of the first block); ``new`` starts a new experiment in a database holding another; ``seed``
-    fixes the run order and random placements; ``progress`` shows a bar (None: on a terminal);
-    ``extra_config`` is kept with the experiment (and must match to resume it)."""
+    ``timeout`` seconds (None: after :func:`default_timeout` of the first block); ``new`` starts
+    a new experiment in a database holding another; ``seed`` fixes the run order and random
+    placements; ``progress`` shows a bar (None: on a terminal); ``extra_config`` is kept with the
+    experiment (and must match to resume it)."""
 
     runs: int = 35
     warmup: int = 0

@@ -104,8 +104,7 @@ def as_openmp_places_them(result, plan):
 
     from ..policies import omp_close_places
 
-    own = sorted(r.index for r in result.threads if r.pid == result.pid)
-    places = omp_close_places(plan.nb_slots, len(own))
+    places = omp_close_places(plan.nb_slots, sum(1 for r in result.threads if r.pid == result.pid))
     threads = tuple(replace(r, slot=places[r.index], requested=tuple(plan.slots[places[r.index]]))
                     if r.pid == result.pid and r.index < len(places) else r for r in result.threads)
     return replace(result, threads=threads)
