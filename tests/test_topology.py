@@ -217,6 +217,12 @@ def test_topo_cli_outputs(tmp_path):
     ("core:2 pack:2 pu:1", ["cannot be below"]),
     ("nosuchpreset", ["unknown topology"]),
     ("/nonexistent/machine.xml", ["does not exist"]),
+    ("pack:2 pu:2(indexes=0,1,2)", ["give 4 different OS indices, not 3"]),
+    ("pack:2 pu:2(indexes=0,0,1,2)", ["with repeats"]),
+    ("pack:2 pu:2(indexes=2*3:1*2)", ["make 6 objects, the level has 4"]),
+    ("pack:2 pu:2(indexes=2*2:2*2)", ["do not number 4 objects once each"]),
+    ("pack:2 pu:2(indexes=x*2)", ["not STEP*COUNT"]),
+    ("pack:2 pu:2(foo)", ["cannot read the attributes"]),
 ])
 def test_bad_topology_gives_one_clear_line(topology, words):
     assert_clean_failure(run_pinwise("topo", "-t", topology), *words)
@@ -345,18 +351,6 @@ def test_synthetic_indexes_number_pus_as_lstopo_does(description):
     written = to_synthetic(machine)  # and written back with the numbering, which lstopo reads the same
     assert lstopo_pu_order(written) == lstopo_pu_order(description)
     assert load_topology(written).compact_order(allowed_only=False) == lstopo_pu_order(description)
-
-
-@pytest.mark.parametrize("description, words", [
-    ("pack:2 pu:2(indexes=0,1,2)", ["give 4 different OS indices, not 3"]),
-    ("pack:2 pu:2(indexes=0,0,1,2)", ["with repeats"]),
-    ("pack:2 pu:2(indexes=2*3:1*2)", ["make 6 objects, the level has 4"]),
-    ("pack:2 pu:2(indexes=2*2:2*2)", ["do not number 4 objects once each"]),
-    ("pack:2 pu:2(indexes=x*2)", ["not STEP*COUNT"]),
-    ("pack:2 pu:2(foo)", ["cannot read the attributes"]),
-])
-def test_bad_indexes_are_refused(description, words):
-    assert_clean_failure(run_pinwise("topo", "-t", description), *words)
 
 
 def test_every_synthetic_string_hwloc_writes_for_its_test_machines_is_numbered_as_lstopo_numbers_it():
