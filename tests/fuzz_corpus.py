@@ -248,7 +248,7 @@ def mapping_files() -> list[Case]:
            "bool PU": changed(pus=[True, False]), "PUs empty": changed(pus=[]),
            "threads disagree": changed(threads=7), "skip mask text": changed(skip_mask="x"),
            "repeat_from past the end": changed(repeat_from=9), "wrong format": changed(format="pinwise-comm"),
-           "newer version": changed(version=99), "other machine": changed(machine={"fingerprint": "0", "shape": "pu:64"}),
+           "newer version": changed(version=99), "format null": changed(format=None), "other machine": changed(machine={"fingerprint": "0", "shape": "pu:64"}),
            "deep": b"[" * 50000 + b"]" * 50000, "1e400": changed(pus=[0]).replace(b"[0]", b"[1e400]")}
     cases = [Case("mapping files", name, ("run", "--print", "-t", MACHINE, "--mapping", f"{HERE}/map.json", "--", "true"),
                   "bad", files={"map.json": data}) for name, data in bad.items()]

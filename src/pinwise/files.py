@@ -121,7 +121,8 @@ def read_document(text: str | bytes, source: str, format_name: str, what: str, n
         raise PinwiseError(f"{source} holds a number pinwise cannot read ({str(err).split(';')[0]})") from None
     except RecursionError:
         raise PinwiseError(f"{source} is nested too deeply to be {what}") from None
-    if not isinstance(document, dict) or document.get("format", None if format_optional else "") not in (format_name, None):
+    left_out = format_optional and isinstance(document, dict) and "format" not in document
+    if not isinstance(document, dict) or (document.get("format") != format_name and not left_out):
         raise PinwiseError(f"{source} is not {what} (expected \"format\": \"{format_name}\")")
     version = document.get("version")
     if newest is not None and version is not None:
