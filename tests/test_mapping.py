@@ -170,14 +170,14 @@ def test_distance_separates_what_locality_joins():
 
 
 def test_cost_model_by_hand():
-    # machine > numa > package > core > pu: two cores of a package are 2 levels from their
-    # common package, PUs of different packages 3 levels from the machine-wide NUMA node.
+    # machine > package > core > pu (the NUMA node hangs off the machine, as in hwloc 2): two cores
+    # of a package are 2 levels from their common package, PUs of different packages 3 from the machine.
     topology = parse_synthetic("pack:2 core:2 pu:1")
     matrix = np.array([[0, 5, 1, 0], [5, 0, 0, 2], [1, 0, 0, 3], [0, 2, 3, 0]])
     report = mapping_cost(matrix, topology, [0, 1, 2, 3])
     assert report.hops == 5 * 2 + 1 * 3 + 2 * 3 + 3 * 2
     assert report.imbalance["package"] == pytest.approx(max(6 + 7, 4 + 5) / ((6 + 7 + 4 + 5) / 2))
-    weighted = mapping_cost(matrix, topology, [0, 1, 2, 3], level_weights={"package": 10, "numa": 100})
+    weighted = mapping_cost(matrix, topology, [0, 1, 2, 3], level_weights={"package": 10, "machine": 100})
     assert weighted.hops == 5 * 10 + 1 * 100 + 2 * 100 + 3 * 10
 
 

@@ -521,7 +521,7 @@ def test_pinned_restores_every_thread_and_pin_threads_takes_a_list():
 def test_python_api_runs_each_stage(tmp_path, threads_exe):
     import pinwise
 
-    assert str(pinwise.topology("nehalem")) == "nehalem: pack:2 numa:1 l3:1 l2:4 l1:1 core:1 pu:1 (8 PUs)"
+    assert str(pinwise.topology("nehalem")) == "nehalem: pack:2 l3:1 l2:4 l1:1 core:1 pu:1 (8 PUs)"
     matrix = [[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 0, 9], [0, 0, 9, 0]]
     assert pinwise.analyze(matrix).pattern == "pairs"
     plan = pinwise.map(matrix, "locality", "pack:2 core:2 pu:1")

@@ -375,3 +375,80 @@ def test_every_synthetic_string_hwloc_writes_for_its_test_machines_is_numbered_a
         assert machine.compact_order(allowed_only=False) == lstopo_pu_order(description), path.name
         accepted += 1
     assert accepted >= 25
+
+
+# -- every machine of hwloc's own test suite, as lstopo builds it -------------------------------------
+
+HWLOC_TESTS = sorted(Path(__file__).resolve().parents[2].joinpath("shared", "topologies").rglob("*.xml"))
+_LSTOPO_NAME = {"machine": "Machine", "group": "Group", "package": "Package", "die": "Die", "numa": "NUMANode",
+                "memcache": "MemCache", "l3": "L3Cache", "l2": "L2Cache", "l1": "L1Cache", "core": "Core", "pu": "PU"}
+
+
+def lstopo_view(source: str | Path) -> dict:
+    """What lstopo 2.9 builds from a file, read from its own XML export with a plain walk of the
+    elements (not pinwise's reader): every object as (type, cpuset, OS index of PUs and NUMA nodes),
+    the PUs' and NUMA nodes' logical order, the allowed PUs and the NUMA distance matrices."""
+    exported = subprocess.run([need("lstopo-no-graphics"), "-i", str(source), "--disallowed", "--no-io",
+                               "--no-icaches", "--filter", "misc:none", "--of", "xml", "-"],
+                              capture_output=True, check=True).stdout
+    import xml.etree.ElementTree as ET
+    from collections import Counter
+
+    from pinwise.topology.hwloc_xml import parse_cpuset
+
+    root = ET.fromstring(exported)
+    view = {"objects": Counter(), "pus": [], "numa": [], "allowed": None, "distances": set()}
+    for element in root.iter("object"):
+        kind, cpus = element.get("type"), tuple(sorted(parse_cpuset(element.get("cpuset", "0x0"), "lstopo")))
+        named = element.get("os_index") if kind in ("PU", "NUMANode") else None
+        view["objects"][(kind, cpus, named)] += 1
+        if kind == "PU":
+            view["pus"].append(int(named))
+        if kind == "NUMANode":
+            view["numa"].append(int(named))
+        if kind == "Machine" and element.get("allowed_cpuset"):
+            view["allowed"] = parse_cpuset(element.get("allowed_cpuset"), "lstopo")
+    for matrix in root.iter("distances2"):
+        if matrix.get("type") == "NUMANode" and matrix.get("indexing") == "os":
+            indexes = " ".join(i.text for i in matrix.iter("indexes")).split()
+            values = " ".join(v.text for v in matrix.iter("u64values")).split()
+            view["distances"].add(frozenset((a, b, values[i * len(indexes) + j]) for i, a in enumerate(indexes)
+                                            for j, b in enumerate(indexes)))
+    return view
+
+
+def pinwise_view(machine) -> dict:
+    from collections import Counter
+
+    from pinwise.topology import walk_all
+
+    objects = Counter()
+    for node in walk_all(machine.root):
+        kind = _LSTOPO_NAME[str(node.type)]
+        objects[(kind, tuple(sorted(node.cpuset)), str(node.os_index) if kind in ("PU", "NUMANode") else None)] += 1
+    distances = {frozenset((str(a), str(b), str(matrix.values[i][j])) for i, a in enumerate(matrix.os_indexes)
+                           for j, b in enumerate(matrix.os_indexes)) for matrix in machine.distances}
+    return {"objects": objects, "pus": machine.compact_order(allowed_only=False),
+            "numa": [n.os_index for n in machine.numa_nodes], "allowed": machine.allowed, "distances": distances}
+
+
+@pytest.mark.skipif(not HWLOC_TESTS, reason="../shared/topologies is not beside the repository")
+@pytest.mark.parametrize("path", HWLOC_TESTS, ids=lambda p: p.name)
+def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_path):
+    """Groups, NUMA nodes with and without CPUs (two per object on KNL), memory-side caches,
+    CPU-less objects, 1.x files converted as hwloc 2 converts them, PU and NUMA numbering, allowed
+    PUs and NUMA distances: the same as lstopo's, for every file; and pinwise's XML export of the
+    machine, read by lstopo, is that machine again."""
+    expected = lstopo_view(path)
+    machine = load_topology(str(path))
+    ours = pinwise_view(machine)
+    assert ours["objects"] == expected["objects"]
+    assert ours["pus"] == expected["pus"] and ours["numa"] == expected["numa"]
+    assert ours["allowed"] == (expected["allowed"] or frozenset(ours["pus"]))
+    assert ours["distances"] == expected["distances"]
+    exported = tmp_path / "again.xml"
+    exported.write_text(to_xml(machine))
+    again = lstopo_view(exported)
+    assert again["objects"] == expected["objects"] and again["pus"] == expected["pus"]
+    assert again["numa"] == expected["numa"] and again["distances"] == expected["distances"]
+    assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]

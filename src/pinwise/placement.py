@@ -20,6 +20,8 @@ from .frozen import Frozen
 from .plan import Machine, Plan, parse_skip_mask, read_plan
 
 CREATOR_MODES = ("auto", "last", "policy")
+#: Which CPU kind of a hybrid machine orders fill first (pinwise.topology.Topology.preferring).
+KIND_PREFERENCES = ("performance", "efficiency", "any")
 
 
 class PlacementWarning(UserWarning):
@@ -43,6 +45,8 @@ class Placement(Frozen):
     repeat_from: int = 0
     #: Run a mapping file made for a machine of another structure anyway.
     any_machine: bool = False
+    #: Which CPU kind of a hybrid machine the policies fill first: performance, efficiency or any.
+    cpu_kinds: str = "performance"
 
     @classmethod
     def parse(cls, text: str, **options) -> Placement:
@@ -120,6 +124,7 @@ def _this_machine():
 
 def _policy_plan(spec: Placement, topology, comm) -> Plan | None:
     name = spec.policy.strip().lower()
+    topology = topology.preferring(spec.cpu_kinds)
     if comm is not None:
         from .mapping import compute_mapping
 

@@ -26,7 +26,7 @@ from .. import __version__
 from ..errors import PinwiseError, interrupted_status
 from ..numbers import real_number, whole_number
 from .. import policies
-from ..placement import CREATOR_MODES
+from ..placement import CREATOR_MODES, KIND_PREFERENCES
 from ..processes import stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
@@ -92,7 +92,15 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
     parser.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
+    _add_kinds_option(parser)
     _add_topology_option(parser)
+
+
+def _add_kinds_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpu-kinds", choices=KIND_PREFERENCES, default="performance",
+                        help="on a hybrid machine (CPU kinds in the topology), which kind compact, scatter, close and "
+                             "spread fill first: performance (default: P-cores, hwloc's highest efficiency rank), "
+                             "efficiency (E-cores), or any (depth-first order, kinds ignored)")
 
 
 def _add_topology_option(parser: argparse.ArgumentParser) -> None:
@@ -222,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
+    _add_kinds_option(mapper)
     _add_topology_option(mapper)
     mapper.set_defaults(handler="mapping:cmd_map")
 

@@ -56,7 +56,8 @@ def cmd_map(args: argparse.Namespace) -> int:
         found = analyze(comm)
         policy = found.policy
         print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
-    plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator), topology, comm)
+    plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
+                             cpu_kinds=args.cpu_kinds), topology, comm)
     if plan is None:
         print("policy os: no pinning; the OS places the threads")
         return 0

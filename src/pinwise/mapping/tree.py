@@ -24,7 +24,7 @@ class SlotTree:
     def __post_init__(self):
         if self.threads < 1:
             raise PinwiseError("a mapping needs at least one thread")
-        self.pus: list[int] = self.topology.compact_order()
+        self.pus: list[int] = self.topology.logical_order()
         self.per_pu = max(1, math.ceil(self.threads / len(self.pus)))
 
     @property

@@ -48,7 +48,7 @@ def domains(topology: Topology) -> dict[str, list[int]]:
     for letter in "NSDCM":
         index = 0
         for obj in _domain_objects(topology, letter):
-            cpus = [pu for pu in topology.compact_order() if pu in obj.cpuset]
+            cpus = [pu for pu in topology.logical_order() if pu in obj.cpuset]
             if cpus:
                 found[letter if letter == "N" else f"{letter}{index}"] = cpus
                 index += 1

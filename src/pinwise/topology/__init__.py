@@ -11,14 +11,16 @@ from pathlib import Path
 
 from ..errors import PinwiseError
 from ..files import read_document, read_input
-from .model import LEVEL_ORDER, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk
+from .model import (LEVEL_ORDER, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology,
+                    walk, walk_all)
 from .render import render
 from .synthetic import PRESETS, parse_synthetic, preset, to_synthetic
 from .sysfs import read_sysfs
 from .._stage import make_callable
 
 __all__ = [
-    "LEVEL_ORDER", "PRESETS", "ObjType", "ObjectSpec", "Topology", "TopoObject", "build_topology", "from_json",
+    "LEVEL_ORDER", "PRESETS", "CpuKind", "Distances", "ObjType", "ObjectSpec", "Topology", "TopoObject",
+    "build_topology", "from_json", "walk_all",
     "live_topology", "load_topology", "parse_synthetic", "parse_xml", "preset", "read_sysfs",
     "read_xml", "render", "to_json", "to_synthetic", "to_xml", "walk",
 ]
@@ -68,63 +70,132 @@ def load_topology(spec: str | None) -> Topology:
 
 
 def to_json(topology: Topology) -> str:
-    """The documented JSON form: nested objects with type, os_index and cache_size; cpusets are
-    implied by the PUs below each object; ``allowed`` lists the PUs this process may use."""
+    """The documented JSON form (version 2): nested objects with type, os_index, cache_size; a
+    NUMA node or memory-side cache sits in its holder's ``memory`` list with ``local_memory`` and
+    ``subtype``; cpusets are implied by the PUs below each object (a memory object has its
+    holder's); ``allowed`` lists the PUs this process may use; ``cpukinds`` and ``distances``
+    (NUMA nodes by OS index) follow hwloc's."""
 
     def node_json(node: TopoObject) -> dict:
         out: dict = {"type": node.type}
         if node.os_index is not None:
             out["os_index"] = node.os_index
-        if node.cache_size:
-            out["cache_size"] = node.cache_size
-        if node.children:
-            out["children"] = [node_json(c) for c in node.children]
+        for key in ("cache_size", "local_memory", "subtype"):
+            if getattr(node, key):
+                out[key] = getattr(node, key)
+        if node.memory_children:
+            out["memory"] = [node_json(m) for m in node.memory_children]
+        if node.children or node.cpuless_children:
+            out["children"] = [node_json(c) for c in (*node.children, *node.cpuless_children)]
         return out
 
-    return json.dumps({
-        "format": JSON_FORMAT, "version": 1, "source": topology.source,
+    document = {
+        "format": JSON_FORMAT, "version": 2, "source": topology.source,
         "allowed": sorted(topology.allowed), "restriction": topology.restriction,
         "root": node_json(topology.root),
-    }, indent=1)
+    }
+    if topology.cpukinds:
+        document["cpukinds"] = [{"cpus": sorted(k.cpuset), "efficiency": k.efficiency, "info": dict(k.info)}
+                                for k in topology.cpukinds]
+    if topology.distances:
+        document["distances"] = [{"type": d.type, "os_indexes": list(d.os_indexes), "values": [list(r) for r in d.values],
+                                  "kind": d.kind, "name": d.name} for d in topology.distances]
+    return json.dumps(document, indent=1)
 
 
 def read_json(path: str | Path) -> Topology:
     return from_json(read_input(path, "topology file"), source=str(path))
 
 
+def _whole(value: object, name: str, source: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise PinwiseError(f"{source}: {name} {value!r} must be a non-negative whole number")
+    return value
+
+
 def from_json(text: str, source: str = "<json>") -> Topology:
-    document = read_document(text, source, JSON_FORMAT, "a pinwise topology")
+    document = read_document(text, source, JSON_FORMAT, "a pinwise topology", newest=2)
     specs: list[ObjectSpec] = []
 
-    def walk(node: object) -> frozenset[int]:
+    def walk(node: object, parent: int | None, memory: bool = False) -> frozenset[int]:
         if not isinstance(node, dict) or not isinstance(node.get("type"), str):
             raise PinwiseError(f"{source}: every object needs a \"type\"")
         type_ = node["type"]
         if type_ not in LEVEL_ORDER:
             raise PinwiseError(f"{source}: unknown object type {type_!r}")
-        os_index = node.get("os_index")
-        cache_size = node.get("cache_size")
-        for name, value in (("os_index", os_index), ("cache_size", cache_size)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise PinwiseError(f"{source}: {name} {value!r} must be a non-negative whole number")
+        type_ = ObjType(type_)
+        if type_.is_memory != memory and memory:
+            raise PinwiseError(f"{source}: a {type_} cannot be in a \"memory\" list (NUMA nodes and memcaches only)")
+        os_index = _whole(node.get("os_index"), "os_index", source)
+        cache_size = _whole(node.get("cache_size"), "cache_size", source)
+        local_memory = _whole(node.get("local_memory"), "local_memory", source)
+        subtype = node.get("subtype")
+        if subtype is not None and not isinstance(subtype, str):
+            raise PinwiseError(f"{source}: subtype {subtype!r} must be a string")
+        position = len(specs)
+        specs.append(ObjectSpec(type_, frozenset(), os_index, cache_size, local_memory, subtype, parent, position))
+        for key in ("memory", "children"):
+            if not isinstance(node.get(key, []), list):
+                raise PinwiseError(f"{source}: \"{key}\" must be a list")
         if type_ == ObjType.PU:
             if os_index is None:
                 raise PinwiseError(f"{source}: a pu has no os_index")
             cpus = frozenset([os_index])
         else:
-            children = node.get("children", [])
-            if not isinstance(children, list):
-                raise PinwiseError(f"{source}: \"children\" must be a list")
-            cpus = frozenset().union(*(walk(child) for child in children))
-        specs.append(ObjectSpec(type_, cpus, os_index, cache_size))
+            cpus = frozenset().union(*(walk(child, position) for child in node.get("children", [])))
+        for child in node.get("memory", []):
+            walk(child, position, memory=True)
+        # memory objects take their holder's PUs; in a version 1 file, NUMA nodes sit in the tree
+        attach = parent if (memory or not cpus) else None
+        specs[position] = ObjectSpec(type_, cpus, os_index, cache_size, local_memory, subtype, attach, position)
         return cpus
 
-    walk(document.get("root"))
+    walk(document.get("root"), None)
     allowed = document.get("allowed")
     if allowed is not None and (not isinstance(allowed, list) or not all(isinstance(c, int) for c in allowed)):
         raise PinwiseError(f"{source}: \"allowed\" must be a list of CPU numbers")
     return build_topology(specs, allowed=allowed, source=document.get("source") or source,
-                          restriction=document.get("restriction"))
+                          restriction=document.get("restriction"), cpukinds=_json_kinds(document, source),
+                          distances=_json_distances(document, source), keep_groups=True)
+
+
+def _json_kinds(document: dict, source: str) -> list[CpuKind]:
+    kinds = document.get("cpukinds", [])
+    if not isinstance(kinds, list) or not all(isinstance(k, dict) for k in kinds):
+        raise PinwiseError(f"{source}: \"cpukinds\" must be a list of objects")
+    found = []
+    for kind in kinds:
+        cpus, efficiency, info = kind.get("cpus"), kind.get("efficiency"), kind.get("info", {})
+        if not isinstance(cpus, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+            raise PinwiseError(f"{source}: a CPU kind's \"cpus\" must be a list of CPU numbers")
+        if not isinstance(efficiency, int) or isinstance(efficiency, bool):
+            raise PinwiseError(f"{source}: a CPU kind's \"efficiency\" must be a whole number")
+        if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+            raise PinwiseError(f"{source}: a CPU kind's \"info\" must map names to strings")
+        found.append(CpuKind(frozenset(cpus), efficiency, tuple(info.items())))
+    return found
+
+
+def _json_distances(document: dict, source: str) -> list[Distances]:
+    matrices = document.get("distances", [])
+    if not isinstance(matrices, list) or not all(isinstance(m, dict) for m in matrices):
+        raise PinwiseError(f"{source}: \"distances\" must be a list of objects")
+    found = []
+    for matrix in matrices:
+        indexes, values = matrix.get("os_indexes"), matrix.get("values")
+        count = len(indexes) if isinstance(indexes, list) else -1
+        if (count < 1 or not all(isinstance(i, int) and not isinstance(i, bool) for i in indexes)
+                or not isinstance(values, list) or len(values) != count
+                or not all(isinstance(row, list) and len(row) == count
+                           and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in row)
+                           for row in values)):
+            raise PinwiseError(f"{source}: a distance matrix needs \"os_indexes\" and a square \"values\" of "
+                               "whole numbers, one row per index")
+        kind, name = matrix.get("kind", 5), matrix.get("name")
+        if not isinstance(kind, int) or isinstance(kind, bool) or (name is not None and not isinstance(name, str)):
+            raise PinwiseError(f"{source}: a distance matrix's \"kind\" is a number and its \"name\" a string")
+        found.append(Distances(ObjType.NUMA, tuple(indexes), tuple(tuple(r) for r in values), kind, name))
+    return found
 
 
 make_callable(__name__, 'load_topology')  # pinwise.topology(...) runs load_topology()

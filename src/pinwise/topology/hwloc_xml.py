@@ -1,14 +1,19 @@
 """hwloc XML (``lstopo --of xml``): read the 2.x format (and 1.x), write 2.x that lstopo reads.
 
-In hwloc 2.x, NUMA nodes are *memory children* attached beside the normal children of the object
-whose locality they share (a Package, or a Group when a node spans several packages); pinwise keeps
-them as an ordinary tree level, which is what placement policies need. Instruction caches, I/O
-objects and Misc objects are left out. The Machine's ``allowed_cpuset``, when present, becomes the
-topology's allowed PUs.
+What is read is the tree lstopo builds from the same file (a test compares every file of hwloc's
+own test suite): Groups, NUMA nodes as memory children (several per object, with or without CPUs,
+with their memory size and subtype such as MCDRAM), memory-side caches, CPU-less objects, the
+file's order of siblings, CPU kinds (``<cpukind>``) and NUMA distance matrices (``<distances2>``,
+and 1.x ``<distances>`` between NUMA nodes). A 1.x file's NUMA nodes sit in the tree; they are
+moved to memory children the way hwloc 2 imports them. Instruction caches, I/O objects and Misc
+objects are left out (as ``lstopo --no-icaches --no-io --filter misc:none`` shows the machine):
+they hold no PU a thread can be placed on. The Machine's ``allowed_cpuset``, when present, becomes
+the topology's allowed PUs.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from xml.parsers import expat
@@ -18,14 +23,14 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
-from .model import ObjectSpec, ObjType, Topology, TopoObject, build_topology
+from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
 _HWLOC_TYPES = {
     "Machine": "machine", "System": "machine",
     "Package": "package", "Socket": "package",
     "Die": "die",
-    "NUMANode": "numa", "Node": "numa",
+    "NUMANode": "numa", "Node": "numa", "MemCache": "memcache",
     "Group": "group",
     "L3Cache": "l3", "L2Cache": "l2", "L1Cache": "l1",
     "Core": "core", "PU": "pu",
@@ -105,42 +110,137 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     top = root.find("object")
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
-    specs: list[ObjectSpec] = []
-    allowed = machine_cpuset = None
-    for element in top.iter("object"):
+    reader = _Reader(source, version1=not root.get("version", "").startswith("2"))
+    reader.read(top, None, 0)
+    specs = reader.specs
+    pus = {s.os_index for s in specs if s.type == ObjType.PU}
+    machine_cpuset = reader.machine_cpuset
+    if machine_cpuset is not None and pus and not pus <= machine_cpuset:
+        raise PinwiseError(f"{source}: the Machine's cpuset {format_cpuset(machine_cpuset)} leaves out PUs "
+                           f"{format_cpulist(sorted(pus - machine_cpuset))}, which the file lists")
+    distances = [*reader.v1_distances(), *(_distances2(e, reader, source) for e in root.findall("distances2"))]
+    allowed = reader.allowed
+    return build_topology(specs, allowed=allowed, source=source,
+                          restriction="allowed_cpuset in the XML file" if allowed else None,
+                          cpukinds=[_cpukind(e, source) for e in root.findall("cpukind")],
+                          distances=[d for d in distances if d is not None], keep_groups=not reader.version1)
+
+
+class _Reader:
+    """One pass over the <object> elements, depth first, collecting specs with their parents."""
+
+    def __init__(self, source: str, version1: bool):
+        self.source = source
+        self.version1 = version1
+        self.specs: list[ObjectSpec] = []
+        self.allowed: frozenset[int] | None = None
+        self.machine_cpuset: frozenset[int] | None = None
+        self.numa_by_gp: dict[str, int] = {}
+        self.v1_root_distances: list[ET.Element] = []
+
+    def read(self, element: ET.Element, parent: int | None, depth: int) -> None:
+        position = self._spec(element, parent)
+        if self.version1 and depth == 0:
+            self.v1_root_distances = element.findall("distances")
+        for child in element.findall("object"):
+            self.read(child, position if position is not None else parent, depth + 1)
+
+    def _spec(self, element: ET.Element, parent: int | None) -> int | None:
+        source = self.source
         hwloc_type = element.get("type", "")
         type_ = _HWLOC_TYPES.get(hwloc_type)
         if hwloc_type == "Cache":  # hwloc 1.x: one type for all caches; instruction caches have type 2
             if element.get("cache_type") == "2":
-                continue
+                return None
             type_ = _CACHE_BY_DEPTH.get(element.get("depth", ""))
         if type_ is None:
-            continue
+            return None
+        type_ = ObjType(type_)
         cpuset_text = element.get("cpuset")
         if cpuset_text is None:
             raise PinwiseError(f"{source}: a {hwloc_type} object has no cpuset attribute")
         cpuset = parse_cpuset(cpuset_text, source)
         if type_ == ObjType.MACHINE:
-            machine_cpuset = cpuset
-            if element.get("allowed_cpuset") is not None:
-                allowed = parse_cpuset(element.get("allowed_cpuset"), source)
-            continue
+            if parent is None:
+                self.machine_cpuset = cpuset
+                if element.get("allowed_cpuset") is not None:
+                    self.allowed = parse_cpuset(element.get("allowed_cpuset"), source)
+            self.specs.append(ObjectSpec(ObjType.MACHINE, cpuset, order=len(self.specs), complete=self._complete(element)))
+            return len(self.specs) - 1
         os_index = _int_attr(element, "os_index", source)
-        if type_ == ObjType.PU:
-            if os_index is None:
-                raise PinwiseError(f"{source}: a PU has no os_index")
-            cpuset = frozenset([os_index]) if cpuset == frozenset([os_index]) else cpuset
-        specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source)))
-    pus = {s.os_index for s in specs if s.type == ObjType.PU}
-    if machine_cpuset is not None and pus and not pus <= machine_cpuset:
-        raise PinwiseError(f"{source}: the Machine's cpuset {format_cpuset(machine_cpuset)} leaves out PUs "
-                           f"{format_cpulist(sorted(pus - machine_cpuset))}, which the file lists")
-    # A Group that only carries a NUMA node (hwloc's way of placing one above packages) is that node.
-    numa_sets = {s.cpuset for s in specs if s.type == ObjType.NUMA}
-    specs = [s for s in specs if not (s.type == ObjType.GROUP and s.cpuset in numa_sets)]
-    topology = build_topology(specs, allowed=allowed, source=source,
-                              restriction="allowed_cpuset in the XML file" if allowed else None)
-    return topology
+        if type_ == ObjType.PU and os_index is None:
+            raise PinwiseError(f"{source}: a PU has no os_index")
+        memory = _int_attr(element, "local_memory", source) if type_ == ObjType.NUMA else None
+        subtype = element.get("subtype") or _info(element, "Type")
+        if type_ == ObjType.NUMA and self.version1 and parent is not None and self.specs[parent].cpuset != cpuset:
+            # hwloc 2 reads a 1.x NUMA node as a memory child of its parent; where their PUs differ,
+            # of a Group inserted with the node's PUs; except KNL's MCDRAM, kept beside its DDR node.
+            beside = [s for s in self.specs if s.type == ObjType.NUMA and s.parent == parent]
+            if not (len(beside) == 1 and not beside[0].subtype and subtype == "MCDRAM" and not cpuset):
+                self.specs.append(ObjectSpec(ObjType.GROUP, cpuset, parent=parent, order=len(self.specs)))
+                parent = len(self.specs) - 1
+        self.specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source), memory,
+                                     subtype if type_ in (ObjType.NUMA, ObjType.GROUP, ObjType.MEMCACHE) else None,
+                                     parent if (type_.is_memory or not cpuset) else None, len(self.specs),
+                                     self._complete(element)))
+        if type_ == ObjType.NUMA and element.get("gp_index") is not None:
+            self.numa_by_gp[element.get("gp_index")] = os_index
+        return len(self.specs) - 1
+
+    def _complete(self, element: ET.Element) -> frozenset[int] | None:
+        text = element.get("complete_cpuset")
+        return None if text is None else parse_cpuset(text, self.source)
+
+    def v1_distances(self) -> list[Distances | None]:
+        """1.x ``<distances nbobjs=N latency_base=B>`` held by the root: hwloc 2 reads a matrix as
+        one between NUMA nodes (in the file's order) when N is their number, values times B."""
+        numa = [s.os_index for s in self.specs if s.type == ObjType.NUMA]
+        found = []
+        for element in self.v1_root_distances:
+            count = _int_attr(element, "nbobjs", self.source) or 0
+            if count != len(numa) or count == 0:
+                continue
+            base = float(element.get("latency_base") or 1)
+            values = [float(e.get("value", "nan")) * base for e in element.findall("latency")]
+            if len(values) != count * count or any(not math.isfinite(v) or v < 0 for v in values):
+                raise PinwiseError(f"{self.source}: a <distances> element has {len(values)} values for {count} objects")
+            found.append(Distances(ObjType.NUMA, tuple(i or 0 for i in numa),
+                                   tuple(tuple(round(v) for v in values[i * count:(i + 1) * count]) for i in range(count))))
+        return found
+
+
+def _info(element: ET.Element, name: str) -> str | None:
+    return next((i.get("value") for i in element.findall("info") if i.get("name") == name), None)
+
+
+def _cpukind(element: ET.Element, source: str) -> CpuKind:
+    cpuset = parse_cpuset(element.get("cpuset", ""), source)
+    text = (element.get("forced_efficiency") or "-1").strip()
+    efficiency = -1 if text == "-1" else whole_number(text, f"{source}: attribute forced_efficiency", 0, 1 << 20)
+    info = tuple((i.get("name", ""), i.get("value", "")) for i in element.findall("info"))
+    return CpuKind(cpuset, efficiency, info)
+
+
+def _distances2(element: ET.Element, reader: _Reader, source: str) -> Distances | None:
+    """hwloc 2 ``<distances2 type=T nbobjs=N indexing=os|gp>``: N indexes, then N*N values over
+    one or more ``<u64values>``. NUMA-node matrices are kept; others (PUs, packages) skipped."""
+    if element.get("type") != "NUMANode":
+        return None
+    count = _int_attr(element, "nbobjs", source) or 0
+    indexes = " ".join(i.text or "" for i in element.findall("indexes")).split()
+    values = " ".join(v.text or "" for v in element.findall("u64values")).split()
+    if len(indexes) != count or len(values) != count * count:
+        raise PinwiseError(f"{source}: a <distances2> element has {len(indexes)} indexes and {len(values)} values "
+                           f"for {count} objects")
+    numbers = [whole_number(v, f"{source}: a distance", 0, 1 << 62) for v in values]
+    if element.get("indexing") == "gp":
+        if any(i not in reader.numa_by_gp for i in indexes):
+            raise PinwiseError(f"{source}: a <distances2> element names an object that is not a NUMA node")
+        os_indexes = tuple(reader.numa_by_gp[i] for i in indexes)
+    else:
+        os_indexes = tuple(whole_number(i, f"{source}: a distance index", 0, 1 << 31) for i in indexes)
+    return Distances(ObjType.NUMA, os_indexes, tuple(tuple(numbers[i * count:(i + 1) * count]) for i in range(count)),
+                     _int_attr(element, "kind", source) or 0, element.get("name"))
 
 
 def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
@@ -149,56 +249,74 @@ def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
 
 
 _XML_TYPE = {"group": "Group", "package": "Package", "die": "Die", "l3": "L3Cache", "l2": "L2Cache",
-             "l1": "L1Cache", "core": "Core", "pu": "PU"}
+             "l1": "L1Cache", "core": "Core", "pu": "PU", "numa": "NUMANode", "memcache": "MemCache", "machine": "Machine"}
 _CACHE_DEPTH = {"l3": "3", "l2": "2", "l1": "1"}
 
 
 def to_xml(topology: Topology) -> str:
-    """Write hwloc 2.x XML that ``lstopo --input FILE`` accepts and :func:`parse_xml` reads back."""
-    numa_nodes = topology.objects(ObjType.NUMA)
-    node_of_cpu = {cpu: node.os_index if node.os_index is not None else node.logical_index
-                   for node in numa_nodes for cpu in node.cpuset}
+    """Write hwloc 2.x XML that ``lstopo --input FILE`` accepts and :func:`parse_xml` reads back:
+    the CPU tree, memory children, CPU-less objects, CPU kinds and NUMA distances."""
+    numa_index = {id(n): n.os_index if n.os_index is not None else n.logical_index for n in topology.numa_nodes}
     gp_index = iter(range(1, 1 << 30))
 
-    def nodeset(cpus: frozenset[int]) -> str:
-        return format_cpuset(frozenset(node_of_cpu[c] for c in cpus if c in node_of_cpu) or frozenset([0]))
+    def nodeset(node: TopoObject) -> str:
+        """NUMA nodes attached at the object, below it, or to one of its ancestors."""
+        near = {numa_index[id(m)] for m in walk_all(node) if m.type == ObjType.NUMA}
+        for ancestor in node.ancestors():
+            near |= {numa_index[id(m)] for top in ancestor.memory_children for m in walk_all(top)
+                     if m.type == ObjType.NUMA}
+        return format_cpuset(frozenset(near))
 
-    def common(cpus: frozenset[int]) -> dict[str, str]:
-        return {"cpuset": format_cpuset(cpus), "complete_cpuset": format_cpuset(cpus),
-                "nodeset": nodeset(cpus), "complete_nodeset": nodeset(cpus), "gp_index": str(next(gp_index))}
-
-    def numa_element(node: TopoObject) -> ET.Element:
-        index = node.os_index if node.os_index is not None else node.logical_index
-        return ET.Element("object", {"type": "NUMANode", "os_index": str(index), **common(node.cpuset),
-                                     "local_memory": "0"})
-
-    def add_children(element: ET.Element, node: TopoObject) -> None:
-        for child in node.children:
-            if child.type == ObjType.NUMA:
-                if child.cpuset == node.cpuset:  # memory child of this object
-                    element.append(numa_element(child))
-                    add_children(element, child)
-                else:  # spans several children: hwloc places it under a Group
-                    group = ET.SubElement(element, "object", {"type": "Group", **common(child.cpuset)})
-                    group.append(numa_element(child))
-                    add_children(group, child)
-                continue
-            attrs = {"type": _XML_TYPE[child.type]}
-            if child.os_index is not None and child.type in (ObjType.PACKAGE, ObjType.DIE, ObjType.CORE, ObjType.PU):
-                attrs["os_index"] = str(child.os_index)
-            attrs.update(common(child.cpuset))
-            if child.is_cache:
-                attrs.update({"cache_size": str(child.cache_size or 0), "depth": _CACHE_DEPTH[child.type],
-                              "cache_linesize": "64", "cache_associativity": "0", "cache_type": "0"})
-            sub = ET.SubElement(element, "object", attrs)
-            add_children(sub, child)
+    def element(node: TopoObject) -> ET.Element:
+        attrs = {"type": _XML_TYPE[node.type]}
+        if node.type == ObjType.NUMA:
+            attrs["os_index"] = str(numa_index[id(node)])
+        elif node.os_index is not None and node.type in (ObjType.PACKAGE, ObjType.DIE, ObjType.CORE, ObjType.PU):
+            attrs["os_index"] = str(node.os_index)
+        cpus, nodes = format_cpuset(node.cpuset), nodeset(node)
+        complete = format_cpuset(node.cpuset | node.complete) if node.complete else cpus
+        attrs.update({"cpuset": cpus, "complete_cpuset": complete, "nodeset": nodes, "complete_nodeset": nodes,
+                      "gp_index": str(next(gp_index))})
+        if node.subtype:
+            attrs["subtype"] = node.subtype
+        if node.is_cache:
+            attrs.update({"cache_size": str(node.cache_size or 0), "depth": _CACHE_DEPTH[node.type],
+                          "cache_linesize": "64", "cache_associativity": "0", "cache_type": "0"})
+        if node.type == ObjType.MEMCACHE:
+            attrs.update({"cache_size": str(node.cache_size or 0), "depth": "1", "cache_linesize": "64",
+                          "cache_associativity": "0", "cache_type": "0"})
+        if node.type == ObjType.NUMA:
+            attrs["local_memory"] = str(node.local_memory or 0)
+        if node.type == ObjType.GROUP:
+            attrs["kind"] = "1001" if node.memory_children else "0"
+        out = ET.Element("object", attrs)
+        for child in (*node.memory_children, *node.children, *node.cpuless_children):
+            out.append(element(child))
+        return out
 
     root = ET.Element("topology", {"version": "2.0"})
-    all_cpus = topology.root.cpuset
-    machine = ET.SubElement(root, "object", {"type": "Machine", "os_index": "0", **common(all_cpus)})
+    machine = element(topology.root)
+    machine.attrib = {"type": "Machine", "os_index": "0", **{k: v for k, v in machine.attrib.items() if k != "type"}}
     machine.set("allowed_cpuset", format_cpuset(topology.allowed))
-    machine.set("allowed_nodeset", nodeset(all_cpus))
-    add_children(machine, topology.root)
+    machine.set("allowed_nodeset", format_cpuset(frozenset(numa_index.values())))
+    root.append(machine)
+    for kind in topology.cpukinds:
+        kind_element = ET.SubElement(root, "cpukind", {"cpuset": format_cpuset(kind.cpuset),
+                                                       "forced_efficiency": str(kind.efficiency)})
+        for name, value in kind.info:
+            ET.SubElement(kind_element, "info", {"name": name, "value": value})
+    for matrix in topology.distances:
+        count = len(matrix.os_indexes)
+        attrs = {"type": "NUMANode", "nbobjs": str(count), "kind": str(matrix.kind or 5), "indexing": "os"}
+        if matrix.name:
+            attrs["name"] = matrix.name
+        distances = ET.SubElement(root, "distances2", attrs)
+        indexes = " ".join(map(str, matrix.os_indexes)) + " "
+        ET.SubElement(distances, "indexes", {"length": str(len(indexes))}).text = indexes
+        flat = [v for row in matrix.values for v in row]
+        for start in range(0, len(flat), 10):  # hwloc writes ten values per element
+            text = " ".join(map(str, flat[start:start + 10])) + " "
+            ET.SubElement(distances, "u64values", {"length": str(len(text))}).text = text
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n' + body + "\n"

@@ -1,10 +1,19 @@
-"""The one machine model every capability takes: a tree of typed objects, like hwloc's.
+"""The one machine model every capability takes: a tree of typed objects, as hwloc 2 holds it.
 
-machine > [group] > package > [die] > NUMA node > L3 > L2 > L1 > core > PU. Each object has a type,
-a logical index (its rank among objects of that type in depth-first order), an OS index where the
-OS names it (PUs, packages, NUMA nodes), a cache size for caches, and the set of PU OS indices below
-it (its cpuset). The topology also knows which PUs this process may use (``allowed``); forbidden
-PUs stay in the tree so that a user sees what is there and what is withheld.
+machine > [group] > package > [die] > L3 > L2 > L1 > core > PU is the *CPU tree*: every object in it
+has PUs, and placement policies walk only it. Each object has a type, a logical index (its rank
+among objects of that type in depth-first order), an OS index where the OS names it, a cache size
+for caches, and the set of PU OS indices below it (its cpuset). As in hwloc 2, NUMA nodes (and the
+memory-side caches in front of them) are *memory children* attached to the CPU-tree object whose
+PUs are local to them, several per object where the machine has several kinds of memory (DRAM and
+MCDRAM/HBM/CXL); a node without CPUs hangs off the object the source says, the machine by default.
+Where no object has a NUMA node's cpuset, a Group is inserted to carry it, as hwloc does. Objects
+without PUs (a Group holding only memory, a package whose CPUs are all offline) are *CPU-less
+children*, shown and exported but never walked by placement.
+
+The topology also knows which PUs this process may use (``allowed``); forbidden PUs stay in the
+tree so that a user sees what is there and what is withheld; the CPU kinds of hybrid processors
+(hwloc's cpukinds, with their efficiency rank) and NUMA distance matrices where the source has them.
 
 Trees are built from a flat list of objects by cpuset inclusion (the way hwloc inserts objects), so
 every source (sysfs, XML, synthetic strings, presets) shares one builder and one set of invariants.
@@ -30,6 +39,7 @@ class ObjType(StrEnum):
     PACKAGE = "package"
     DIE = "die"
     NUMA = "numa"
+    MEMCACHE = "memcache"
     L3 = "l3"
     L2 = "l2"
     L1 = "l1"
@@ -54,16 +64,24 @@ class ObjType(StrEnum):
     def is_cache(self) -> bool:
         return self in CACHE_TYPES
 
+    @property
+    def is_memory(self) -> bool:
+        """NUMA nodes and memory-side caches: memory children, never part of the CPU tree."""
+        return self in MEMORY_TYPES
+
 
 LEVEL_ORDER: tuple[ObjType, ...] = tuple(ObjType)
 _RANK = {t: rank for rank, t in enumerate(LEVEL_ORDER)}
 LEVEL_RANK = {str(t): rank for t, rank in _RANK.items()}
 CACHE_TYPES = (ObjType.L3, ObjType.L2, ObjType.L1)
+MEMORY_TYPES = (ObjType.NUMA, ObjType.MEMCACHE)
+#: How orders treat the CPU kinds of a hybrid machine (see Topology.preferring).
+KIND_PREFERENCES = ("performance", "efficiency", "any")  # the same names as pinwise.placement's
 _LABEL = {ObjType.MACHINE: "Machine", ObjType.GROUP: "Group", ObjType.PACKAGE: "Package", ObjType.DIE: "Die",
-          ObjType.NUMA: "NUMA", ObjType.L3: "L3", ObjType.L2: "L2", ObjType.L1: "L1d", ObjType.CORE: "Core",
+          ObjType.NUMA: "NUMA", ObjType.MEMCACHE: "MemCache", ObjType.L3: "L3", ObjType.L2: "L2", ObjType.L1: "L1d", ObjType.CORE: "Core",
           ObjType.PU: "PU"}
 _SHORT = {ObjType.MACHINE: "machine", ObjType.GROUP: "group", ObjType.PACKAGE: "pack", ObjType.DIE: "die",
-          ObjType.NUMA: "numa", ObjType.L3: "l3", ObjType.L2: "l2", ObjType.L1: "l1", ObjType.CORE: "core",
+          ObjType.NUMA: "numa", ObjType.MEMCACHE: "memcache", ObjType.L3: "l3", ObjType.L2: "l2", ObjType.L1: "l1", ObjType.CORE: "core",
           ObjType.PU: "pu"}
 #: How each type is named on screen (kept for the renderers that index it by name).
 TYPE_LABEL = {str(t): t.label for t in LEVEL_ORDER}
@@ -71,7 +89,10 @@ TYPE_LABEL = {str(t): t.label for t in LEVEL_ORDER}
 
 @dataclass(eq=False)
 class TopoObject:
-    """One node of the tree. Built once by :func:`build_topology`, then treated as read-only."""
+    """One node of the tree. Built once by :func:`build_topology`, then treated as read-only.
+
+    ``children`` is the CPU tree (every child has PUs); ``memory_children`` the NUMA nodes and
+    memory-side caches attached here; ``cpuless_children`` objects without PUs."""
 
     type: ObjType
     cpuset: frozenset[int]
@@ -82,6 +103,13 @@ class TopoObject:
     sibling_index: int = 0
     parent: TopoObject | None = field(default=None, repr=False)
     children: list[TopoObject] = field(default_factory=list, repr=False)
+    local_memory: int | None = None
+    subtype: str | None = None
+    memory_children: list[TopoObject] = field(default_factory=list, repr=False)
+    cpuless_children: list[TopoObject] = field(default_factory=list, repr=False)
+    order: float | None = field(default=None, repr=False)
+    #: The PUs below it offline ones included (hwloc's complete_cpuset), where the source says.
+    complete: frozenset[int] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.type = ObjType(self.type)  # parsers may hand over the type's name
@@ -111,8 +139,12 @@ class TopoObject:
         named_by_os = self.type in (ObjType.PU, ObjType.PACKAGE, ObjType.NUMA) and self.os_index is not None
         index = self.os_index if named_by_os else self.logical_index
         text = f"{self.type.label} {index}" if self.type != ObjType.MACHINE else "Machine"
+        if self.subtype:
+            text += f" {self.subtype}"
         if self.cache_size:
             text += f" ({format_size(self.cache_size)})"
+        elif self.local_memory:
+            text += f" ({format_size(self.local_memory)})"
         return text
 
 
@@ -125,8 +157,8 @@ def format_size(size: int) -> str:
 
 
 def walk(root: TopoObject, children=None) -> Iterator[TopoObject]:
-    """Every object below ``root`` (itself first), depth-first in child order: logical order.
-    ``children(node)`` narrows the walk (e.g. to objects with allowed PUs)."""
+    """Every object of the CPU tree below ``root`` (itself first), depth-first in child order:
+    logical order. ``children(node)`` narrows the walk (e.g. to objects with allowed PUs)."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -134,14 +166,63 @@ def walk(root: TopoObject, children=None) -> Iterator[TopoObject]:
         stack.extend(reversed(node.children if children is None else children(node)))
 
 
+def all_children(node: TopoObject) -> list[TopoObject]:
+    """Memory children first (as lstopo lists them), then the CPU tree, then CPU-less objects."""
+    return [*node.memory_children, *node.children, *node.cpuless_children]
+
+
+def walk_all(root: TopoObject) -> Iterator[TopoObject]:
+    """Every object below ``root``, memory and CPU-less ones included, in hwloc's depth-first order."""
+    return walk(root, all_children)
+
+
 @dataclass(frozen=True)
 class ObjectSpec:
-    """A flat description of one object, before it has a place in the tree."""
+    """A flat description of one object, before it has a place in the tree.
+
+    ``parent`` (the position of another spec in the same list) says where a memory or CPU-less
+    object hangs when the source knows it (an XML file does); without it a NUMA node goes to the
+    highest object with its cpuset and a CPU-less object to the machine. ``order`` sorts siblings
+    (a file's order); without it siblings go by their first PU."""
 
     type: ObjType
     cpuset: frozenset[int]
     os_index: int | None = None
     cache_size: int | None = None
+    local_memory: int | None = None
+    subtype: str | None = None
+    parent: int | None = None
+    order: float | None = None
+    complete: frozenset[int] | None = None
+
+
+@dataclass(frozen=True)
+class CpuKind:
+    """PUs of one kind on a hybrid processor (hwloc's cpukinds): ``efficiency`` ranks the kinds
+    from 0, the least performant (e.g. E-cores), upward; ``info`` holds what the source says
+    (FrequencyMaxMHz, CoreType...)."""
+
+    cpuset: frozenset[int]
+    efficiency: int
+    info: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        info = dict(self.info)
+        return info.get("CoreType") or info.get("CPUVendor") or f"kind {self.efficiency}"
+
+
+@dataclass(frozen=True)
+class Distances:
+    """A distance matrix between objects of one type (NUMA nodes, in the sources pinwise reads),
+    named by OS index: ``values[i][j]`` from ``os_indexes[i]`` to ``os_indexes[j]``. ``kind`` is
+    hwloc's kind bits (1 from the OS, 2 user-given, 4 latency, 8 bandwidth...)."""
+
+    type: ObjType
+    os_indexes: tuple[int, ...]
+    values: tuple[tuple[int, ...], ...]
+    kind: int = 5
+    name: str | None = None
 
 
 class Topology:
@@ -152,14 +233,24 @@ class Topology:
     """
 
     def __init__(self, root: TopoObject, allowed: Iterable[int] | None = None, source: str = "",
-                 restriction: str | None = None):
+                 restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
+                 distances: Sequence[Distances] = (), kind_preference: str = "performance"):
         set_ = object.__setattr__
+        if kind_preference not in KIND_PREFERENCES:
+            raise PinwiseError(f"unknown CPU kind preference {kind_preference!r}: choose {', '.join(KIND_PREFERENCES)}")
         set_(self, "root", root)
         set_(self, "source", source)
-        levels = _finalize(root)
-        #: Objects of each type present, in logical order, top type first: the levels table.
-        set_(self, "levels", levels)
-        set_(self, "pus", tuple(levels.get(ObjType.PU, ())))
+        every = _finalize(root)
+        #: Objects of each type, memory and CPU-less ones included, in logical order.
+        set_(self, "all_levels", every)
+        #: The CPU tree's objects of each type present, in logical order, top type first.
+        levels = {t: [o for o in objs if o.cpuset and not t.is_memory] for t, objs in every.items()}
+        set_(self, "levels", {t: objs for t, objs in levels.items() if objs})
+        set_(self, "pus", tuple(self.levels.get(ObjType.PU, ())))
+        set_(self, "cpukinds", tuple(sorted(cpukinds, key=lambda k: k.efficiency)))
+        set_(self, "distances", tuple(distances))
+        #: Which CPU kind compact, scatter and the OpenMP policies fill first on a hybrid machine.
+        set_(self, "kind_preference", kind_preference)
         set_(self, "_by_os", {pu.os_index: pu for pu in self.pus})
         all_pus = frozenset(self._by_os)
         if allowed is None:
@@ -177,7 +268,23 @@ class Topology:
 
     def restricted(self, allowed: Iterable[int], restriction: str | None = None) -> Topology:
         """The same machine with only ``allowed`` PUs usable."""
-        return Topology(self.root, allowed, self.source, restriction or "a restriction")
+        return Topology(self.root, allowed, self.source, restriction or "a restriction", self.cpukinds,
+                        self.distances, self.kind_preference)
+
+    def preferring(self, kinds: str) -> Topology:
+        """The same machine whose orders fill the CPU kinds as ``kinds`` says: ``performance``
+        (hwloc's highest efficiency rank first: P-cores), ``efficiency`` (E-cores first) or ``any``
+        (depth-first order, kinds ignored)."""
+        if kinds == self.kind_preference:
+            return self
+        return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds)
+
+    def _by_kind(self, order: list[int]) -> list[int]:
+        if not self.cpukinds or self.kind_preference == "any":
+            return order
+        sign = -1 if self.kind_preference == "performance" else 1
+        rank = {cpu: sign * kind.efficiency for kind in self.cpukinds for cpu in kind.cpuset}
+        return sorted(order, key=lambda cpu: rank.get(cpu, 0))  # stable: depth-first within a kind
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -197,18 +304,40 @@ class Topology:
         return os_index in self._by_os
 
     def objects(self, type_: ObjType | str) -> list[TopoObject]:
-        """All objects of one type, in depth-first (logical) order."""
-        return list(self.levels.get(type_, ()))
+        """All objects of one type, in depth-first (logical) order, memory and CPU-less ones
+        included (``numa`` gives every NUMA node, with or without CPUs)."""
+        return list(self.all_levels.get(type_, ()))
+
+    @property
+    def numa_nodes(self) -> list[TopoObject]:
+        return self.objects(ObjType.NUMA)
 
     @property
     def level_types(self) -> tuple[ObjType, ...]:
-        """Types present in the tree, top to bottom."""
+        """Types present in the CPU tree, top to bottom."""
         return tuple(self.levels)
+
+    def kind_of(self, os_index: int) -> CpuKind | None:
+        """The CPU kind of a PU (None on a machine without kinds)."""
+        return next((kind for kind in self.cpukinds if os_index in kind.cpuset), None)
+
+    def numa_node_of(self, os_index: int) -> TopoObject | None:
+        """The NUMA node local to a PU: the first attached to its nearest ancestor with memory."""
+        node: TopoObject | None = self.pu(os_index)
+        while node is not None:
+            for memory in node.memory_children:
+                numa = next((m for m in walk_all(memory) if m.type == ObjType.NUMA), None)
+                if numa is not None:
+                    return numa
+            node = node.parent
+        return None
 
     def synthetic_levels(self) -> list[tuple[ObjType, int, int | None]] | None:
         """The tree as (type, arity, cache size) per level, or None if it is not symmetric."""
         levels = []
         frontier = [self.root]
+        if any(node.cpuless_children for node in walk(self.root)):
+            return None
         while frontier[0].children:
             shapes = {(len(n.children), tuple(c.type for c in n.children)) for n in frontier}
             if len(shapes) != 1:
@@ -238,7 +367,7 @@ class Topology:
         aside). Plans computed for one machine are meant for machines with the same fingerprint."""
         import hashlib
 
-        items = sorted((node.type.rank, tuple(sorted(node.cpuset))) for node in walk(self.root))
+        items = sorted((node.type.rank, tuple(sorted(node.cpuset))) for node in walk_all(self.root))
         return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
     @property
@@ -250,17 +379,23 @@ class Topology:
         """Per-level coordinates: the index of each ancestor among its siblings, top to bottom."""
         return tuple(node.sibling_index for node in reversed([pu, *pu.ancestors()[:-1]]))
 
-    def compact_order(self, allowed_only: bool = True) -> list[int]:
-        """PU OS indices in depth-first order: fill a core, then its cache, then its package
-        (Intel's KMP_AFFINITY=compact, OpenMP ``close`` over PU places)."""
+    def logical_order(self, allowed_only: bool = True) -> list[int]:
+        """PU OS indices in depth-first order, hwloc's logical numbering."""
         pus = self.allowed_pus if allowed_only else list(self.pus)
         return [pu.os_index for pu in pus]
+
+    def compact_order(self, allowed_only: bool = True) -> list[int]:
+        """PU OS indices in depth-first order: fill a core, then its cache, then its package
+        (Intel's KMP_AFFINITY=compact, OpenMP ``close`` over PU places); on a hybrid machine the
+        preferred CPU kind first (see :meth:`preferring`). ``allowed_only=False``: every PU in
+        logical order."""
+        return self._by_kind(self.logical_order()) if allowed_only else self.logical_order(False)
 
     def scatter_order(self, allowed_only: bool = True) -> list[int]:
         """PU OS indices ordered by reversed coordinates: one PU per package first, then per cache
         within packages, ..., hardware threads of a core last (Intel's KMP_AFFINITY=scatter)."""
         pus = self.allowed_pus if allowed_only else list(self.pus)
-        return [pu.os_index for pu in sorted(pus, key=lambda p: tuple(reversed(self.coordinates(p))))]
+        return self._by_kind([pu.os_index for pu in sorted(pus, key=lambda p: tuple(reversed(self.coordinates(p))))])
 
     def lowest_common_ancestor(self, a: int, b: int) -> TopoObject:
         pa, pb = self.pu(a), self.pu(b)
@@ -290,8 +425,8 @@ class Topology:
         """A canonical form for comparing topologies: every object as (type, cpuset, os index of
         PUs, cache size), sorted. Two topologies with equal signatures are the same machine."""
         return tuple(sorted((node.type.rank, tuple(sorted(node.cpuset)),
-                             node.os_index if node.type == ObjType.PU else None, node.cache_size)
-                            for node in walk(self.root)))
+                             node.os_index if node.type in (ObjType.PU, ObjType.NUMA) else None, node.cache_size)
+                            for node in walk_all(self.root)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Topology) and self.signature() == other.signature()
@@ -308,24 +443,31 @@ class Topology:
 
 
 def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
-    """Number the tree (depth, logical and sibling indices) and return its levels table."""
+    """Number the tree (depth, logical and sibling indices) and return every object by type."""
     levels: dict[ObjType, list[TopoObject]] = {}
     root.depth = 0
-    for node in walk(root):
+    for node in walk_all(root):
         node.logical_index = len(levels.setdefault(node.type, []))
         levels[node.type].append(node)
-        for rank, child in enumerate(node.children):
-            child.sibling_index = rank
-            child.depth = node.depth + 1
+        for group in (node.children, node.memory_children, node.cpuless_children):
+            for rank, child in enumerate(group):
+                child.sibling_index = rank
+                child.depth = node.depth + 1
+                child.parent = node
     return {t: levels[t] for t in LEVEL_ORDER if t in levels}
 
 
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
-                   restriction: str | None = None) -> Topology:
+                   restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
+                   distances: Sequence[Distances] = (), keep_groups: bool = False) -> Topology:
     """Build the tree from flat objects by cpuset inclusion, as hwloc inserts objects.
 
     Objects with the same type and cpuset are merged; an object whose cpuset partly overlaps
     another's (neither contains the other) is an error, as the machine would not be a tree.
+    A Group with the PUs of its parent or of its only child is dropped, as hwloc's default
+    filter drops it, unless ``keep_groups`` (an hwloc 2 XML file: hwloc filtered it already and
+    keeps what it wrote). Memory objects and objects without PUs are attached afterwards (see
+    :class:`ObjectSpec`); a machine without a NUMA node gets one, as in hwloc.
     """
     pus = [s for s in specs if s.type == ObjType.PU]
     if not pus:
@@ -334,46 +476,136 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     if len(all_cpus) != len(pus) or any(s.os_index is None or s.os_index < 0 for s in pus):
         raise PinwiseError(f"topology {source!r} has PUs with missing or duplicate OS indices")
     unique: dict[tuple[ObjType, frozenset[int]], ObjectSpec] = {}
-    for spec in specs:
+    key_of: dict[int, tuple[ObjType, frozenset[int]]] = {}
+    later: list[tuple[int, ObjectSpec]] = []  # memory and CPU-less objects, in the source's order
+    machine_at: set[int] = set()
+    complete = None
+    for position, spec in enumerate(specs):
         if spec.type not in LEVEL_RANK:
             raise PinwiseError(f"topology {source!r}: unknown object type {spec.type!r}")
-        spec = ObjectSpec(ObjType(spec.type), spec.cpuset, spec.os_index, spec.cache_size)
+        spec = ObjectSpec(ObjType(spec.type), spec.cpuset, spec.os_index, spec.cache_size, spec.local_memory,
+                          spec.subtype, spec.parent, spec.order, spec.complete)
         if spec.type == ObjType.PU and spec.cpuset != frozenset([spec.os_index]):
             raise PinwiseError(f"topology {source!r}: PU {spec.os_index} has cpuset {sorted(spec.cpuset)}, "
                                f"not [{spec.os_index}]")
-        if spec.type == ObjType.MACHINE or not spec.cpuset:
-            continue  # an object without CPUs (a memory-only NUMA node) takes no place in the tree
-        if not spec.cpuset <= all_cpus:
+        if spec.cpuset and not spec.cpuset <= all_cpus:
             raise PinwiseError(
                 f"topology {source!r}: a {spec.type.label} names CPUs "
                 f"{sorted(spec.cpuset - all_cpus)} that have no PU"
             )
-        unique.setdefault((spec.type, spec.cpuset), spec)
+        if spec.type == ObjType.MACHINE:
+            machine_at.add(position)
+            complete = spec.complete
+        elif spec.type.is_memory or not spec.cpuset:
+            later.append((position, spec))
+        else:
+            key = (spec.type, spec.cpuset)
+            unique.setdefault(key, spec)
+            key_of[position] = key
 
-    root = TopoObject(ObjType.MACHINE, all_cpus)
+    root = TopoObject(ObjType.MACHINE, all_cpus, complete=complete)
+    node_of_key: dict[tuple[ObjType, frozenset[int]], TopoObject] = {}
     ordered = sorted(unique.values(), key=lambda s: (-len(s.cpuset), s.type.rank, min(s.cpuset)))
     for spec in ordered:
-        parent = root
-        while True:
-            for child in parent.children:
-                if spec.cpuset <= child.cpuset:
-                    parent = child
-                    break
-                if spec.cpuset & child.cpuset:
-                    raise PinwiseError(
-                        f"topology {source!r}: {spec.type.label} with CPUs {sorted(spec.cpuset)} "
-                        f"partly overlaps {child.label()} with CPUs {sorted(child.cpuset)}: not a tree"
-                    )
-            else:
-                break
+        parent = _deepest_holding(root, spec.cpuset, spec.type, source)
         if parent.type == ObjType.PU:
             raise PinwiseError(f"topology {source!r}: {spec.type.label} below a PU")
-        node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, parent=parent)
+        node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, parent=parent,
+                          subtype=spec.subtype, order=spec.order, complete=spec.complete)
         parent.children.append(node)
+        node_of_key[(spec.type, spec.cpuset)] = node
+
     _sort_children(root)
-    return Topology(root, allowed, source, restriction)
+    for group in [n for n in walk(root) if n.type == ObjType.GROUP and not keep_groups]:
+        if group.parent.cpuset == group.cpuset or (len(group.children) == 1 and group.children[0].cpuset == group.cpuset):
+            # a Group that adds no structure goes, as hwloc's default filter removes it
+            at = group.parent.children.index(group)
+            group.parent.children[at:at + 1] = group.children
+            for child in group.children:
+                child.parent = group.parent
+            del node_of_key[(ObjType.GROUP, group.cpuset)]
+    node_at: dict[int, TopoObject] = {position: node_of_key.get(key) or memory_parent(root, key[1], source)
+                                      for position, key in key_of.items()}
+    node_at.update({position: root for position in machine_at})
+    if not any(spec.type == ObjType.NUMA for _, spec in later):  # hwloc always has a NUMA node
+        later.append((-1, ObjectSpec(ObjType.NUMA, all_cpus, 0)))
+    for position, spec in later:
+        node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, local_memory=spec.local_memory,
+                          subtype=spec.subtype, order=spec.order, complete=spec.complete)
+        node_at[position] = node
+        if spec.parent is not None and spec.parent in node_at:
+            parent = node_at[spec.parent]
+        elif spec.type.is_memory and spec.cpuset:
+            parent = memory_parent(root, spec.cpuset, source)
+        else:
+            parent = root
+        if spec.type.is_memory and not parent.type.is_memory and parent.cpuset != spec.cpuset and spec.cpuset:
+            parent = memory_parent(root, spec.cpuset, source)
+        if spec.type.is_memory:
+            node.cpuset = parent.cpuset  # memory is local to the PUs of what it hangs from
+        node.parent = parent
+        (parent.memory_children if spec.type.is_memory else
+         parent.cpuless_children if not spec.cpuset else parent.children).append(node)
+    _sort_children(root)
+    return Topology(root, allowed, source, restriction, cpukinds, distances)
+
+
+def _deepest_holding(root: TopoObject, cpuset: frozenset[int], type_: ObjType, source: str) -> TopoObject:
+    """The deepest object of the CPU tree whose cpuset contains ``cpuset``; a partial overlap on
+    the way is an error (the machine would not be a tree)."""
+    parent = root
+    while True:
+        for child in parent.children:
+            if cpuset <= child.cpuset:
+                parent = child
+                break
+            if cpuset & child.cpuset:
+                raise PinwiseError(
+                    f"topology {source!r}: {type_.label} with CPUs {sorted(cpuset)} "
+                    f"partly overlaps {child.label()} with CPUs {sorted(child.cpuset)}: not a tree"
+                )
+        else:
+            return parent
+
+
+def memory_parent(root: TopoObject, cpuset: frozenset[int], source: str) -> TopoObject:
+    """Where hwloc 2 attaches a NUMA node with these PUs: the highest object below the machine
+    with the same cpuset (the machine only when no object below has them all), never a PU;
+    where no object has that cpuset, a Group inserted around the objects it covers."""
+    if cpuset == root.cpuset:
+        only = root.children[0] if len(root.children) == 1 else None
+        return only if only is not None and only.type != ObjType.PU else root
+    node = root
+    while True:
+        child = next((c for c in node.children if cpuset <= c.cpuset), None)
+        if child is None or (child.cpuset == cpuset and child.type == ObjType.PU):
+            break
+        if child.cpuset == cpuset:
+            return child
+        node = child
+    inside = [c for c in node.children if c.cpuset <= cpuset]
+    crossing = [c for c in node.children if c.cpuset & cpuset and not c.cpuset <= cpuset]
+    if crossing:
+        raise PinwiseError(f"topology {source!r}: a NUMA node with CPUs {sorted(cpuset)} partly overlaps "
+                           f"{crossing[0].label()} with CPUs {sorted(crossing[0].cpuset)}: not a tree")
+    group = TopoObject(ObjType.GROUP, cpuset, parent=node, children=inside,
+                       order=min((c.order for c in inside if c.order is not None), default=None))
+    for child in inside:
+        child.parent = group
+    node.children = [c for c in node.children if c not in inside] + [group]
+    _sort_siblings(node.children)
+    return group
+
+
+def _sort_siblings(children: list[TopoObject]) -> None:
+    if all(c.order is not None for c in children):
+        children.sort(key=lambda c: c.order)
+    else:
+        children.sort(key=lambda c: c.first_pu)
 
 
 def _sort_children(root: TopoObject) -> None:
     for node in walk(root):
-        node.children.sort(key=lambda c: c.first_pu)
+        _sort_siblings(node.children)
+        node.memory_children.sort(key=lambda c: (c.order is None, c.order or 0, c.os_index or 0))
+        node.cpuless_children.sort(key=lambda c: (c.order is None, c.order or 0))

@@ -2,7 +2,9 @@
 
 One line per object small enough to print inline (at most ``LINE_PUS`` PUs): its chain of
 single-child ancestors as a header, then its PUs, with brackets around cache groups and ``+``
-between the hardware threads of a core. A legend line gives each level's count and cache size.
+between the hardware threads of a core; the NUMA nodes attached to an object follow its name in
+brackets, objects without PUs get a line of their own. A legend line gives each type's count and
+size; CPU kinds and NUMA distances, where the source has them, get lines of their own.
 PUs the process may not use are shown as ``(n)``; placed threads as ``n=t3``.
 """
 
@@ -18,14 +20,45 @@ MAX_LINES = 80
 
 def legend(topology: Topology) -> str:
     parts = []
-    for type_ in topology.level_types:
+    for type_ in topology.all_levels:
         if type_ == ObjType.MACHINE:
             continue
         objects = topology.objects(type_)
-        sizes = {o.cache_size for o in objects if o.cache_size}
+        sizes = {o.cache_size or o.local_memory for o in objects if o.cache_size or o.local_memory}
         size = f" {format_size(sizes.pop())}" if len(sizes) == 1 else ""
         parts.append(f"{TYPE_LABEL[type_]}{size} x{len(objects)}")
     return "  ".join(parts)
+
+
+def memory_text(node: TopoObject) -> str:
+    """The memory attached to an object, e.g. `` [NUMA 0 (16GiB), NUMA 4 MCDRAM (4GiB)]``."""
+
+    def chain(memory: TopoObject) -> str:
+        below = ", ".join(chain(m) for m in memory.memory_children)
+        return memory.label() + (f" > {below}" if below else "")
+
+    return f" [{', '.join(chain(m) for m in node.memory_children)}]" if node.memory_children else ""
+
+
+def extras(topology: Topology) -> list[str]:
+    """Lines for what the tree does not show: CPU kinds and NUMA distances."""
+    lines = []
+    if topology.cpukinds:
+        kinds = [f"{kind.name} (efficiency {kind.efficiency}): PU {topology.cpulist_text(kind.cpuset)}"
+                 for kind in reversed(topology.cpukinds)]
+        lines.append("  CPU kinds, most performant first: " + "; ".join(kinds))
+    for matrix in topology.distances:
+        if len(matrix.os_indexes) > 16:
+            lines.append(f"  NUMA distances{f' ({matrix.name})' if matrix.name else ''}: {len(matrix.os_indexes)} nodes "
+                         "(use --of xml or json to see them)")
+            continue
+        width = max(len(str(v)) for row in matrix.values for v in row) + 1
+        width = max(width, max(len(str(i)) for i in matrix.os_indexes) + 1)
+        lines.append(f"  NUMA distances{f' ({matrix.name})' if matrix.name else ''}, by OS index:")
+        lines.append("    " + " " * width + "".join(f"{i:>{width}}" for i in matrix.os_indexes))
+        for index, row in zip(matrix.os_indexes, matrix.values):
+            lines.append(f"    {index:>{width}}" + "".join(f"{v:>{width}}" for v in row))
+    return lines
 
 
 _DOMAIN_TYPES = (ObjType.GROUP, ObjType.PACKAGE, ObjType.DIE, ObjType.NUMA)
@@ -46,6 +79,7 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
     if topology.restriction:
         forbidden = topology.cpulist_text(set(topology.root.cpuset) - allowed)
         lines.append(f"  not allowed ({topology.restriction}): PU {forbidden}, shown as (n)")
+    lines.extend(extras(topology))
 
     def pu_text(pu: TopoObject) -> str:
         text = str(pu.os_index)
@@ -70,7 +104,8 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         while len(chain[-1].children) == 1 and chain[-1].type not in (ObjType.CORE, ObjType.PU):
             chain.append(chain[-1].children[0])
         last = chain[-1]
-        header = " > ".join(x.label() for x in chain if x.type != ObjType.MACHINE) or "Machine"
+        header = " > ".join(x.label() + memory_text(x) for x in chain
+                            if x.type != ObjType.MACHINE or x.memory_children) or "Machine"
         if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in (ObjType.CORE, ObjType.PU):
             content = inline(last) if last.type in (ObjType.CORE, ObjType.PU) else " ".join(inline(c) for c in last.children)
             body.append(f"{indent}{header}: {content}")
@@ -78,6 +113,13 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
             body.append(f"{indent}{header}")
             for child in last.children:
                 walk(child, indent + "  ")
+        for holder in chain:
+            cpuless(holder, indent + "  ")
+
+    def cpuless(node: TopoObject, indent: str) -> None:
+        for child in node.cpuless_children:
+            body.append(f"{indent}{child.label()}{memory_text(child)}: no PUs")
+            cpuless(child, indent + "  ")
 
     walk(topology.root, "")
     if len(body) > MAX_LINES:

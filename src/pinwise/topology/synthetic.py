@@ -3,7 +3,10 @@
 ``"pack:2 l3:1 l2:4 core:1 pu:2"`` reads as: 2 packages, each with 1 L3, each with 4 L2, each with
 1 core of 2 PUs. Types are hwloc's names and abbreviations, case-insensitive; a level may carry
 ``(size=8MiB)`` for caches; ``[NUMANode]`` in brackets (as ``lstopo --of synthetic`` writes it)
-attaches one NUMA node to each object of the level before it. PUs are numbered 0..N-1 in
+attaches one NUMA node to each object of the level before it (to the machine at the start), and
+several in a row attach several (DRAM and MCDRAM), with ``(memory=BYTES)`` and, on the first, the
+OS indices of all NUMA nodes in logical order (``indexes=0,7,1,4``). ``numa:2`` as a level
+of its own is read as hwloc reads it: each node attached to a Group of its PUs. PUs are numbered 0..N-1 in
 depth-first order, as hwloc numbers them, unless the level says otherwise with hwloc's
 ``indexes=`` attribute: an explicit list (``pu:2(indexes=0,4,1,5,2,6,3,7)``: the OS index of each
 object in depth-first order) or nested interleaving loops (``indexes=2*16:1*2``: STEP*COUNT, the
@@ -20,7 +23,7 @@ import re
 
 from ..errors import PinwiseError
 from ..numbers import whole_number
-from .model import LEVEL_RANK, ObjType, Topology, TopoObject, walk
+from .model import LEVEL_RANK, ObjType, Topology, TopoObject, walk, walk_all
 
 #: Accepted spellings (lower case) -> our type. hwloc's own names, its short forms, and "socket".
 TYPE_ALIASES = {
@@ -96,13 +99,16 @@ def _indexes(text: str, count: int, description: str, name: str) -> list[int]:
     return order
 
 
-def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | None = None
-                           ) -> list[tuple[str, int, int | None]]:
+def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | None = None,
+                           memory: dict[int, list[int | None]] | None = None) -> list[tuple[str, int, int | None]]:
     """Read a synthetic string into levels (type, arity, cache size), top to bottom. ``numbering``
-    receives, per level position, the OS indices its ``indexes=`` attribute gives."""
+    receives, per level position, the OS indices its ``indexes=`` attribute gives (key ``-1``: the
+    NUMA nodes'); ``memory``, per level position (``-1`` the machine), the memory sizes of the NUMA
+    nodes attached to each object of that level."""
     if not description.strip():
         raise PinwiseError("empty synthetic topology: give levels such as 'pack:2 core:4 pu:2'")
     levels: list[tuple[str, int, int | None]] = []
+    attached_memory: dict[int, list[int | None]] = {}
     pending: dict[int, str] = {}
     for raw in _WORD.findall(description):
         attached = raw.startswith("[") and raw.endswith("]")
@@ -119,6 +125,11 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
         type_ = TYPE_ALIASES[name]
         arity_text = match.group("arity")
         if attached:
+            if type_ != ObjType.NUMA:
+                raise PinwiseError(f"synthetic topology {description!r}: only NUMA nodes are attached in brackets, "
+                                   f"not {raw!r}")
+            if arity_text is not None:
+                raise PinwiseError(f"synthetic topology {description!r}: an attached {raw!r} has no count")
             arity = 1
         elif arity_text is None or not arity_text.strip():
             raise PinwiseError(f"synthetic topology {description!r}: {raw!r} needs a count, e.g. {name}:2")
@@ -127,10 +138,10 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
         size = None
         attrs = match.group("attrs") or ""
         for key, value in _ATTRIBUTE.findall(attrs):
-            if key.lower() == "size":
+            if key.lower() in ("size", "memory"):
                 size = _parse_size(value, description)
             elif key.lower() == "indexes":
-                pending[len(levels)] = value
+                pending[-1 if type_ == ObjType.NUMA else len(levels)] = value
         if attrs.strip() and not _ATTRIBUTE.findall(attrs):
             raise PinwiseError(f"synthetic topology {description!r}: cannot read the attributes {attrs!r} of {raw!r} "
                                "(write them as name=value, e.g. size=8MiB or indexes=0,2,1,3)")
@@ -140,13 +151,14 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
             continue
         if type_ in DEFAULT_CACHE_SIZE and size is None:
             size = DEFAULT_CACHE_SIZE[type_]
-        if attached and type_ == ObjType.NUMA and levels and levels[-1][0] == ObjType.GROUP:
-            # "Group:4 [NUMANode]" is how hwloc writes four NUMA nodes above packages.
-            levels[-1] = ("numa", levels[-1][1], None)
+        if attached:
+            attached_memory.setdefault(len(levels) - 1, []).append(size)
             continue
         levels.append((type_, arity, size))
     if not levels or levels[-1][0] != ObjType.PU:
         raise PinwiseError(f"synthetic topology {description!r}: the last level must be pu, e.g. '... core:4 pu:1'")
+    if levels[-1][0] == ObjType.PU and len(levels) - 1 in attached_memory:
+        raise PinwiseError(f"synthetic topology {description!r}: a NUMA node cannot be attached to a PU")
     # NUMA nodes and groups may sit above or below packages (hwloc allows both); everything else
     # keeps the hardware's order, each type once.
     ordered = [t for t, _, _ in levels if t not in (ObjType.NUMA, ObjType.GROUP)]
@@ -157,8 +169,9 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
                 "(order: package, die, l3, l2, l1, core, pu; numa and group anywhere above core)"
             )
     types = [t for t, _, _ in levels]
-    if types.count("numa") > 1:
-        raise PinwiseError(f"synthetic topology {description!r}: only one numa level is allowed")
+    if types.count("numa") > 1 or ("numa" in types and attached_memory):
+        raise PinwiseError(f"synthetic topology {description!r}: give NUMA nodes either as one numa:N level or "
+                           "attached in brackets ([NUMANode] after a level), not both")
     for special in (ObjType.NUMA, ObjType.GROUP):
         if special in types and "core" in types and types.index(special) > types.index("core"):
             raise PinwiseError(f"synthetic topology {description!r}: {special} must be above core")
@@ -169,47 +182,93 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
         counts.append(total)
         if total > MAX_SYNTHETIC_PUS:
             raise PinwiseError(f"synthetic topology {description!r} has more than {MAX_SYNTHETIC_PUS} PUs")
+    numa_count = sum(len(sizes) * (counts[at] if at >= 0 else 1) for at, sizes in attached_memory.items())
+    if "numa" in types:
+        numa_count = counts[types.index("numa")]
     for position, text in pending.items():
-        order = _indexes(text, counts[position], description, levels[position][0])
+        if position == -1:
+            order = _indexes(text, numa_count, description, "numa")
+        else:
+            order = _indexes(text, counts[position], description, levels[position][0])
         if numbering is not None:
             numbering[position] = order
+    if memory is not None:
+        memory.update(attached_memory)
     return levels
 
 
 def parse_synthetic(description: str, source: str | None = None) -> Topology:
     """Build the topology a synthetic string describes."""
     numbering: dict[int, list[int]] = {}
-    levels = parse_synthetic_levels(description, numbering)
-    if not any(t == ObjType.NUMA for t, _, _ in levels):
-        levels = [("numa", 1, None), *levels]
-        numbering = {position + 1: order for position, order in numbering.items()}
-    return topology_from_levels(levels, source or description, numbering)
+    memory: dict[int, list[int | None]] = {}
+    levels = parse_synthetic_levels(description, numbering, memory)
+    if not memory and not any(t == ObjType.NUMA for t, _, _ in levels):
+        memory[-1] = [None]  # as hwloc, one NUMA node for the whole machine
+    return topology_from_levels(levels, source or description, numbering, memory)
 
 
 def topology_from_levels(levels: list[tuple[str, int, int | None]], source: str,
-                         numbering: dict[int, list[int]] | None = None) -> Topology:
+                         numbering: dict[int, list[int]] | None = None,
+                         memory: dict[int, list[int | None]] | None = None) -> Topology:
     """Build a symmetric tree level by level (no inclusion search: fast for 16k+ PUs).
-    ``numbering``: OS indices, in depth-first order, of the levels that do not count 0, 1, 2..."""
+    ``numbering``: OS indices, in depth-first order, of the levels that do not count 0, 1, 2...
+    (key -1: the NUMA nodes); ``memory``: sizes of the NUMA nodes attached to each object of a
+    level (key -1: the machine)."""
     numbering = numbering or {}
     root = TopoObject(ObjType.MACHINE, frozenset())
     frontier = [root]
     given: dict[int, int] = {}  # id(object) -> OS index from the numbering
+    at_level: dict[int, list[TopoObject]] = {-1: [root]}
     for position, (type_, arity, size) in enumerate(levels):
         next_frontier = []
         for parent in frontier:
             for _ in range(arity):
                 child = TopoObject(type_, frozenset(), cache_size=size, parent=parent)
+                if type_ == ObjType.NUMA:
+                    child.cache_size, child.local_memory = None, size
                 parent.children.append(child)
                 next_frontier.append(child)
         frontier = next_frontier
+        at_level[position] = frontier
         for place, os_index in enumerate(numbering.get(position, ())):
             given[id(frontier[place])] = os_index
     for place, pu in enumerate(frontier):
         pu.os_index = given.get(id(pu), place)
+    for position, sizes in (memory or {}).items():
+        for holder in at_level[position]:
+            holder.memory_children.extend(TopoObject(ObjType.NUMA, frozenset(), local_memory=size, parent=holder)
+                                          for size in sizes)
     # Give every object its cpuset bottom-up, and OS indices to NUMA nodes and packages.
     counters: dict[str, int] = {}
     _fill_cpusets(root, counters, given)  # children stay in the description's order: hwloc's logical order
+    _numa_to_memory(root)
+    for place, node in enumerate(n for n in walk_all(root) if n.type == ObjType.NUMA):
+        node.cpuset = node.parent.cpuset
+        node.os_index = numbering[-1][place] if -1 in numbering else place
     return Topology(root, None, source)
+
+
+def _numa_to_memory(root: TopoObject) -> None:
+    """Turn a ``numa:N`` level into memory children, as hwloc 2 does: a node attaches to the
+    object above it when they have the same PUs (``pack:2 numa:1``), else to the one object below
+    it with its PUs, else to a Group that takes its place (``numa:2 pack:2``)."""
+    for node in [n for n in walk(root) if n.type == ObjType.NUMA]:
+        parent = node.parent
+        at = parent.children.index(node)
+        below = node.children
+        if parent.cpuset == node.cpuset or (len(below) == 1 and below[0].type != ObjType.PU):
+            parent.children[at:at + 1] = below
+            for child in below:
+                child.parent = parent
+            holder = parent if parent.cpuset == node.cpuset else below[0]
+        else:
+            holder = TopoObject(ObjType.GROUP, node.cpuset, parent=parent, children=below)
+            parent.children[at] = holder
+            for child in below:
+                child.parent = holder
+        node.children = []
+        node.parent = holder
+        holder.memory_children.append(node)
 
 
 def _fill_cpusets(root: TopoObject, counters: dict[str, int], given: dict[int, int] | None = None) -> None:
@@ -230,16 +289,29 @@ def _fill_cpusets(root: TopoObject, counters: dict[str, int], given: dict[int, i
 
 
 def to_synthetic(topology: Topology) -> str:
-    """Write a symmetric topology in hwloc's synthetic syntax (readable by ``lstopo --input``)."""
+    """Write a symmetric topology in hwloc's synthetic syntax (readable by ``lstopo --input``),
+    NUMA nodes attached in brackets after the level that holds them, as hwloc writes them."""
     levels = topology.synthetic_levels()
-    if levels is None:
+    memory = _memory_levels(topology) if levels is not None else None
+    if levels is None or memory is None:
         raise PinwiseError(
             f"topology {topology.source!r} is not symmetric (objects of one level differ), so it has no "
             "synthetic description: use --of xml or json instead"
         )
     order = topology.compact_order(allowed_only=False)
-    parts = []
-    for type_, arity, size in levels:
+    numa_order = [n.os_index for n in topology.numa_nodes]
+    numa_indexes = f"indexes={','.join(map(str, numa_order))}" if numa_order != list(range(len(numa_order))) else ""
+    parts: list[str] = []
+
+    def attach(sizes: list[int | None]) -> None:
+        nonlocal numa_indexes
+        for size in sizes:
+            attrs = " ".join(a for a in (f"memory={size}" if size else "", numa_indexes) if a)
+            numa_indexes = ""
+            parts.append(f"[NUMANode({attrs})]" if attrs else "[NUMANode]")
+
+    attach(memory[0])
+    for (type_, arity, size), sizes in zip(levels, memory[1:]):
         name = HWLOC_TYPE_NAME[type_]
         text = f"{name}:{arity}"
         if size:
@@ -247,7 +319,26 @@ def to_synthetic(topology: Topology) -> str:
         if type_ == ObjType.PU and order != sorted(order):  # PUs numbered out of depth-first order
             text += f"(indexes={','.join(map(str, order))})"
         parts.append(text)
+        attach(sizes)
     return " ".join(parts)
+
+
+def _memory_levels(topology: Topology) -> list[list[int | None]] | None:
+    """The sizes of the NUMA nodes attached to each object of each level (the machine first), or
+    None when objects of one level differ or hold other memory objects."""
+    found = []
+    frontier = [topology.root]
+    while frontier:
+        shapes = {tuple((m.type, m.local_memory, bool(m.memory_children)) for m in node.memory_children)
+                  for node in frontier}
+        if len(shapes) != 1:
+            return None
+        shape = shapes.pop()
+        if any(kind != ObjType.NUMA or nested for kind, _, nested in shape):
+            return None
+        found.append([size for _, size, _ in shape])
+        frontier = [child for node in frontier for child in node.children]
+    return found
 
 
 #: The machines of the papers in seeds/, as synthetic strings (see each paper's machine section).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
-from .model import ObjectSpec, ObjType, Topology, build_topology
+from .model import CpuKind, ObjectSpec, ObjType, Topology, build_topology
 
 _CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
 
@@ -98,11 +98,11 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
                 cpus = frozenset(parse_cpulist(shared)) & frozenset(online)
                 specs.append(ObjectSpec(_CACHE_TYPES[int(level)], cpus, None, _size(_read(index / "size"))))
     node_dir = root / "node"
-    for node in sorted(node_dir.glob("node[0-9]*")) if node_dir.is_dir() else []:
+    for node in sorted(node_dir.glob("node[0-9]*"), key=lambda n: int(n.name[4:])) if node_dir.is_dir() else []:
         text = _read(node / "cpulist")
         cpus = frozenset(parse_cpulist(text)) & frozenset(online) if text else frozenset()
-        if cpus:
-            specs.append(ObjectSpec(ObjType.NUMA, cpus, int(node.name[4:])))
+        # a node without CPUs (HBM, CXL memory) hangs off the machine, as hwloc puts it without HMAT
+        specs.append(ObjectSpec(ObjType.NUMA, cpus, int(node.name[4:]), local_memory=_node_memory(node)))
     if not any(s.type == ObjType.NUMA for s in specs):  # no NUMA support compiled in: one node, as hwloc
         specs.append(ObjectSpec(ObjType.NUMA, frozenset(online), 0))
     # A die equal to its package says nothing new; hwloc hides it too.
@@ -119,4 +119,26 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
         allowed &= set(cgroup_cpus)
         reasons.append("cgroup cpuset")
     return build_topology(specs, allowed=allowed, source="this machine (sysfs)",
-                          restriction=" and ".join(reasons) or None)
+                          restriction=" and ".join(reasons) or None, cpukinds=_cpu_kinds(root, online))
+
+
+def _node_memory(node: Path) -> int | None:
+    """MemTotal of a NUMA node in bytes (``Node 0 MemTotal:  24609876 kB``)."""
+    for line in (_read(node / "meminfo") or "").splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[2] == "MemTotal:" and words[3].isdigit():
+            return int(words[3]) * 1024
+    return None
+
+
+def _cpu_kinds(root: Path, online: list[int]) -> list[CpuKind]:
+    """Intel hybrid processors: the kernel's ``cpu_atom`` (E-cores) and ``cpu_core`` (P-cores)
+    PMUs list their CPUs; ranked as hwloc ranks them, E-cores 0 and P-cores 1."""
+    kinds = []
+    for rank, (name, core_type) in enumerate((("cpu_atom", "IntelAtom"), ("cpu_core", "IntelCore"))):
+        text = _read(root.parent / name / "cpus") if root.name == "system" else None
+        if text:
+            cpus = frozenset(parse_cpulist(text)) & frozenset(online)
+            if cpus:
+                kinds.append(CpuKind(cpus, rank, (("CoreType", core_type),)))
+    return kinds if len(kinds) > 1 else []
