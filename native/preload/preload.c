@@ -19,6 +19,12 @@
  *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
  *                   Otherwise they get the affinity the program had before pinning.
  *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
+ *   PINWISE_MEMPOLICY  the memory policy every thread gets (set_mempolicy(2), raw syscall, no
+ *                   libnuma), also in OBSERVE mode (pinwise run --omp): "bind:LIST",
+ *                   "interleave:LIST", "preferred:NODE", "local", or "per-thread:N=CPUS/N=CPUS..."
+ *                   (each thread bound to the node N whose CPUS hold the CPU it runs on once
+ *                   pinned). With a log, each thread's end record carries the policy the kernel
+ *                   reports for it (/proc/self/task/TID/numa_maps), as `pinwise run --verify` shows.
  *
  * Rules, because this code lives inside somebody else's program: it never aborts or exits its
  * host; an unusable plan gives one message on stderr and the program runs unpinned; it uses no
@@ -64,6 +70,17 @@ static atomic_uint next_slot;      /* next slot to hand out; the main thread hol
 static pthread_key_t exit_key;
 static int exit_key_ready;
 static cpu_set_t original;         /* the affinity before pinning: for children we do not follow */
+
+/* Memory policy (PINWISE_MEMPOLICY): the modes of <linux/mempolicy.h>, without its header. */
+enum { MEM_NONE = -1, MEM_PREFERRED = 1, MEM_BIND = 2, MEM_INTERLEAVE = 3, MEM_LOCAL = 4, MEM_PER_THREAD = 100 };
+#define MEM_MAX_NODES 1024
+#define MEM_WORDS (MEM_MAX_NODES / (8 * sizeof(unsigned long)))
+static int mem_mode = MEM_NONE;
+static unsigned long mem_mask[MEM_WORDS];
+static int mem_nnodes;             /* per-thread: node and CPUs of each NUMA node */
+static int mem_node[64];
+static cpu_set_t mem_cpus[64];
+static void read_memory_policy(pid_t tid, char *out, size_t len);
 
 /* What a new thread needs before it runs user code. */
 struct start {
@@ -149,13 +166,18 @@ static void log_start(unsigned index, int slot, int error)
     append_log(line, (size_t)n);
 }
 
-/* end PID TID CPU NS: the CPU the thread last ran on, and when it ended */
+/* end PID TID CPU NS [MEMPOLICY]: the CPU the thread last ran on, when it ended, and (with a
+   memory policy asked for) the policy the kernel reports for it */
 static void log_end(pid_t tid, int cpu)
 {
     if (!log_path[0])
         return;
-    char line[128];
-    int n = snprintf(line, sizeof line, "end %d %d %d %lld\n", (int)getpid(), (int)tid, cpu, now_ns());
+    char line[256], policy[96] = "";
+    if (mem_mode != MEM_NONE) {
+        policy[0] = ' ';
+        read_memory_policy(tid, policy + 1, sizeof policy - 1);
+    }
+    int n = snprintf(line, sizeof line, "end %d %d %d %lld%s\n", (int)getpid(), (int)tid, cpu, now_ns(), policy);
     append_log(line, (size_t)n);
 }
 
@@ -171,18 +193,122 @@ static void log_spawn(const char *kind, unsigned index)
     append_log(line, (size_t)n);
 }
 
+/* Set the calling thread's memory policy as PINWISE_MEMPOLICY asks (after it is pinned). */
+static void apply_memory_policy(void)
+{
+    if (mem_mode == MEM_NONE)
+        return;
+    int mode = mem_mode;
+    unsigned long one[MEM_WORDS];
+    const unsigned long *mask = mem_mask;
+    if (mode == MEM_PER_THREAD) {
+        int cpu = sched_getcpu(), node = -1;
+        for (int i = 0; i < mem_nnodes && cpu >= 0; i++)
+            if (CPU_ISSET(cpu, &mem_cpus[i]))
+                node = mem_node[i];
+        if (node < 0) {
+            warn_once("CPU %d is in no NUMA node of the memory plan; its thread keeps the default memory policy", cpu);
+            return;
+        }
+        memset(one, 0, sizeof one);
+        one[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+        mask = one;
+        mode = MEM_BIND;
+    }
+    long rc = mode == MEM_LOCAL ? syscall(SYS_set_mempolicy, mode, NULL, 0UL)
+                                : syscall(SYS_set_mempolicy, mode, mask, (unsigned long)MEM_MAX_NODES + 1);
+    if (rc != 0)
+        warn_once("cannot set the memory policy (%s); threads keep the default policy", strerror(errno));
+}
+
+/* The memory policy the kernel reports for thread TID: the second word of the first line of its
+   numa_maps ("bind:0", "interleave:0-1", "prefer:0", "local", "default"), or "-". */
+static void read_memory_policy(pid_t tid, char *out, size_t len)
+{
+    char path[64], buf[512];
+    snprintf(out, len, "-");
+    snprintf(path, sizeof path, "/proc/self/task/%d/numa_maps", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *word = strchr(buf, ' ');
+    if (word == NULL)
+        return;
+    word++;
+    size_t k = strcspn(word, " \n");
+    if (k > 0 && k < len)
+        snprintf(out, len, "%.*s", (int)k, word);
+}
+
+/* Read PINWISE_MEMPOLICY. Returns 0, or -1 after one message (the program then runs unpinned). */
+static int parse_memory_policy(const char *text)
+{
+    cpu_set_t set;
+    const char *colon = strchr(text, ':');
+    const char *rest = colon ? colon + 1 : "";
+    size_t head = colon ? (size_t)(colon - text) : strlen(text);
+    if (head == 5 && strncmp(text, "local", 5) == 0 && !colon) {
+        mem_mode = MEM_LOCAL;
+        return 0;
+    }
+    if (head == 10 && strncmp(text, "per-thread", 10) == 0) {
+        for (const char *item = rest; *item && mem_nnodes < 64;) {
+            const char *stop = strchr(item, '/');
+            const char *end = stop ? stop : item + strlen(item);
+            char *equal;
+            long node = strtol(item, &equal, 10);
+            if (equal == item || *equal != '=' || node < 0 || node >= MEM_MAX_NODES ||
+                pinwise_cpulist_parse(equal + 1, end, &mem_cpus[mem_nnodes]) != 0)
+                goto bad;
+            mem_node[mem_nnodes++] = (int)node;
+            item = stop ? stop + 1 : end;
+        }
+        if (mem_nnodes == 0)
+            goto bad;
+        mem_mode = MEM_PER_THREAD;
+        return 0;
+    }
+    int mode = (head == 4 && strncmp(text, "bind", 4) == 0) ? MEM_BIND
+             : (head == 10 && strncmp(text, "interleave", 10) == 0) ? MEM_INTERLEAVE
+             : (head == 9 && strncmp(text, "preferred", 9) == 0) ? MEM_PREFERRED : MEM_NONE;
+    if (mode == MEM_NONE || pinwise_cpulist_parse(rest, rest + strlen(rest), &set) != 0 || CPU_COUNT(&set) == 0)
+        goto bad;
+    for (int node = 0; node < CPU_SETSIZE; node++) {
+        if (!CPU_ISSET(node, &set))
+            continue;
+        if (node >= MEM_MAX_NODES || (mode == MEM_PREFERRED && CPU_COUNT(&set) != 1))
+            goto bad;
+        mem_mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+    }
+    mem_mode = mode;
+    return 0;
+bad:
+    warn_once("unusable PINWISE_MEMPOLICY=%s (want bind:LIST, interleave:LIST, preferred:NODE, local or "
+              "per-thread:N=CPUS/...); the program runs unpinned", text);
+    return -1;
+}
+
 static int pin_calling_thread(int slot)
 {
     const cpu_set_t *set = slot >= 0 ? &plan.slots[slot] : &plan.all;
-    if (observe_only)
+    if (observe_only) {
+        apply_memory_policy();
         return 0;
+    }
     if (sched_setaffinity(0, sizeof(cpu_set_t), set) != 0) {
         int error = errno;
         char cpus[128];
         pinwise_cpulist_format(set, cpus, sizeof cpus);
         warn_once("cannot pin thread to CPUs %s (%s); it runs where the OS puts it", cpus, strerror(error));
+        apply_memory_policy();
         return error;
     }
+    apply_memory_policy();
     return 0;
 }
 
@@ -355,6 +481,9 @@ __attribute__((constructor)) static void pinwise_init(void)
             log_path[0] = '\0'; /* a path longer than PATH_MAX: no log rather than a wrong file */
     }
 
+    const char *memory_text = getenv("PINWISE_MEMPOLICY");
+    if (memory_text != NULL && *memory_text && parse_memory_policy(memory_text) != 0)
+        return;
     char err[160];
     if (observe_only) { /* no plan: record where the OS puts each thread (policy "os") */
         plan.slots = &plan.all;

@@ -183,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
     run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
+    memory = run.add_argument_group("memory placement (choose one; applied to every thread, also with --omp)")
+    memory = memory.add_mutually_exclusive_group()
+    memory.add_argument("--membind", metavar="NODES", help="allocate only on these NUMA nodes (numactl --membind)")
+    memory.add_argument("--interleave", metavar="NODES", help="interleave pages over these NUMA nodes (numactl --interleave)")
+    memory.add_argument("--preferred", metavar="NODE", help="allocate on this NUMA node first (numactl --preferred)")
+    memory.add_argument("--mempolicy", choices=("local",), help="local: allocate on the node of the CPU that touches "
+                        "the page (numactl --localalloc)")
+    memory.add_argument("--mem", choices=("local-to-thread",), help="local-to-thread: bind each thread's memory to "
+                        "the NUMA node of the CPU it is pinned to (per thread: no process-wide tool can)")
     run.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     run.set_defaults(handler="placing:cmd_run")
 

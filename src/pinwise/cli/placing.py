@@ -68,14 +68,48 @@ def print_plan(plan, topology, traced: int | None = None) -> None:
         print(f"  {name:<{width}}  {line}")
 
 
-def _verify_table(result, plan) -> None:
+def _memory_policy(args, topology):
+    """The memory policy the options ask for (None: the program's own), checked against the
+    machine's NUMA nodes."""
+    mode, nodes = next(((mode, value) for mode, value in (
+        ("bind", args.membind), ("interleave", args.interleave), ("preferred", args.preferred),
+        (args.mempolicy, args.mempolicy), (args.mem, args.mem)) if value is not None), (None, None))
+    if mode is None:
+        return None
+    from ..pinning.memory import MemoryPolicy
+
+    return MemoryPolicy.for_machine(mode, nodes, topology if topology is not None else _load_topology(None))
+
+
+def _print_memory(memory, plan, topology) -> None:
+    cpus = sorted(set(plan.all_cpus)) if plan is not None else sorted(topology.allowed)
+    nodes = frozenset(n.os_index for cpu in cpus if (n := topology.numa_node_of(cpu)) is not None)
+    print(f"\nmemory: {memory.describe()}")
+    lines = [("pinwise", f"pinwise run {_memory_option(memory)}"),
+             *memory.tool_lines(nodes, plan.likwid_pin() if plan is not None else None)]
+    width = max(len(name) for name, _ in lines)
+    for name, line in lines:
+        print(f"  {name:<{width}}  {line}")
+
+
+def _memory_option(memory) -> str:
+    from ..pinning.memory import kernel_list
+
+    nodes = kernel_list(memory.nodes)
+    return {"bind": f"--membind {nodes}", "interleave": f"--interleave {nodes}", "preferred": f"--preferred {nodes}",
+            "local": "--mempolicy local", "local-to-thread": "--mem local-to-thread"}[memory.mode]
+
+
+def _verify_table(result, plan, memory=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
     table = Table(title="where each thread ran", title_justify="left")
-    for column in ("thread", "slot", "TID", "asked", "ran on", ""):
+    columns = ("thread", "slot", "TID", "asked", "ran on") + (("memory (numa_maps)",) if memory is not None else ()) + ("",)
+    for column in columns:
         table.add_column(column, justify="right" if column in ("thread", "slot", "TID") else "left")
+    wrong_memory = 0
     for record in result.threads:
         ran = str(record.start_cpu) if record.end_cpu in (None, record.start_cpu) else f"{record.start_cpu} -> {record.end_cpu}"
         if plan is None:
@@ -86,13 +120,25 @@ def _verify_table(result, plan) -> None:
             status = "ok"
         else:
             status = "[bold red]NOT WHERE ASKED[/]" + (f" (error {record.error})" if record.error else "")
-        table.add_row(str(record.index), "-" if record.slot < 0 or plan is None else str(record.slot), str(record.tid),
-                      format_cpulist(record.requested), ran, status)
+        cells = [str(record.index), "-" if record.slot < 0 or plan is None else str(record.slot), str(record.tid),
+                 format_cpulist(record.requested), ran]
+        if memory is not None:
+            expected = memory.expected(record.end_cpu if record.end_cpu is not None else record.start_cpu)
+            seen = record.mempolicy or "unknown"
+            if seen != expected:
+                wrong_memory += 1
+                seen = f"[bold red]{seen} (asked {expected})[/]"
+            cells.append(seen)
+        table.add_row(*cells, status)
     console.print(table)
+    memory_note = "" if memory is None else (f"; memory policy as asked in every thread" if not wrong_memory
+                                             else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:
         wrong = [r for r in result.misplaced if r.slot >= 0]
         console.print(f"pinwise: {len(result.threads)} threads, "
-                      + (f"{len(wrong)} not where asked" if wrong else "all where asked"))
+                      + (f"{len(wrong)} not where asked" if wrong else "all where asked") + memory_note)
+    elif memory is not None:
+        console.print(f"pinwise: {len(result.threads)} threads{memory_note}")
 
 
 def as_openmp_places_them(result, plan):
@@ -126,20 +172,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         print(f"pinwise: warning: {err}; running unpinned (--allow-unpinned)", file=sys.stderr)
         plan = None
+    memory = _memory_policy(args, topology)
     if args.print:
         if plan is None:
             print("policy os: no pinning; the OS places the threads")
         else:
             print_plan(plan, topology)
+        if memory is not None:
+            _print_memory(memory, plan, topology)
         return 0
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
     if args.verify is False:  # asked for nothing back: become the program, as taskset does
         from ..pinning.launcher import exec_program
 
-        exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
+        exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
-    result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp)
+    result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
     if args.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
     if result.unobserved:
@@ -151,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             who = "the OpenMP runtime was asked to place them" if plan is not None else "the OS placed them"
             print(f"pinwise: cannot show where {argv[0]}'s threads ran ({result.unobserved}); {who}", file=sys.stderr)
     elif verify:
-        _verify_table(result, plan)
+        _verify_table(result, plan, memory)
     if result.signal_name:
         print(f"pinwise: error: {argv[0]} was killed by signal {result.signal_name}", file=sys.stderr)
         return 128 - result.returncode

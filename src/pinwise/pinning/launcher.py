@@ -106,7 +106,7 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
         raise PinwiseError(f"the preload library is missing ({_PRELOAD}); reinstall pinwise with its native part")
     env = dict(os.environ if base is None else base)
     for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_REPEAT_FROM", "PINWISE_LOG", "PINWISE_FOLLOW",
-                 "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE"):
+                 "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE", "PINWISE_MEMPOLICY"):
         env.pop(name, None)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{_PRELOAD} {preload}".strip()
@@ -123,10 +123,13 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
 
 
 def program_environment(plan: Plan | None, log_path: str | None, follow_children: bool = False,
-                        omp: bool = False, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+                        omp: bool = False, extra_env: dict[str, str] | None = None, memory=None) -> dict[str, str]:
     """The environment a pinned program starts with: the preload library's variables, or with
-    ``omp`` the OpenMP runtime's (OMP_PLACES, OMP_PROC_BIND) while the library only observes."""
+    ``omp`` the OpenMP runtime's (OMP_PLACES, OMP_PROC_BIND) while the library only observes;
+    ``memory`` (a :class:`pinwise.pinning.memory.MemoryPolicy`) is applied by the library either way."""
     env = preload_environment(None if omp else plan, log_path, follow_children)
+    if memory is not None:
+        env.update(memory.environment())
     if omp and plan is not None:
         env.update(plan.omp_environment())
         env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))
@@ -134,11 +137,12 @@ def program_environment(plan: Plan | None, log_path: str | None, follow_children
     return env
 
 
-def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False):
+def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
+                 memory=None):
     """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
     program = launchable_program(argv, omp)
-    env = program_environment(plan, None, follow_children, omp)
+    env = program_environment(plan, None, follow_children, omp, memory=memory)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -148,7 +152,7 @@ def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = 
 
 
 def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
-                extra_env: dict[str, str] | None = None, observe: bool = True, output=None) -> RunResult:
+                extra_env: dict[str, str] | None = None, observe: bool = True, output=None, memory=None) -> RunResult:
     """Run ``argv`` with ``plan`` (None: unpinned, only observed) and report where its threads ran.
 
     With ``omp``, the plan is given to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of
@@ -164,7 +168,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
     try:
-        env = program_environment(plan, log_path if observe else None, follow_children, omp, extra_env)
+        env = program_environment(plan, log_path if observe else None, follow_children, omp, extra_env, memory)
         try:
             process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
                                        stdin=subprocess.DEVNULL if output is not None else None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..topology import ObjType, Topology, TopoObject
 
@@ -104,7 +105,7 @@ def _logical(topology: Topology, domain_name: str, indices: str, expression: str
         if index >= len(cpus):
             raise PinwiseError(
                 f"likwid expression {expression!r}: index {index} is out of range, domain {domain_name} "
-                f"has {len(cpus)} CPUs (0-{len(cpus) - 1})"
+                f"has {len(cpus)} CPUs (0-{len(cpus) - 1}); likwid-pin 5.2 refuses it too (\"Failed to parse cpulist\")"
             )
         selected.append(cpus[index])
     return selected
@@ -163,7 +164,16 @@ def evaluate(expression: str, topology: Topology) -> list[int]:
             raise PinwiseError(f"likwid expression {expression!r}: no index after the colon in {part!r} (likwid-pin "
                                f"refuses it too): write {whole} for the whole domain, or {whole}:0-1")
         if re.fullmatch(r"[0-9,\-]+", part):
-            cpus.extend(index_list(part, "CPU list"))
+            listed = index_list(part, "CPU list")
+            missing = sorted({cpu for cpu in listed if not topology.has_pu(cpu)})
+            if missing:
+                kept = [cpu for cpu in listed if topology.has_pu(cpu)]
+                likwid = (f"likwid-pin would drop {'them' if len(missing) > 1 else 'it'} and pin to "
+                          f"{','.join(map(str, kept))} only" if kept else "likwid-pin would fail")
+                raise PinwiseError(f"likwid expression {expression!r}: CPU {format_cpulist(missing)} does not exist on "
+                                   f"{topology.source} (its PUs are {format_cpulist(sorted(topology.root.cpuset))}); "
+                                   f"{likwid}, pinwise refuses: list only CPUs that exist")
+            cpus.extend(listed)
             continue
         head = fields[0]
         if head == "E":

@@ -7,7 +7,9 @@ that lines of concurrent threads never interleave:
   the process (main = 0), SLOT its slot of the plan (-1: a skipped helper), ERRNO what
   sched_setaffinity returned (0: pinned), CPU where it ran right after, CPUS the CPUs it was given,
   NS CLOCK_MONOTONIC in nanoseconds (absent in logs of older libraries);
-- ``end PID TID CPU NS``: the thread ended on CPU (-1: unknown);
+- ``end PID TID CPU NS [MEMPOLICY]``: the thread ended on CPU (-1: unknown); with a memory policy
+  asked for, the policy the kernel reported for the thread then (numa_maps' word: ``bind:0``,
+  ``interleave:0-1``, ``prefer:0``, ``local``, ``default``; ``-`` when unreadable);
 - ``create|join PID TID INDEX NS``: thread TID created or joined the thread of creation order INDEX.
 
 A program killed mid-line leaves a cut line, which is skipped.
@@ -35,6 +37,7 @@ class ThreadRecord:
     error: int = 0            # errno of sched_setaffinity, 0 when pinning worked
     started_ns: int | None = None  # CLOCK_MONOTONIC when it started and ended (None in older logs)
     ended_ns: int | None = None
+    mempolicy: str | None = None  # the kernel's word for its memory policy (None: none was asked)
 
     @property
     def ran_where_asked(self) -> bool:
@@ -63,7 +66,7 @@ class RunResult:
 def parse_log(text: str) -> tuple[ThreadRecord, ...]:
     """One record per thread, ordered by process and creation (lines cut short by a crash are skipped)."""
     starts: dict[tuple[int, int], tuple] = {}
-    ends: dict[tuple[int, int], tuple[int | None, int | None]] = {}
+    ends: dict[tuple[int, int], tuple[int | None, int | None, str | None]] = {}
     for line in text.splitlines():
         fields = line.split(" ")
         try:
@@ -71,15 +74,16 @@ def parse_log(text: str) -> tuple[ThreadRecord, ...]:
                 pid, tid, index, slot, error, cpu = (int(f) for f in fields[1:7])
                 started = int(fields[8]) if len(fields) == 9 else None
                 starts[(pid, tid)] = (pid, tid, index, slot, tuple(parse_cpulist(fields[7])), cpu, error, started)
-            elif fields[0] == "end" and len(fields) in (4, 5):
+            elif fields[0] == "end" and len(fields) in (4, 5, 6):
                 pid, tid, cpu = (int(f) for f in fields[1:4])
-                ends[(pid, tid)] = (cpu if cpu >= 0 else None, int(fields[4]) if len(fields) == 5 else None)
+                ends[(pid, tid)] = (cpu if cpu >= 0 else None, int(fields[4]) if len(fields) >= 5 else None,
+                                    fields[5] if len(fields) == 6 and fields[5] != "-" else None)
         except (ValueError, PinwiseError):
             continue  # a line cut short by a crash: the rest of the log still counts
     records = []
     for key, (pid, tid, index, slot, requested, cpu, error, started) in starts.items():
-        end_cpu, ended = ends.get(key, (None, None))
-        records.append(ThreadRecord(pid, tid, index, slot, requested, cpu, end_cpu, error, started, ended))
+        end_cpu, ended, mempolicy = ends.get(key, (None, None, None))
+        records.append(ThreadRecord(pid, tid, index, slot, requested, cpu, end_cpu, error, started, ended, mempolicy))
     return tuple(sorted(records, key=lambda t: (t.pid, t.index)))
 
 
