@@ -316,7 +316,7 @@ def to_synthetic(topology: Topology) -> str:
         text = f"{name}:{arity}"
         if size:
             text += f"(size={size})"
-        if type_ == ObjType.PU and order != sorted(order):  # PUs numbered out of depth-first order
+        if type_ == ObjType.PU and order != list(range(len(order))):  # PUs not numbered 0..N-1 depth-first
             text += f"(indexes={','.join(map(str, order))})"
         parts.append(text)
         attach(sizes)
