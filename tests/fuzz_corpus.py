@@ -98,6 +98,18 @@ def cpu_lists() -> list[Case]:
             + [Case("CPU lists", repr(v), (*argv, v, "--", "true"), "good") for v in good])
 
 
+def memory_options() -> list[Case]:
+    """Memory placement: nodes that do not exist, malformed lists, two policies at once."""
+    argv = ("run", "--print", "-t", "pack:2 [NUMANode] core:2 pu:1", "--cpus", "0")  # NUMA nodes 0 and 1
+    bad = [("--membind", v) for v in ("", "9", "0-9", "x", "0,", "-1", "١")] + \
+        [("--interleave", "5"), ("--preferred", "0-1"), ("--preferred", ""), ("--mempolicy", "bind"), ("--mem", "local")]
+    good = [("--membind", "0"), ("--membind", "0-1"), ("--interleave", "1,0"), ("--preferred", "1"),
+            ("--mempolicy", "local"), ("--mem", "local-to-thread")]
+    return ([Case("memory options", f"{o} {v!r}", (*argv, o, v, "--", "true"), "bad") for o, v in bad]
+            + [Case("memory options", f"{o} {v!r}", (*argv, o, v, "--", "true"), "good") for o, v in good]
+            + [Case("memory options", "two policies", (*argv, "--membind", "0", "--interleave", "0", "--", "true"), "bad")])
+
+
 def likwid_expressions() -> list[Case]:
     bad = ["", "S", "S9:0", "S0:0-9", "N:0-4", "N:5", "M9:0", "C:", "X0:0", "S0:", "E:N", "E:N:0", "E:N:99",
            "E:N:2:0:1", "E:N:2:1:0", "E:S0:2:1:9", "S:spread", "N:0-1@", "@N:0", "N:0-1@@S0:0", "S0:0-1:0",
@@ -124,9 +136,12 @@ def synthetic_topologies() -> list[Case]:
            "pack:١ pu:1", "pack:2 pu:1 extra:2", "pack:99999 core:99999 pu:99999", "pack:2 pu:1 pu:1",
            "pack:2(size=x) pu:1", "l3:1(size=-1) pu:1", "pack:2 core:2 pu:1 (", "pack:2:2 pu:1", "pack:2 pu:0",
            "pack: pu:1", ":2 pu:1", "pack:2\x01 pu:1", "nosuchpreset", "pack:2 core:2 pu:1" * 50,
-           "pack:1e3 pu:1", "pack:0x2 pu:1", "pu:1 indexes=", "pack:2 pu:1 indexes=pu:5,6", "l4:2 pu:1"]
+           "pack:1e3 pu:1", "pack:0x2 pu:1", "pu:1 indexes=", "pack:2 pu:1 indexes=pu:5,6", "l4:2 pu:1",
+           "pack:2 [core] pu:1", "pack:2 [NUMANode:2] pu:1", "pack:2 pu:1 [NUMANode]", "numa:2 [NUMANode] pu:1",
+           "[NUMANode(indexes=0,0)] pack:2 [NUMANode] pu:1", "pack:2 [NUMANode(memory=x)] pu:1"]
     good = ["pu:1", "pack:2 core:2 pu:1", "pack:2 l3:1 core:4 pu:2", "numa:2 core:2 pu:1", "l3:2(size=8MiB) core:2 pu:1",
-            "pack:2 core:2 pu:2 indexes=pu:0,2,1,3,4,6,5,7"]
+            "pack:2 core:2 pu:2 indexes=pu:0,2,1,3,4,6,5,7", "[NUMANode] pack:2 core:2 pu:1",
+            "pack:2 [NUMANode(memory=1073741824 indexes=1,0,3,2)] [NUMANode] core:2 pu:1"]
     cases = [Case("topology: synthetic", repr(v), ("topo", "-t", v), "bad") for v in bad]
     return cases + [Case("topology: synthetic", repr(v), ("topo", "-t", v), "any" if "indexes" in v else "good")
                     for v in good]
@@ -323,7 +338,7 @@ def databases() -> list[Case]:
 
 
 def corpus() -> list[Case]:
-    return (number_options() + cpu_lists() + likwid_expressions() + skip_masks() + synthetic_topologies()
+    return (number_options() + cpu_lists() + memory_options() + likwid_expressions() + skip_masks() + synthetic_topologies()
             + xml_topologies() + json_topologies() + matrices() + mapping_files() + output_paths() + databases())
 
 

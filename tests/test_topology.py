@@ -451,3 +451,5 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert again["objects"] == expected["objects"] and again["pus"] == expected["pus"]
     assert again["numa"] == expected["numa"] and again["distances"] == expected["distances"]
     assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]
+    again = from_json(to_json(machine))  # and pinwise's own JSON keeps all of it
+    assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds

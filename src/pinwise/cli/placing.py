@@ -131,7 +131,7 @@ def _verify_table(result, plan, memory=None) -> None:
             cells.append(seen)
         table.add_row(*cells, status)
     console.print(table)
-    memory_note = "" if memory is None else (f"; memory policy as asked in every thread" if not wrong_memory
+    memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:
         wrong = [r for r in result.misplaced if r.slot >= 0]
