@@ -91,3 +91,16 @@ def test_a_plan_is_frozen():
     with pytest.raises(AttributeError):
         topology.allowed = frozenset([0])
     assert topology.restricted([0, 1]).allowed == {0, 1} and topology.allowed == set(range(8))
+
+
+def test_mapping_files_of_the_previous_release_still_run_on_their_machine():
+    """Plans remember their machine's fingerprint. NUMA nodes became memory children (hwloc 2's
+    model); a machine whose structure did not change keeps its fingerprint, so mapping files written
+    before still run. These documents are what pinwise wrote before that change."""
+    for name, fingerprint, shape in (("nehalem", "b5f64df3b4de63ac", "pack:2 numa:1 l3:1 l2:4 l1:1 core:1 pu:1"),
+                                     ("x7550", "e76c14c11746abb8", "pack:4 numa:1 l3:1 l2:8 l1:1 core:1 pu:2"),
+                                     ("core2", "89a7a31fc6d0bea7", "numa:1 pack:2 l2:2 l1:2 core:1 pu:1")):
+        document = json.dumps({"format": "pinwise-mapping", "version": 2, "policy": "compact", "source": "policy compact",
+                               "threads": 2, "pus": [0, 1], "skip_mask": 0, "repeat_from": 0,
+                               "machine": {"fingerprint": fingerprint, "shape": shape}})
+        assert Plan.from_json(document).check_machine(preset(name)) is None, name

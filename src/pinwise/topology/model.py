@@ -39,12 +39,14 @@ class ObjType(StrEnum):
     PACKAGE = "package"
     DIE = "die"
     NUMA = "numa"
-    MEMCACHE = "memcache"
     L3 = "l3"
     L2 = "l2"
     L1 = "l1"
     CORE = "core"
     PU = "pu"
+    #: Memory-side caches never enter the CPU tree; last, so that the ranks above (which plans'
+    #: machine fingerprints hash) stay what they were before pinwise knew them.
+    MEMCACHE = "memcache"
 
     @property
     def rank(self) -> int:
