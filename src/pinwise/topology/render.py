@@ -24,8 +24,8 @@ def legend(topology: Topology) -> str:
         if type_ == ObjType.MACHINE:
             continue
         objects = topology.objects(type_)
-        sizes = {o.cache_size or o.local_memory for o in objects if o.cache_size or o.local_memory}
-        size = f" {format_size(sizes.pop())}" if len(sizes) == 1 else ""
+        sizes = {o.cache_size or o.local_memory for o in objects}  # a size only when all have the same
+        size = f" {format_size(sizes.pop())}" if len(sizes) == 1 and None not in sizes else ""
         parts.append(f"{TYPE_LABEL[type_]}{size} x{len(objects)}")
     return "  ".join(parts)
 
