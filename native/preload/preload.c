@@ -193,6 +193,20 @@ static void log_spawn(const char *kind, unsigned index)
     append_log(line, (size_t)n);
 }
 
+/* The first len - 1 bytes of a /proc file, NUL-terminated, with one read(2). Returns 0, or -1. */
+static int read_head(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
 /* Set the calling thread's memory policy as PINWISE_MEMPOLICY asks (after it is pinned). */
 static void apply_memory_policy(void)
 {
@@ -228,14 +242,8 @@ static void read_memory_policy(pid_t tid, char *out, size_t len)
     char path[64], buf[512];
     snprintf(out, len, "-");
     snprintf(path, sizeof path, "/proc/self/task/%d/numa_maps", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (read_head(path, buf, sizeof buf) != 0)
         return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
     char *word = strchr(buf, ' ');
     if (word == NULL)
         return;
@@ -394,14 +402,8 @@ static void log_live_threads(void)
             continue;
         char path[300], stat[1024];
         snprintf(path, sizeof path, "/proc/self/task/%s/stat", entry->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        if (read_head(path, stat, sizeof stat) != 0)
             continue;
-        ssize_t n = read(fd, stat, sizeof stat - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        stat[n] = '\0';
         /* Field 39 (processor) counted after the ')' that closes the command name. */
         char *p = strrchr(stat, ')');
         int field = 2, cpu = -1;
