@@ -179,7 +179,8 @@ def xml_topologies() -> list[Case]:
         "cache size text": _xml(extra='<object type="L2Cache" cpuset="0x3" cache_size="big"/>'),
     }
     good = {"small": _xml(), "utf-16": _xml().decode().replace("UTF-8", "UTF-16").encode("utf-16"),
-            "with a CPU-less NUMA node": _xml(extra='<object type="NUMANode" os_index="1" cpuset="0x0"/>')}
+            "with a CPU-less NUMA node": _xml(extra='<object type="NUMANode" os_index="1" cpuset="0x0"/>'),
+            "well-formed 3000 Groups deep": _xml(extra='<object type="Group" cpuset="0x3">' * 3000 + "</object>" * 3000)}
     cases = [Case("topology: XML", name, ("topo", "-t", f"{HERE}/t.xml"), "bad", files={"t.xml": data})
              for name, data in bad.items()]
     cases += [Case("topology: XML", name, ("topo", "-t", f"{HERE}/t.xml"), "good", files={"t.xml": data})

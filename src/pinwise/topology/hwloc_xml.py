@@ -111,7 +111,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
     reader = _Reader(source, version1=not root.get("version", "").startswith("2"))
-    reader.read(top, None, 0)
+    reader.read(top)
     specs = reader.specs
     pus = {s.os_index for s in specs if s.type == ObjType.PU}
     machine_cpuset = reader.machine_cpuset
@@ -138,12 +138,16 @@ class _Reader:
         self.numa_by_gp: dict[str, int] = {}
         self.v1_root_distances: list[ET.Element] = []
 
-    def read(self, element: ET.Element, parent: int | None, depth: int) -> None:
-        position = self._spec(element, parent)
-        if self.version1 and depth == 0:
-            self.v1_root_distances = element.findall("distances")
-        for child in element.findall("object"):
-            self.read(child, position if position is not None else parent, depth + 1)
+    def read(self, top: ET.Element) -> None:
+        """Every object in document order (depth first, without recursion: a file may nest deeply)."""
+        if self.version1:
+            self.v1_root_distances = top.findall("distances")
+        stack: list[tuple[ET.Element, int | None]] = [(top, None)]
+        while stack:
+            element, parent = stack.pop()
+            position = self._spec(element, parent)
+            below = position if position is not None else parent
+            stack.extend((child, below) for child in reversed(element.findall("object")))
 
     def _spec(self, element: ET.Element, parent: int | None) -> int | None:
         source = self.source
