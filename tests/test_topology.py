@@ -453,3 +453,17 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]
     again = from_json(to_json(machine))  # and pinwise's own JSON keeps all of it
     assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds
+
+
+def test_cpusets_are_written_as_hwloc_writes_them():
+    """Zero words between the first and the last are empty (PU 127: 0x80000000,,,0x0): the same
+    strings as lstopo's export, and a 64k-PU machine's XML stays a comma per word, not 11 bytes."""
+    import xml.etree.ElementTree as ET
+
+    description = "pack:2 core:64 pu:1"
+    theirs = ET.fromstring(subprocess.run([need("lstopo-no-graphics"), "-i", description, "--of", "xml", "-"],
+                                          capture_output=True, check=True).stdout)
+    ours = ET.fromstring(to_xml(load_topology(description)))
+    cpusets = lambda root, kind: [e.get("cpuset") for e in root.iter("object") if e.get("type") == kind]  # noqa: E731
+    for kind in ("PU", "Core", "Package"):
+        assert cpusets(ours, kind) == cpusets(theirs, kind), kind

@@ -62,16 +62,14 @@ def parse_cpuset(text: str, where: str) -> frozenset[int]:
 
 
 def format_cpuset(cpus: frozenset[int]) -> str:
-    value = 0
-    for cpu in cpus:
-        value |= 1 << cpu
-    words = []
-    while True:
-        words.append(f"0x{value & 0xFFFFFFFF:08x}")
-        value >>= 32
-        if not value:
-            break
-    return ",".join(reversed(words))
+    """An hwloc bitmap as hwloc writes it: 32-bit words, most significant first, zero words between
+    the first and the last left empty (PU 127: ``0x80000000,,,0x0``; none: ``0x0``), so a high PU costs a comma
+    per word, not eleven characters."""
+    bits: dict[int, int] = {}
+    for cpu in cpus:  # word by word: one big integer per object made a 64k-PU export take minutes
+        bits[cpu >> 5] = bits.get(cpu >> 5, 0) | 1 << (cpu & 31)
+    top = max(bits, default=0)
+    return ",".join(f"0x{bits[w]:08x}" if w in bits else "" if w else "0x0" for w in range(top, -1, -1))
 
 
 def read_xml(path: str | Path) -> Topology:
