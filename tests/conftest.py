@@ -59,10 +59,11 @@ def build_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("programs")
 
 
-def compile_program(source: str, out_dir: Path, *flags: str, cxx: bool = False) -> Path:
-    """Compile tests/programs/<source> once per session into out_dir."""
+def compile_program(source: str, out_dir: Path, *flags: str, cxx: bool = False, name: str | None = None) -> Path:
+    """Compile tests/programs/<source> once per session into out_dir (as ``name``, by default the
+    source's stem)."""
     src = PROGRAMS / source
-    exe = out_dir / src.stem
+    exe = out_dir / (name or src.stem)
     if not exe.exists():
         compiler = need("g++" if cxx else "gcc")
         subprocess.run([compiler, "-O2", "-Wall", "-o", str(exe), str(src), "-pthread", *flags],

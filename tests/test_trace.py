@@ -96,10 +96,12 @@ def test_thread_numbers_are_creation_order(tmp_path, build_dir):
 PLANTED_PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (0, 4)]
 
 
-def _planted(tmp_path, build_dir, model, lines, rounds):
+def _planted(tmp_path, build_dir, model, lines, rounds, sharing="any"):
     """Trace tests/programs/handoff.c, whose threads run one after the other over the same lines."""
     exe = compile_program("handoff.c", build_dir)
-    comm = traced(tmp_path, str(exe), str(lines), str(rounds), options=("--window", "1000000000", "--model", model))
+    comm = traced(tmp_path, str(exe), str(lines), str(rounds),
+                  options=("--window", "1000000000", "--model", model, "--sharing", sharing))
+    assert comm.info.sharing == sharing
     assert comm.threads == 5
     return np.array([comm.matrix[i, j] for i, j in PLANTED_PAIRS])
 
@@ -118,8 +120,20 @@ def test_planted_events_are_counted_exactly(tmp_path, build_dir):
     # 4's access, outside the fast path, must end 0's cached claim that B is private.
     L, R = 256, 400
     across = 2 * R * (L - 1)
-    _close_above(_planted(tmp_path, build_dir, "diener", L, R),
+    _close_above(_planted(tmp_path, build_dir, "diener", L, R, sharing="any"),
                  np.array([2 * L * R, 2 * L * R, across + L * R, L * R, across, across, R + 1]))
+
+
+def test_planted_events_with_write_sharing(tmp_path, build_dir):
+    # The same program, an event only when one of the two accesses writes: 1's reads pair with 0's
+    # write (R per line); 2's writes with 0 and 1 (R each); 3's reads with the writers 0 and 2, not
+    # with 1, which only read (0 events); 0's last reads pair with 2 only. 4's read of B pairs with
+    # 0's write (1); 0's reads of B find no writer but itself (0).
+    L, R = 256, 400
+    across = 2 * R * (L - 1)
+    got = _planted(tmp_path, build_dir, "diener", L, R, sharing="write")
+    _close_above(got, np.array([L * R, 2 * L * R, across, L * R, 0, across, 1]))
+    assert got[4] <= 200 and got[6] <= 200  # read-read pairs: only pthread's own handshake lines
 
 
 def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
@@ -252,3 +266,81 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
     for worker, partner in ((1, 2), (2, 1), (3, 4), (4, 3)):  # each role's heaviest peer is its partner
         peers = [w for w in range(1, 5) if w != worker]
         assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
+
+
+# -- sharing that is not communication, spin-waits (issue 13) ----------------------------------------
+
+def _analysis(tmp_path, *argv, options=(), env=None):
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "-o", str(out), *options, "--", *argv, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    analysed = run_pinwise("analyze", str(out), "--json", check=True)
+    return json.loads(analysed.stdout), read_comm(out), result.stderr
+
+
+@pytest.mark.parametrize("flags", [(), ("-fno-plt", "-Wl,-z,now")], ids=["plt", "no-plt-relro"])
+def test_shared_library_calls_are_not_communication(tmp_path, build_dir, flags):
+    """Threads calling libm's log on private data: every call reads the GOT (through the PLT, or
+    directly with -fno-plt, where -z now makes the loader protect the GOT read-only after
+    relocating it, RELRO). Counted, that read is all-to-all communication (--readonly counts it,
+    the contrast below); skipped, the program is what it is: private work."""
+    exe = compile_program("libm_private.c", build_dir, *flags, "-lm", name="libm_private" + "".join(flags))
+    for sharing in ("write", "any"):
+        found, _, _ = _analysis(tmp_path, str(exe), "4", "20000", options=("--sharing", sharing))
+        assert found["pattern"] == "none", found
+        assert found["events_per_access"] < 0.005, found
+    counted, _, _ = _analysis(tmp_path, str(exe), "4", "20000", options=("--sharing", "any", "--readonly"))
+    assert counted["events_per_access"] > 0.05, counted
+
+
+def test_spin_waited_flags_are_named_and_set_aside(tmp_path, build_dir):
+    """A neighbour solver whose threads spin on a packed flag array: the flag line carries nearly
+    every event; analyze names it (the variable, from the symbol table) and finds the neighbour
+    pattern in the rest."""
+    exe = compile_program("spin_neighbour.c", build_dir)
+    found, comm, _ = _analysis(tmp_path, str(exe), "4", "200", "128")
+    assert found["pattern"] == "neighbour", found
+    assert len(found["spin_waits"]) == 1
+    spin = next(line for line in found["hot_lines"] if line["spin_wait"])
+    assert spin["where"].startswith("variable progress"), spin
+    assert spin["share"] > 0.9 and "sweep" in (spin["read_code"] or "")
+    assert sum(spin["reads"]) > 100 * sum(spin["writes"])
+    assert {tuple(p[:2]) for p in spin["pairs"]} == {(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)}
+    assert comm.info.hot_lines[0].where == spin["where"]
+
+
+def test_openmp_barriers_sleep_under_the_tracer(tmp_path, build_dir):
+    """Private work between many barriers: with the passive waiting pinwise sets, the barrier's
+    lines are touched a few times per barrier, not spun on, and the program shows no pattern."""
+    exe = compile_program("omp_barriers.c", build_dir, "-fopenmp")
+    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+                                                                          "KMP_BLOCKTIME")}
+    env["OMP_NUM_THREADS"] = "4"
+    found, comm, stderr = _analysis(tmp_path, str(exe), "200", "4096", env=env)
+    assert found["pattern"] == "none" and found["threads"] == 4, found
+    assert "tracing with OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 KMP_BLOCKTIME=0" in stderr
+    assert dict(comm.info.environment) == {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
+    # The user's own setting wins, and --omp-wait keep sets nothing.
+    _, comm, stderr = _analysis(tmp_path, str(exe), "20", "512", env={**env, "GOMP_SPINCOUNT": "1000"})
+    assert dict(comm.info.environment) == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0"}
+    _, comm, stderr = _analysis(tmp_path, str(exe), "20", "512", options=("--omp-wait", "keep"), env=env)
+    assert comm.info.environment is None and "tracing with" not in stderr
+
+
+def test_relro_follows_mprotect(tmp_path, build_dir):
+    """The tool judges a line by its protection when accessed: with -z now the GOT is written by
+    the loader and then made read-only; counting read-only lines (--readonly) brings its reads
+    back, so it is the protection change, followed, that removes them."""
+    exe = compile_program("libm_private.c", build_dir, "-fno-plt", "-Wl,-z,now", "-lm", name="libm_relro")
+    plain, _, _ = _analysis(tmp_path, str(exe), "4", "20000", options=("--sharing", "any"))
+    counted, _, _ = _analysis(tmp_path, str(exe), "4", "20000", options=("--sharing", "any", "--readonly"))
+    assert counted["events_per_access"] > 100 * max(plain["events_per_access"], 1e-6)
+
+
+@pytest.mark.parametrize("threads", [4, 8])
+@pytest.mark.parametrize("workload, pattern", [
+    ("pairs", "pairs"), ("neighbour", "neighbour"), ("far-pairs", "far pairs"), ("master", "master/reduction"),
+    ("pipeline", "pipeline"), ("all-to-all", "all-to-all"), ("private", "none")])
+def test_workloads_are_classified_right(tmp_path, workload, pattern, threads):
+    found, _, _ = _analysis(tmp_path, PATTERNS, workload, "-t", str(threads), "-i", TRACE_ITERATIONS)
+    assert found["pattern"] == pattern, found

@@ -21,8 +21,21 @@
 
    Per thread it also counts memory accesses (AccV) and executed guest instructions (load).
    Threads are numbered in creation order, the main thread 0: the numbering the preload library
-   uses for pinning. Lines in read-only mappings (constants, code) are skipped unless
-   --pw-readonly=yes: every thread reads them and they would look like all-to-all communication.
+   uses for pinning. Sharing that is not communication is skipped unless --pw-readonly=yes: lines
+   of mappings that are read-only when accessed (constants, code, and data the loader protects
+   after relocating it, RELRO: the tool follows mmap, mprotect, brk and mremap, so a page's state
+   is the one of its current protection, not of its first touch), and the loader's tables of every
+   object, the GOT and the PLT's GOT, which every thread reads at each call into a shared library.
+
+   --pw-sharing=any counts every access to a line another thread touched in the window (the
+   paper's definition); --pw-sharing=write only pairs of accesses of which at least one is a write
+   (each line remembers which of its sharers wrote it in the window): data that threads only read
+   together is not communication then.
+
+   Hot lines: each line counts its events; the lines carrying the most (at least 1/64 of all events
+   so far, HOT_LINES at most) get a record from then on: accesses by thread and kind, events by
+   pair of threads, an instruction that reads and one that writes it. They name the variable behind
+   false sharing and spin-waits, and let the analysis take a spin-waited line out of the matrix.
 
    Output (--pw-out=FILE), plain text, rewritten every --pw-dump-ms while running (marked partial)
    and at exit:
@@ -42,8 +55,17 @@
       creator - c1 c2 ...         (the thread that created each thread; main has none)
       lifetime b0 e0 b1 e1 ...    (each thread's start and end on the clock of total accesses;
                                    a thread still alive ends at the dump)
+      sharing any|write
       matrix
       T rows of T numbers
+      hot-lines K                 (then K records, hottest first, each of these lines:)
+      hot ADDRESS EVENTS          (an accessed byte of the line; the line's events in the whole run)
+      hot-where TEXT              (the data symbol and offset, or the mapping, of ADDRESS)
+      hot-read TEXT               (an instruction reading it: address, function, file:line; or -)
+      hot-write TEXT              (an instruction writing it; or -)
+      hot-reads r0 r1 ...         (reads per thread since the line became hot)
+      hot-writes w0 w1 ...
+      hot-pairs i j n ...         (events per pair i < j since then; only up to 256 threads)
 */
 
 #include "pub_tool_basics.h"
@@ -57,12 +79,15 @@
 #include "pub_tool_mallocfree.h"
 #include "pub_tool_options.h"
 #include "pub_tool_aspacemgr.h"
+#include "pub_tool_debuginfo.h"
 #include "pub_tool_threadstate.h"
 
 #define PW_VERSION "1"
 #define LINE_SHIFT 6
 #define SHARERS 8          /* threads remembered per line */
 #define MAX_THREADS 65535  /* thread indices are UShort */
+#define HOT_LINES 32       /* lines with a record of their own */
+#define HOT_PAIR_THREADS 256  /* hot lines keep events by pair up to this many threads */
 
 /*------------------------------------------------------------*/
 /*--- Command line options                                 ---*/
@@ -73,6 +98,7 @@ static Long clo_window = 1000000;      /* accesses per window; 0 = time windows 
 static Long clo_window_ms = 0;         /* milliseconds per window when > 0 */
 static Bool clo_mazouz = False;
 static Bool clo_readonly = False;
+static Bool clo_write_sharing = False; /* --pw-sharing=write */
 static Long clo_max_lines = 1 << 24;   /* lines tracked at most (memory bound) */
 static Long clo_dump_ms = 2000;
 static Bool clo_stack = False;         /* also trace accesses addressed from the stack pointer */
@@ -87,6 +113,7 @@ static Long clo_max_stamp = MAX_STAMP;
 static Bool pw_process_cmd_line_option(const HChar* arg)
 {
    const HChar* model = NULL;
+   const HChar* sharing = NULL;
    if VG_STR_CLO(arg, "--pw-out", clo_out) {}
    else if VG_BINT_CLO(arg, "--pw-window", clo_window, 1, 1000000000000LL) {}
    else if VG_BINT_CLO(arg, "--pw-window-ms", clo_window_ms, 0, 100000000) {}
@@ -96,6 +123,11 @@ static Bool pw_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--pw-dump-ms", clo_dump_ms, 0, 100000000) {}
    else if VG_BINT_CLO(arg, "--pw-cache-bits", clo_cache_bits, 1, CACHE_BITS) {}
    else if VG_BINT_CLO(arg, "--pw-max-stamp", clo_max_stamp, 2, MAX_STAMP) {}
+   else if VG_STR_CLO(arg, "--pw-sharing", sharing) {
+      if (VG_(strcmp)(sharing, "write") == 0) clo_write_sharing = True;
+      else if (VG_(strcmp)(sharing, "any") == 0) clo_write_sharing = False;
+      else VG_(fmsg_bad_option)(arg, "--pw-sharing must be any or write\n");
+   }
    else if VG_STR_CLO(arg, "--pw-model", model) {
       if (VG_(strcmp)(model, "mazouz") == 0) clo_mazouz = True;
       else if (VG_(strcmp)(model, "diener") == 0) clo_mazouz = False;
@@ -112,7 +144,8 @@ static void pw_print_usage(void)
 "    --pw-model=diener|mazouz communication events in windows, or alpha [diener]\n"
 "    --pw-window=N            accesses per live thread per time window [1000000]\n"
 "    --pw-window-ms=N         milliseconds per window instead (0: use --pw-window) [0]\n"
-"    --pw-readonly=yes|no     also count lines of read-only mappings [no]\n"
+"    --pw-sharing=any|write   events between any two accesses, or only when one writes [any]\n"
+"    --pw-readonly=yes|no     also count read-only lines and the loader's tables [no]\n"
 "    --pw-stack=yes|no        also trace accesses addressed from the stack pointer [no]\n"
 "    --pw-max-lines=N         lines tracked at most, bounding memory [16777216]\n"
 "    --pw-dump-ms=N           write the partial result every N ms (0: only at exit) [2000]\n");
@@ -135,15 +168,21 @@ static void pw_print_debug_usage(void)
    touching L, or a new window's first touch of L, first evicts t's entry, and eviction settles the
    pending count against the sharers the accesses saw: C[t][u] += count for each other sharer u.
    Counts still pending are settled before each partial dump and at exit. This is exactly the
-   per-access definition, computed inline with one load, compare, add and store per access. */
+   per-access definition, computed inline with one load, compare, add and store per access.
+   Reads and writes are pending apart (with --pw-sharing=write they add different events, and a
+   write makes its thread a writer of the line for the others); the entry keeps its line even when
+   only its thread shares it, so that eviction records the thread's writes. */
 #define CACHE_ENTRIES (1 << CACHE_BITS)
 typedef struct LineEntry LineEntry;
 typedef struct {
    ULong      key;      /* line | stamp << KEY_SHIFT; 0: empty (stamps start at 1) */
-   ULong      pending;  /* accesses not yet counted (instrumented code adds to it) */
-   LineEntry* line;     /* the line's entry when pending accesses are events; else NULL */
-   ULong      owner;    /* the thread whose accesses are pending */
+   ULong      pending;  /* reads not yet counted (instrumented code adds to it) */
+   LineEntry* line;     /* the line's entry; NULL when its accesses are not traced */
+   UInt       owner;    /* the thread whose accesses are pending */
+   UInt       pending_writes;  /* writes not yet counted (a window holds far fewer than 2^32) */
 } CacheEntry;           /* 32 bytes: what a miss touches sits in one cache line */
+#define PENDING_OFFSET 8
+#define PENDING_WRITES_OFFSET 28
 static CacheEntry line_cache[CACHE_ENTRIES];
 static UInt shared_slots[CACHE_ENTRIES];          /* slots filled with a shared line, to settle */
 static UInt n_shared_slots = 0;
@@ -160,6 +199,7 @@ static ULong next_window_at = 0;  /* instrumented code calls advance_window once
 static UInt window = 1;            /* the current time window */
 
 static void settle_all(Bool forget);
+static void grow_hot(Int new_cap, Int old_cap);
 static void credit_slice(void);
 static void set_stamp(void);
 
@@ -209,6 +249,7 @@ static void grow_threads(Int needed)
       VG_(free)(comm); VG_(free)(accv); VG_(free)(load); VG_(free)(stamp_of); VG_(free)(stamp_window);
       VG_(free)(creator_of); VG_(free)(born); VG_(free)(ended); VG_(free)(load_together);
    }
+   grow_hot(new_cap, cap);
    comm = new_comm; accv = new_accv; load = new_load; stamp_of = new_stamp_of; stamp_window = new_stamp_window;
    creator_of = new_creator_of; born = new_born; ended = new_ended; load_together = new_load_together;
    cap = new_cap;
@@ -264,10 +305,15 @@ static void pw_start_client_code(ThreadId tid, ULong blocks)
 struct LineEntry {
    UInt   window;             /* 0: never touched */
    UChar  n;                  /* sharers in use */
-   UChar  readonly;           /* in a read-only mapping (skipped unless --pw-readonly=yes) */
+   UChar  skip;               /* not traced: read-only now, or a loader table (unless --pw-readonly=yes) */
    UShort index;              /* its place in its page */
    UShort sharer[SHARERS];
+   UChar  wrote;              /* bit k: sharer[k] wrote the line in this window */
+   UChar  hot;                /* 1 + its index in hot[], or 0 */
+   UShort spare;
+   UInt   events;             /* events of accesses to it, whole run (saturates) */
 };
+STATIC_ASSERT(sizeof(LineEntry) == 32);
 
 /* Lines are kept by page (4 KiB, 64 lines), found through a three-level directory indexed by the
    page number as in a page table: the lines of a page sit side by side, so code streaming
@@ -281,6 +327,7 @@ typedef struct PageLines {
    LineEntry line[LINES_PER_PAGE];
    UInt (*count)[SHARERS];    /* mazouz model: accesses per sharer of each line */
    struct PageLines* next;    /* all pages, for the mazouz sum */
+   Addr page_no;
 } PageLines;
 
 static PageLines*** directory[1 << DIR_BITS_1];
@@ -291,10 +338,30 @@ static ULong lines_touched = 0;
 static ULong accesses_dropped = 0;  /* to lines past --pw-max-lines */
 static UInt last_dump_ms = 0;
 
-static Bool is_readonly(Addr a)
+/* Which lines of a page hold no communication: all of them in a mapping without write permission
+   now; else those of an object's GOT (the loader's table every call into a shared library reads). */
+static void set_skips(PageLines* page, Bool writable)
+{
+   for (Int k = 0; k < LINES_PER_PAGE; k++) page->line[k].skip = !clo_readonly && !writable;
+   if (clo_readonly || !writable) return;
+   Addr start = page->page_no << PAGE_SHIFT, end = start + (1 << PAGE_SHIFT);
+   for (const DebugInfo* di = VG_(next_DebugInfo)(NULL); di != NULL; di = VG_(next_DebugInfo)(di)) {
+      Addr table[2] = { VG_(DebugInfo_get_got_avma)(di), VG_(DebugInfo_get_gotplt_avma)(di) };
+      SizeT size[2] = { VG_(DebugInfo_get_got_size)(di), VG_(DebugInfo_get_gotplt_size)(di) };
+      for (Int i = 0; i < 2; i++) {
+         if (size[i] == 0 || table[i] >= end || table[i] + size[i] <= start) continue;
+         Addr from = table[i] > start ? table[i] : start;
+         Addr to = table[i] + size[i] < end ? table[i] + size[i] : end;
+         for (Addr a = from & ~(Addr)((1 << LINE_SHIFT) - 1); a < to; a += 1 << LINE_SHIFT)
+            page->line[(a - start) >> LINE_SHIFT].skip = True;
+      }
+   }
+}
+
+static Bool writable_now(Addr a)
 {
    NSegment const* seg = VG_(am_find_nsegment)(a);
-   return seg != NULL && !seg->hasW;
+   return seg == NULL || seg->hasW;
 }
 
 static void* zeroed(const HChar* cost_centre, SizeT bytes)
@@ -317,11 +384,9 @@ static PageLines* page_lines(Addr page_no)
    if (*slot != NULL) return *slot;
    if ((Long)((pages_used + 1) * LINES_PER_PAGE) > clo_max_lines) return NULL;
    PageLines* page = VG_(calloc)("pw.lines", 1, sizeof(PageLines));
-   Bool readonly = !clo_readonly && is_readonly(page_no << PAGE_SHIFT);  /* mappings are whole pages */
-   for (Int k = 0; k < LINES_PER_PAGE; k++) {
-      page->line[k].index = (UShort)k;
-      page->line[k].readonly = readonly;
-   }
+   page->page_no = page_no;
+   for (Int k = 0; k < LINES_PER_PAGE; k++) page->line[k].index = (UShort)k;
+   set_skips(page, writable_now(page_no << PAGE_SHIFT));  /* mappings are whole pages */
    if (clo_mazouz) page->count = VG_(calloc)("pw.counts", LINES_PER_PAGE, sizeof *page->count);
    page->next = all_pages;
    all_pages = page;
@@ -345,16 +410,38 @@ static LineEntry* line_entry(Addr line_no)
    return &last_page->line[line_no & (LINES_PER_PAGE - 1)];
 }
 
+static PageLines* page_of(LineEntry* e)
+{
+   return (PageLines*)(e - e->index);  /* line[] is the page's first field */
+}
+
 static UInt* counts_of(LineEntry* e)
 {
-   PageLines* page = (PageLines*)(e - e->index);  /* line[] is the page's first field */
-   return page->count[e->index];
+   return page_of(e)->count[e->index];
 }
+
+/* Hot lines (see the top of the file). */
+typedef struct {
+   LineEntry* line;
+   Addr       address;      /* a byte of it the program accessed */
+   Addr       read_ip, write_ip;  /* instructions seen reading and writing it (0: none yet) */
+   ULong*     reads;        /* per thread, since the line became hot (cap entries) */
+   ULong*     writes;
+   ULong*     pairs;        /* C[t * cap + u] of its events since then; NULL past HOT_PAIR_THREADS */
+} HotLine;
+static HotLine hot[HOT_LINES];
+static Int n_hot = 0;
+static ULong events_total = 0;      /* events of all lines, for the hot threshold */
+static UInt coldest_events = 0;     /* events of the coldest hot line when the table filled */
+static Addr access_address = 0;     /* the access being processed by a helper, and its instruction */
+static Addr access_ip = 0;
 
 static ULong tracer_bytes(void)
 {
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
-   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong);
+   ULong hot_bytes = (ULong)n_hot * cap * 2 * sizeof(ULong)
+                     + (cap <= HOT_PAIR_THREADS ? (ULong)n_hot * cap * cap * sizeof(ULong) : 0);
+   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) + hot_bytes;
 }
 
 /*------------------------------------------------------------*/
@@ -379,8 +466,14 @@ static void out_printf(const HChar* format, ULong value)
 
 static void out_text(const HChar* text)
 {
-   if (out_len > (Int)sizeof out_buf - 64) out_flush();
-   out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, "%s", text);
+   Int n = (Int)VG_(strlen)(text);
+   if (out_len + n >= (Int)sizeof out_buf) out_flush();
+   if (n >= (Int)sizeof out_buf) {
+      if (out_fd >= 0) VG_(write)(out_fd, text, n);
+      return;
+   }
+   VG_(memcpy)(out_buf + out_len, text, n);
+   out_len += n;
 }
 
 static ULong pair_value(Int t, Int u)
@@ -402,6 +495,73 @@ static void mazouz_alpha(void)
                comm[(SizeT)(i < j ? i : j) * cap + (i < j ? j : i)] += (ULong)count[a] + count[b];
             }
       }
+}
+
+/* One line of text: what the tool knows of `address` (a data symbol, the mapping). */
+static void describe_data(Addr address, HChar* text, Int size)
+{
+   const HChar* name = NULL;
+   PtrdiffT offset = 0;
+   if (VG_(get_datasym_and_offset)(VG_(current_DiEpoch)(), address, &name, &offset)) {
+      VG_(snprintf)(text, size, "variable %s+%ld", name, (long)offset);
+      return;
+   }
+   NSegment const* seg = VG_(am_find_nsegment)(address);
+   if (seg == NULL) VG_(snprintf)(text, size, "unmapped now");
+   else if (seg->kind == SkFileC) VG_(snprintf)(text, size, "mapping of %s", VG_(am_get_filename)(seg));
+   else if (seg->kind == SkAnonC && seg->isCH) VG_(snprintf)(text, size, "heap (brk)");
+   else if (seg->kind == SkAnonC) VG_(snprintf)(text, size, "anonymous memory (malloc arenas, large blocks, thread stacks)");
+   else if (seg->kind == SkShmC) VG_(snprintf)(text, size, "shared memory");
+   else VG_(snprintf)(text, size, "memory of another kind");
+}
+
+static void write_code(const HChar* key, Addr ip)
+{
+   out_text(key);
+   if (ip == 0) out_text(" -\n");
+   else {
+      out_text(" ");
+      out_text(VG_(describe_IP)(VG_(current_DiEpoch)(), ip, NULL));
+      out_text("\n");
+   }
+}
+
+static void write_hot_lines(void)
+{
+   Int order[HOT_LINES];
+   for (Int i = 0; i < n_hot; i++) order[i] = i;
+   for (Int i = 1; i < n_hot; i++)  /* hottest first: insertion sort of at most HOT_LINES */
+      for (Int k = i; k > 0 && hot[order[k]].line->events > hot[order[k - 1]].line->events; k--) {
+         Int swap = order[k]; order[k] = order[k - 1]; order[k - 1] = swap;
+      }
+   out_printf("hot-lines %llu\n", (ULong)n_hot);
+   HChar text[512];
+   for (Int i = 0; i < n_hot; i++) {
+      HotLine* h = &hot[order[i]];
+      out_printf("hot 0x%llx", (ULong)h->address);
+      out_printf(" %llu\n", (ULong)h->line->events);
+      describe_data(h->address, text, sizeof text);
+      out_text("hot-where ");
+      out_text(text);
+      out_text("\n");
+      write_code("hot-read", h->read_ip);
+      write_code("hot-write", h->write_ip);
+      out_text("hot-reads");
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", h->reads[t]);
+      out_text("\nhot-writes");
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", h->writes[t]);
+      out_text("\nhot-pairs");
+      if (h->pairs)
+         for (Int t = 0; t < n_threads; t++)
+            for (Int u = t + 1; u < n_threads; u++) {
+               ULong n = h->pairs[(SizeT)t * cap + u] + h->pairs[(SizeT)u * cap + t];
+               if (n == 0) continue;
+               out_printf(" %llu", (ULong)t);
+               out_printf(" %llu", (ULong)u);
+               out_printf(" %llu", n);
+            }
+      out_text("\n");
+   }
 }
 
 static void write_result(Bool partial)
@@ -428,7 +588,6 @@ static void write_result(Bool partial)
    out_printf("table-bytes %llu\n", tracer_bytes());
    out_printf("cache-bytes %llu\n", ((ULong)sizeof(CacheEntry) + sizeof(UInt)) << clo_cache_bits);
    out_text("accv");
-   out_len -= 0;
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
    out_text("\nload");
    for (Int i = 0; i < t; i++) out_printf(" %llu", load[i]);
@@ -441,6 +600,7 @@ static void write_result(Bool partial)
       out_printf(" %llu", born[i]);
       out_printf(" %llu", ended[i] ? ended[i] - 1 : total_accesses);
    }
+   out_text(clo_write_sharing ? "\nsharing write" : "\nsharing any");
    out_text("\nmatrix\n");
    if (clo_mazouz && !partial) mazouz_alpha();
    for (Int i = 0; i < t; i++) {
@@ -448,6 +608,7 @@ static void write_result(Bool partial)
          out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j));
       out_text("\n");
    }
+   if (!clo_mazouz) write_hot_lines();
    out_flush();
    VG_(close)(out_fd);
    out_fd = -1;
@@ -458,13 +619,81 @@ static void write_result(Bool partial)
 /*--- The helpers called from instrumented code            ---*/
 /*------------------------------------------------------------*/
 
-/* Thread `cur` accesses line `e` once: it becomes a sharer, and (diener) the access is an event
-   with every other thread that touched the line in this window. */
-static void access_line(LineEntry* e)
+static void hot_arrays(HotLine* h, Int new_cap, Int old_cap)
 {
-   if (e == NULL || e->readonly) return;
+   ULong* reads = VG_(calloc)("pw.hot", new_cap, sizeof(ULong));
+   ULong* writes = VG_(calloc)("pw.hot", new_cap, sizeof(ULong));
+   ULong* pairs = new_cap <= HOT_PAIR_THREADS ? VG_(calloc)("pw.hot", (SizeT)new_cap * new_cap, sizeof(ULong)) : NULL;
+   for (Int t = 0; t < old_cap; t++) {
+      reads[t] = h->reads[t];
+      writes[t] = h->writes[t];
+      if (pairs && h->pairs) VG_(memcpy)(pairs + (SizeT)t * new_cap, h->pairs + (SizeT)t * old_cap, old_cap * sizeof(ULong));
+   }
+   if (h->reads) { VG_(free)(h->reads); VG_(free)(h->writes); }
+   if (h->pairs) VG_(free)(h->pairs);
+   h->reads = reads; h->writes = writes; h->pairs = pairs;
+}
+
+static void grow_hot(Int new_cap, Int old_cap)
+{
+   for (Int i = 0; i < n_hot; i++) hot_arrays(&hot[i], new_cap, old_cap);
+}
+
+/* Give `e` a hot record, taking the coldest one's when all are in use. */
+static void promote(LineEntry* e)
+{
+   HotLine* h;
+   if (n_hot < HOT_LINES) h = &hot[n_hot++];
+   else {
+      h = &hot[0];
+      for (Int i = 1; i < HOT_LINES; i++)
+         if (hot[i].line->events < h->line->events) h = &hot[i];
+      if (h->line->events >= e->events) return;
+      h->line->hot = 0;
+   }
+   if (h->reads == NULL) hot_arrays(h, cap, 0);
+   VG_(memset)(h->reads, 0, cap * sizeof(ULong));
+   VG_(memset)(h->writes, 0, cap * sizeof(ULong));
+   if (h->pairs) VG_(memset)(h->pairs, 0, (SizeT)cap * cap * sizeof(ULong));
+   h->line = e;
+   h->address = access_address;
+   h->read_ip = h->write_ip = 0;
+   e->hot = (UChar)(h - hot + 1);
+   if (n_hot == HOT_LINES) {
+      coldest_events = ~0U;
+      for (Int i = 0; i < HOT_LINES; i++)
+         if (hot[i].line->events < coldest_events) coldest_events = hot[i].line->events;
+   }
+}
+
+/* `events` more events on line `e`: counted for it, and a hot record when it carries enough. */
+static inline void line_events(LineEntry* e, ULong events)
+{
+   events_total += events;
+   e->events = e->events + events < e->events ? ~0U : e->events + (UInt)events;
+   if (e->hot == 0 && e->events >= 256 && e->events >= events_total / 64
+       && (n_hot < HOT_LINES || e->events > 2ULL * coldest_events))
+      promote(e);
+}
+
+static inline Bool sharer_wrote(LineEntry* e, Int k)
+{
+   return (e->wrote >> k) & 1;
+}
+
+/* Thread `cur` accesses line `e` once: it becomes a sharer, and (diener) the access is an event
+   with every other thread that touched the line in this window (with --pw-sharing=write, every
+   other thread when the access writes, else those that wrote it). */
+static void access_line(LineEntry* e, Bool is_write)
+{
+   if (e == NULL || e->skip) return;
    UShort t = (UShort)cur;
    if (e->window == 0) lines_touched++;
+   HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
+   if (h) {
+      if (is_write) { h->writes[t]++; h->write_ip = access_ip; }
+      else { h->reads[t]++; h->read_ip = access_ip; }
+   }
    if (clo_mazouz) {  /* one window, and a count per sharer */
       UInt* count = counts_of(e);
       e->window = window;
@@ -477,38 +706,71 @@ static void access_line(LineEntry* e)
       e->window = window;
       e->n = 1;
       e->sharer[0] = t;
+      e->wrote = is_write;
       return;
    }
-   Bool present = False;
+   Int mine = -1;
+   ULong events = 0;
    ULong* row = comm + (SizeT)t * cap;
    for (Int k = 0; k < e->n; k++) {
       UShort u = e->sharer[k];
-      if (u == t) present = True;
-      else row[u]++;
-   }
-   if (!present) {
-      if (e->n < SHARERS) e->sharer[e->n++] = t;
-      else {  /* forget the oldest sharer */
-         for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
-         e->sharer[SHARERS - 1] = t;
+      if (u == t) mine = k;
+      else if (!clo_write_sharing || is_write || sharer_wrote(e, k)) {
+         row[u]++;
+         events++;
+         if (h && h->pairs) h->pairs[(SizeT)t * cap + u]++;
       }
    }
+   if (mine >= 0) e->wrote |= (UChar)(is_write << mine);
+   else if (e->n < SHARERS) {
+      e->wrote |= (UChar)(is_write << e->n);
+      e->sharer[e->n++] = t;
+   } else {  /* forget the oldest sharer */
+      for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
+      e->sharer[SHARERS - 1] = t;
+      e->wrote = (UChar)((e->wrote >> 1) | (is_write << (SHARERS - 1)));
+   }
+   if (events) line_events(e, events);
 }
 
-/* `count` more accesses of thread `t` to a line it already shares: each adds the same events. */
-static void repeat_accesses(LineEntry* e, ULong count, UShort t)
+/* The instruction of the access being processed, for a hot line it read or wrote: its first
+   access is counted by access_line, which notes it; the rest may be of the other kind. */
+static void note_instruction(LineEntry* e, ULong reads, ULong writes)
 {
-   if (e == NULL || e->readonly || count == 0) return;
+   if (e == NULL || e->hot == 0) return;
+   if (reads) hot[e->hot - 1].read_ip = access_ip;
+   if (writes) hot[e->hot - 1].write_ip = access_ip;
+}
+
+/* More accesses of thread `t` to a line it already shares, `reads` and `writes` of them: each
+   adds the same events as the last of its kind. */
+static void repeat_accesses(LineEntry* e, ULong reads, ULong writes, UShort t)
+{
+   if (e == NULL || e->skip || reads + writes == 0) return;
    if (clo_mazouz) {
       UInt* counts = counts_of(e);
       for (Int k = 0; k < e->n; k++)
-         if (e->sharer[k] == t) { counts[k] += (UInt)count; return; }
+         if (e->sharer[k] == t) { counts[k] += (UInt)(reads + writes); return; }
       return;
    }
-   if (e->n == 1) return;  /* only this thread: no events */
-   ULong* row = comm + (SizeT)t * cap;
+   if (writes > 0)
+      for (Int k = 0; k < e->n; k++)
+         if (e->sharer[k] == t) e->wrote |= (UChar)(1 << k);
+   ULong events = 0;
    for (Int k = 0; k < e->n; k++)
-      if (e->sharer[k] != t) row[e->sharer[k]] += count;
+      if (e->sharer[k] != t) events += !clo_write_sharing || sharer_wrote(e, k) ? reads + writes : writes;
+   if (events) line_events(e, events);  /* first: the line may become hot with these accesses */
+   HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
+   if (h) { h->reads[t] += reads; h->writes[t] += writes; }
+   if (events == 0) return;
+   ULong* row = comm + (SizeT)t * cap;
+   for (Int k = 0; k < e->n; k++) {
+      UShort u = e->sharer[k];
+      if (u == t) continue;
+      ULong add = !clo_write_sharing || sharer_wrote(e, k) ? reads + writes : writes;
+      row[u] += add;
+      if (h && h->pairs) h->pairs[(SizeT)t * cap + u] += add;
+   }
 }
 
 static inline UInt slot_of(Addr line_no)
@@ -520,8 +782,9 @@ static inline UInt slot_of(Addr line_no)
 static void settle_slot(UInt slot)
 {
    CacheEntry* c = &line_cache[slot];
-   if (c->line != NULL) repeat_accesses(c->line, c->pending, (UShort)c->owner);
+   if (c->line != NULL) repeat_accesses(c->line, c->pending, c->pending_writes, (UShort)c->owner);
    c->pending = 0;
+   c->pending_writes = 0;
 }
 
 /* Before an access of the running thread to a line outside the fast path (the second line of a
@@ -554,12 +817,14 @@ static void settle_all(Bool forget)
 
 /* The running thread's stamp: one per thread and window, so its cached lines stay valid while
    other threads run in between and lapse when the window closes. Stamps are reused from 1 once
-   they run out, after every pending count is settled and the cache emptied. */
+   they run out, after every pending count is settled (the writes of lines only their thread
+   shares too: they make it a writer) and the cache emptied. */
 static void set_stamp(void)
 {
    if (stamp_window[cur] != window) {
       if (next_stamp > (ULong)clo_max_stamp) {
-         settle_all(True);
+         for (UInt slot = 0; slot < 1U << clo_cache_bits; slot++) settle_slot(slot);
+         n_shared_slots = 0;
          VG_(memset)(line_cache, 0, sizeof(CacheEntry) << clo_cache_bits);
          VG_(memset)(stamp_window, 0, cap * sizeof(UInt));
          next_stamp = 1;
@@ -620,48 +885,123 @@ static void advance_window(void)
    }
 }
 
+/* The accesses an instrumented lookup stands for, packed into one argument: reads, writes, and
+   whether the first of them writes. */
+#define PACK(reads, writes, first_write) ((ULong)(reads) | (ULong)(writes) << 24 | (ULong)(first_write) << 48)
+#define READS_OF(p) ((p) & 0xFFFFFF)
+#define WRITES_OF(p) (((p) >> 24) & 0xFFFFFF)
+#define FIRST_WRITE_OF(p) (((p) >> 48) & 1)
+
 /* The inline lookup missed (the thread's first access to the line in this window, a line taken
-   by another thread since, or an access crossing into a second line): count the access of
-   `weight` identical ones now, and cache its first line with a pending count of -1, which the
-   inline increment of `weight` that follows brings to weight - 1, the accesses not yet counted. */
-static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, UWord weight)
+   by another thread since, or an access crossing into a second line): count the first access now,
+   and cache its first line with a pending count of -1 for that access's kind, which the inline
+   increments that follow bring to the accesses not yet counted. */
+static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, ULong packed, Addr ip)
 {
+   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
+   Bool first_write = FIRST_WRITE_OF(packed);
+   access_address = address;
+   access_ip = ip;
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    if (last != first) {
       before_direct_access(last);
       LineEntry* e = line_entry(last);
-      access_line(e);
-      repeat_accesses(e, weight - 1, (UShort)cur);
+      access_line(e, first_write);
+      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
+      note_instruction(e, reads - !first_write, writes - first_write);
    }
    UInt slot = slot_of(first);
    CacheEntry* c = &line_cache[slot];
    if (c->key == (first | key_bits)) return;  /* cached: only the crossing sent us here */
    settle_slot(slot);
    LineEntry* e = line_entry(first);
-   access_line(e);
+   access_line(e, first_write);
+   note_instruction(e, reads - !first_write, writes - first_write);
+   if (e != NULL && e->skip) e = NULL;
    /* A line only this thread has touched in the window has no events to settle until another
       thread takes its slot; a shared one is listed, to be settled before dumps. */
-   Bool shared = e != NULL && !e->readonly && (clo_mazouz || e->n > 1);
+   Bool shared = e != NULL && (clo_mazouz || e->n > 1);
    if (shared && n_shared_slots == 1U << clo_cache_bits) settle_all(True);
    c->key = first >> KEY_SHIFT ? 0 : first | key_bits;  /* beyond user addresses: never cached */
-   c->pending = (ULong)-1;
-   c->line = shared ? e : NULL;
-   c->owner = (ULong)cur;
+   c->pending = first_write ? 0 : (ULong)-1;
+   c->pending_writes = first_write ? (UInt)-1 : 0;
+   c->line = e;
+   c->owner = (UInt)cur;
    if (shared) shared_slots[n_shared_slots++] = slot;
 }
 
 /* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process.
    Windows advance at the next superblock, which keeps the stamp of this one's lookups. */
-static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, UWord weight)
+static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, ULong packed, Addr ip)
 {
-   total_accesses += weight;
+   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
+   Bool first_write = FIRST_WRITE_OF(packed);
+   total_accesses += reads + writes;
+   access_address = address;
+   access_ip = ip;
    Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
    for (Addr line = first; line <= last; line++) {
       before_direct_access(line);
       LineEntry* e = line_entry(line);
-      access_line(e);
-      repeat_accesses(e, weight - 1, (UShort)cur);
+      access_line(e, first_write);
+      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
+      note_instruction(e, reads - !first_write, writes - first_write);
    }
+}
+
+/* The program changed the protection of [a, a + len) (mmap, mprotect, brk, mremap): the lines
+   of its pages already known follow it, and the line cache forgets them (settled first). */
+static void protection_changed(Addr a, SizeT len, Bool writable)
+{
+   if (len == 0) return;
+   Addr page_no = a >> PAGE_SHIFT, last_page = (a + len - 1) >> PAGE_SHIFT;
+   const Addr span3 = 1ULL << DIR_BITS_3, span2 = 1ULL << (DIR_BITS_2 + DIR_BITS_3);
+   while (page_no <= last_page && !(page_no >> (DIR_BITS_1 + DIR_BITS_2 + DIR_BITS_3))) {
+      /* what the directory does not hold is passed over a whole level at a time */
+      PageLines*** level2 = directory[page_no >> (DIR_BITS_2 + DIR_BITS_3)];
+      if (level2 == NULL) { page_no = (page_no / span2 + 1) * span2; continue; }
+      PageLines** level3 = level2[(page_no >> DIR_BITS_3) & ((1 << DIR_BITS_2) - 1)];
+      if (level3 == NULL) { page_no = (page_no / span3 + 1) * span3; continue; }
+      PageLines* page = level3[page_no & (span3 - 1)];
+      if (page != NULL) {
+         set_skips(page, writable);
+         for (Int k = 0; k < LINES_PER_PAGE; k++) {
+            Addr line_no = page_no * LINES_PER_PAGE + k;
+            UInt cache_slot = slot_of(line_no);
+            CacheEntry* c = &line_cache[cache_slot];
+            if (c->key != 0 && (c->key & ((1ULL << KEY_SHIFT) - 1)) == line_no) {
+               settle_slot(cache_slot);
+               c->key = 0;
+               c->line = NULL;
+            }
+         }
+      }
+      page_no++;
+   }
+}
+
+static void pw_mprotect(Addr a, SizeT len, Bool rr, Bool ww, Bool xx)
+{
+   (void)rr; (void)xx;
+   protection_changed(a, len, ww);
+}
+
+static void pw_mmap(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, ULong di_handle)
+{
+   (void)rr; (void)xx; (void)di_handle;
+   protection_changed(a, len, ww);
+}
+
+static void pw_brk(Addr a, SizeT len, ThreadId tid)
+{
+   (void)tid;
+   protection_changed(a, len, True);
+}
+
+static void pw_remap(Addr from, Addr to, SizeT len)
+{
+   (void)from;
+   protection_changed(to, len, writable_now(to));
 }
 
 /*------------------------------------------------------------*/
@@ -736,14 +1076,18 @@ typedef struct {
    IRExpr* address;
    Int     size;
    IRExpr* guard;    /* NULL unless the access is conditional */
-   Int     weight;   /* identical accesses it stands for (0: merged into an earlier one) */
+   Int     reads, writes;  /* accesses it stands for (both 0: merged into an earlier one) */
+   Bool    first_write;
+   Addr    ip;       /* the guest instruction that makes it */
 } Access;
 
 static Access* accesses = NULL;
 static Int accesses_cap = 0;
 static Int n_accesses = 0;
 
-static void note_access(Int stmt, IRExpr* address, Int size, IRExpr* guard)
+static Addr current_ip = 0;  /* of the instruction whose statements are being scanned */
+
+static void note_access(Int stmt, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
 {
    if (stack_address(address)) return;
    if (n_accesses == accesses_cap) {
@@ -755,7 +1099,7 @@ static void note_access(Int stmt, IRExpr* address, Int size, IRExpr* guard)
       accesses = grown;
       accesses_cap = accesses_cap ? accesses_cap * 2 : 64;
    }
-   accesses[n_accesses++] = (Access){ stmt, address, size, guard, 1 };
+   accesses[n_accesses++] = (Access){ stmt, address, size, guard, !is_write, is_write, is_write, current_ip };
 }
 
 static Bool same_address(IRExpr* a, IRExpr* b)
@@ -778,8 +1122,9 @@ static void merge_repeats(IRSB* in)
          for (Int k = accesses[kept].stmt; k < a->stmt && !exits; k++) exits = in->stmts[k]->tag == Ist_Exit;
          if (!exits) {
             if (a->size > accesses[kept].size) accesses[kept].size = a->size;
-            accesses[kept].weight++;
-            a->weight = 0;
+            accesses[kept].reads += a->reads;
+            accesses[kept].writes += a->writes;
+            a->reads = a->writes = 0;
             continue;
          }
       }
@@ -794,12 +1139,23 @@ static Bool looked_up_inline(const Access* a)
    return a->guard == NULL && a->size >= 1 && a->size <= 64;
 }
 
+static void add_pending(IRSB* sb, IRExpr* entry, Int offset, IRType ty, Int amount)
+{
+   if (amount == 0) return;
+   IRExpr* at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64((ULong)offset)));
+   IRExpr* old = tmp_of(sb, ty, IRExpr_Load(Iend_LE, ty, at));
+   IRExpr* more = ty == Ity_I64 ? IRExpr_Binop(Iop_Add64, old, u64((ULong)amount))
+                                : IRExpr_Binop(Iop_Add32, old, IRExpr_Const(IRConst_U32((UInt)amount)));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, at, tmp_of(sb, ty, more)));
+}
+
 static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
 {
+   IRExpr* packed = mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write));
    if (!looked_up_inline(a)) {
       IRDirty* di = unsafeIRDirty_0_N(3, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted),
-                                      mkIRExprVec_3(a->address, mkIRExpr_HWord((HWord)(a->size > 0 ? a->size : 1)),
-                                                    mkIRExpr_HWord((HWord)a->weight)));
+                                      mkIRExprVec_4(a->address, mkIRExpr_HWord((HWord)(a->size > 0 ? a->size : 1)),
+                                                    packed, mkIRExpr_HWord((HWord)a->ip)));
       if (a->guard) di->guard = a->guard;
       addStmtToIRSB(sb, IRStmt_Dirty(di));
       return;
@@ -817,14 +1173,12 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
    IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
    IRExpr* miss = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached, key));
    IRDirty* di = unsafeIRDirty_0_N(3, "pw_miss", VG_(fnptr_to_fnentry)(pw_miss),
-                                   mkIRExprVec_3(a->address, mkIRExpr_HWord((HWord)a->size),
-                                                 mkIRExpr_HWord((HWord)a->weight)));
+                                   mkIRExprVec_4(a->address, mkIRExpr_HWord((HWord)a->size), packed,
+                                                 mkIRExpr_HWord((HWord)a->ip)));
    di->guard = miss;
    addStmtToIRSB(sb, IRStmt_Dirty(di));
-   IRExpr* pending_at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64(8)));
-   IRExpr* pending = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, pending_at));
-   IRExpr* more = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, pending, u64((ULong)a->weight)));
-   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, pending_at, more));
+   add_pending(sb, entry, PENDING_OFFSET, Ity_I64, a->reads);
+   add_pending(sb, entry, PENDING_WRITES_OFFSET, Ity_I32, a->writes);
 }
 
 /* The access made by statement `st`, if any. */
@@ -834,39 +1188,39 @@ static void find_access(IRSB* in, Int index)
    switch (st->tag) {
       case Ist_WrTmp: {
          IRExpr* data = st->Ist.WrTmp.data;
-         if (data->tag == Iex_Load) note_access(index, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL);
+         if (data->tag == Iex_Load) note_access(index, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL, False);
          break;
       }
       case Ist_Store:
-         note_access(index, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL);
+         note_access(index, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL, True);
          break;
       case Ist_StoreG: {
          IRStoreG* sg = st->Ist.StoreG.details;
-         note_access(index, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard);
+         note_access(index, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard, True);
          break;
       }
       case Ist_LoadG: {
          IRLoadG* lg = st->Ist.LoadG.details;
          IRType ty = Ity_INVALID, wide = Ity_INVALID;
          typeOfIRLoadGOp(lg->cvt, &wide, &ty);
-         note_access(index, lg->addr, sizeofIRType(ty), lg->guard);
+         note_access(index, lg->addr, sizeofIRType(ty), lg->guard, False);
          break;
       }
       case Ist_Dirty: {
          IRDirty* d = st->Ist.Dirty.details;
-         if (d->mFx != Ifx_None && d->mAddr != NULL) note_access(index, d->mAddr, d->mSize, NULL);
+         if (d->mFx != Ifx_None && d->mAddr != NULL) note_access(index, d->mAddr, d->mSize, NULL, d->mFx != Ifx_Read);
          break;
       }
       case Ist_CAS: {
          IRCAS* cas = st->Ist.CAS.details;
          Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
-         note_access(index, cas->addr, size, NULL);
+         note_access(index, cas->addr, size, NULL, True);
          break;
       }
       case Ist_LLSC: {
          IRType ty = st->Ist.LLSC.storedata == NULL ? typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)
                                                     : typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata);
-         note_access(index, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+         note_access(index, st->Ist.LLSC.addr, sizeofIRType(ty), NULL, st->Ist.LLSC.storedata != NULL);
          break;
       }
       default:
@@ -890,7 +1244,10 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    Int instructions = 0;
    for (Int i = 0; i < in->stmts_used; i++) {
       note_sp_temps(in->stmts[i], layout);
-      if (in->stmts[i]->tag == Ist_IMark) instructions++;
+      if (in->stmts[i]->tag == Ist_IMark) {
+         instructions++;
+         current_ip = (Addr)in->stmts[i]->Ist.IMark.addr;
+      }
       find_access(in, i);
    }
    merge_repeats(in);
@@ -903,13 +1260,13 @@ static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    }
    Int counted = 0;
    for (Int k = 0; k < n_accesses; k++)
-      if (looked_up_inline(&accesses[k])) counted += accesses[k].weight;
+      if (looked_up_inline(&accesses[k])) counted += accesses[k].reads + accesses[k].writes;
    IRExpr* key_bits_now = add_block_counts(out, instructions, counted);
    Int next = 0;
    for (; i < in->stmts_used; i++) {
       while (next < n_accesses && accesses[next].stmt < i) next++;
       for (; next < n_accesses && accesses[next].stmt == i; next++)
-         if (accesses[next].weight > 0) add_lookup(out, &accesses[next], key_bits_now);
+         if (accesses[next].reads + accesses[next].writes > 0) add_lookup(out, &accesses[next], key_bits_now);
       addStmtToIRSB(out, in->stmts[i]);
    }
    return out;
@@ -949,6 +1306,10 @@ static void pw_pre_clo_init(void)
    VG_(track_pre_thread_ll_create)(pw_thread_create);
    VG_(track_start_client_code)(pw_start_client_code);
    VG_(track_pre_thread_ll_exit)(pw_thread_exit);
+   VG_(track_change_mem_mprotect)(pw_mprotect);
+   VG_(track_new_mem_mmap)(pw_mmap);
+   VG_(track_new_mem_brk)(pw_brk);
+   VG_(track_copy_mem_remap)(pw_remap);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(pw_pre_clo_init)

@@ -68,6 +68,54 @@ def _window(value) -> dict:
     return {k: int(v) for k, v in value.items()}
 
 
+@dataclass(frozen=True)
+class HotLine:
+    """A cache line that carried much of the communication (the tracer's hot-line records): an
+    address the program accessed in it, its events over the whole run, what the address is (a
+    variable and offset, or the mapping), an instruction seen reading and one writing it (address,
+    function, file:line when the program has debug info), and since it became hot: reads and
+    writes per thread and events per pair of threads ``(i, j, events)``, i < j."""
+
+    address: int
+    events: int
+    where: str
+    read_code: str | None
+    write_code: str | None
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+    pairs: tuple[tuple[int, int, int], ...]
+
+    @property
+    def accesses(self) -> int:
+        return sum(self.reads) + sum(self.writes)
+
+    @property
+    def writers(self) -> tuple[int, ...]:
+        return tuple(t for t, n in enumerate(self.writes) if n)
+
+    @property
+    def readers(self) -> tuple[int, ...]:
+        return tuple(t for t, n in enumerate(self.reads) if n)
+
+    def to_document(self) -> dict:
+        return {"address": f"0x{self.address:x}", "events": self.events, "where": self.where,
+                "read_code": self.read_code, "write_code": self.write_code, "reads": list(self.reads),
+                "writes": list(self.writes), "pairs": [list(p) for p in self.pairs]}
+
+
+def _hot_lines(value) -> tuple[HotLine, ...]:
+    return tuple(HotLine(int(v["address"], 16) if isinstance(v["address"], str) else int(v["address"]),
+                         int(v["events"]), str(v["where"]),
+                         None if v.get("read_code") is None else str(v["read_code"]),
+                         None if v.get("write_code") is None else str(v["write_code"]),
+                         _ints(v["reads"]), _ints(v["writes"]),
+                         tuple((int(i), int(j), int(n)) for i, j, n in v["pairs"])) for v in value)
+
+
+def _environment(value) -> MappingProxyType:
+    return MappingProxyType({str(k): str(v) for k, v in value.items()})
+
+
 #: TraceInfo field -> (JSON type accepted, conversion to the field's type).
 _FIELD_READERS = {
     "model": (str, str), "tool": (str, str), "source": (str, str), "partial": (bool, bool),
@@ -76,6 +124,7 @@ _FIELD_READERS = {
     "memory_bytes": (int, int), "cache_bytes": (int, int), "window": (dict, _window),
     "creators": (list, _creators), "spawns": (list, _spawns), "lifetimes": (list, _pairs),
     "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
+    "sharing": (str, str), "hot_lines": (list, _hot_lines), "environment": (dict, _environment),
 }
 
 
@@ -108,6 +157,13 @@ class TraceInfo:
     instructions_together: tuple[int, ...] | None = None
     #: Set on a matrix folded to one thread per role (fold_rounds).
     rounds: Rounds | None = None
+    #: "any": every access to a line another thread touched in the window is an event (the paper's
+    #: definition); "write": only pairs of accesses of which one writes. None: older traces (any).
+    sharing: str | None = None
+    #: The lines that carried the most events, hottest first (see HotLine).
+    hot_lines: tuple[HotLine, ...] | None = None
+    #: Variables pinwise set in the traced program's environment (OpenMP's passive waiting).
+    environment: MappingProxyType | None = None
     #: Keys of the file that pinwise does not know, kept as they were.
     extra: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
@@ -141,6 +197,10 @@ class TraceInfo:
                 continue
             if isinstance(value, Rounds):
                 value = {"size": value.size, "count": value.count, "threads": value.threads}
+            elif item.name == "hot_lines":
+                value = [line.to_document() for line in value]
+            elif isinstance(value, MappingProxyType):
+                value = dict(value)
             elif isinstance(value, tuple):
                 value = [list(v) if isinstance(v, tuple) else v for v in value]
             document[item.name] = value

@@ -35,6 +35,16 @@ SYSTEM_TOOL_DIRS = ("/usr/libexec/valgrind", "/usr/lib/x86_64-linux-gnu/valgrind
                     "/usr/lib/valgrind", "/usr/local/libexec/valgrind", "/usr/local/lib/valgrind")
 #: Above glibc's largest copy size: memcpy never switches to `rep movsb` under the tracer.
 REP_MOVSB_TUNABLE = "glibc.cpu.x86_rep_movsb_threshold=2147483647"
+#: OpenMP runtimes' passive waiting (GNU libgomp, LLVM/Intel libomp): under Valgrind, which runs one
+#: thread at a time, a thread spinning at a barrier spins through whole time slices, and its reads
+#: of the barrier's line swamp the matrix. Set for tracing unless the environment sets them.
+PASSIVE_WAIT = {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
+SHARING_MODELS = ("write", "any")
+
+
+def passive_wait(environment: dict[str, str]) -> dict[str, str]:
+    """The passive-waiting variables that ``environment`` does not set already."""
+    return {k: v for k, v in PASSIVE_WAIT.items() if k not in environment}
 
 
 def _system_tool_dir() -> Path:
@@ -91,9 +101,35 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         accesses = np.array([float(v) for v in header["accv"]])
         instructions = np.array([float(v) for v in header["load"]])
         info = _header_info(header)
+        info["hot_lines"] = _hot_lines(lines[index + 1 + threads:], threads)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
     return CommMatrix(matrix, accesses, instructions, TraceInfo(**info))
+
+
+def _hot_lines(lines: list[str], threads: int):
+    """The hot-line records after the matrix (format in pw_main.c); None in older dumps."""
+    from .comm import HotLine
+
+    if not lines or not lines[0].startswith("hot-lines "):
+        return None
+    count = int(lines[0].split()[1])
+    found = []
+    for k in range(count):
+        record = {}
+        for line in lines[1 + 7 * k:8 + 7 * k]:
+            key, _, value = line.partition(" ")
+            record[key] = value
+        address, events = record["hot"].split()
+        pairs = [int(v) for v in record["hot-pairs"].split()]
+        code = {key: None if record[key] in ("", "-") else record[key] for key in ("hot-read", "hot-write")}
+        found.append(HotLine(int(address, 16), int(events), record["hot-where"], code["hot-read"], code["hot-write"],
+                             tuple(int(v) for v in record["hot-reads"].split()),
+                             tuple(int(v) for v in record["hot-writes"].split()),
+                             tuple((pairs[i], pairs[i + 1], pairs[i + 2]) for i in range(0, len(pairs), 3))))
+        if len(found[-1].reads) != threads:
+            raise ValueError(f"hot line {address} has {len(found[-1].reads)} threads, not {threads}")
+    return tuple(found)
 
 
 def _header_info(header: dict[str, list[str]]) -> dict:
@@ -106,6 +142,7 @@ def _header_info(header: dict[str, list[str]]) -> dict:
         "lines_tracked": lines_tracked, "lines_dropped": lines_dropped,
         "memory_bytes": int(header.get("table-bytes", ["0"])[0]),
         "cache_bytes": int(header.get("cache-bytes", ["0"])[0]),
+        "sharing": header.get("sharing", ["any"])[0],
     }
     if "load-together" in header:  # dumps of tools older than these lines have none of them
         info["instructions_together"] = tuple(int(v) for v in header["load-together"])
@@ -122,16 +159,23 @@ def _header_info(header: dict[str, list[str]]) -> dict:
 
 
 def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, window_ms: int | None = None,
-          model: str = "diener", readonly: bool = False, stack: bool = False, max_lines: int = 1 << 24,
-          progress: bool | None = None, extra_env: dict[str, str] | None = None, quiet: bool = False,
-          native_run: bool = True) -> CommMatrix:
+          model: str = "diener", sharing: str = "write", readonly: bool = False, stack: bool = False,
+          max_lines: int = 1 << 24, progress: bool | None = None, extra_env: dict[str, str] | None = None,
+          quiet: bool = False, native_run: bool = True, omp_wait: str = "passive") -> CommMatrix:
     """Trace ``argv`` and write its communication matrix to ``output`` (JSON, see pinwise.comm).
-    With ``quiet`` the program's standard output is discarded. With ``native_run`` the program
-    then runs once natively, its output discarded, for the threads' real lifetimes (under
-    Valgrind they take turns) and the main thread's create/join calls, which show workers created
-    in rounds (pinwise.comm.find_rounds)."""
+    ``sharing``: "write" counts an event only when one of the two accesses writes (the default),
+    "any" every access to a line another thread touched (the paper's definition). ``omp_wait``:
+    "passive" sets OpenMP's passive waiting (PASSIVE_WAIT) where the environment does not set it,
+    "keep" leaves the environment alone. With ``quiet`` the program's standard output is
+    discarded. With ``native_run`` the program then runs once natively, its output discarded, for
+    the threads' real lifetimes (under Valgrind they take turns) and the main thread's
+    create/join calls, which show workers created in rounds (pinwise.comm.find_rounds)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
+    if sharing not in SHARING_MODELS:
+        raise PinwiseError(f"unknown sharing {sharing!r}: use write (an event needs a write) or any (every access)")
+    if omp_wait not in ("passive", "keep"):
+        raise PinwiseError(f"unknown omp_wait {omp_wait!r}: use passive or keep")
     if window < 1 or (window_ms is not None and window_ms < 1):
         raise PinwiseError("the window must be at least 1 access (or 1 ms)")
     if not 1024 <= max_lines <= 1 << 34:
@@ -143,8 +187,14 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         result_path = Path(tmp, "trace.txt")
         env = tool_environment(Path(tmp))
         env.update(extra_env or {})
+        waiting = passive_wait(env) if omp_wait == "passive" else {}
+        env.update(waiting)
+        if waiting and not quiet:
+            print("tracing with " + " ".join(f"{k}={v}" for k, v in waiting.items())
+                  + " (OpenMP threads sleep at barriers instead of spinning; set them yourself, or --omp-wait keep, "
+                  "to trace another way)", file=sys.stderr)
         command = [valgrind, "--tool=pinwise", "-q", "--fair-sched=yes", "--max-threads=4096",
-                   f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
+                   f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-sharing={sharing}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
@@ -194,7 +244,10 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         found = observe_threads(argv, extra_env)
         if found is not None and len(found["lifetimes"]) == comm.threads:
             observed = {"lifetimes": tuple(map(tuple, found["lifetimes"])), "spawns": tuple(map(tuple, found["spawns"]))}
+    from types import MappingProxyType
+
     info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
+                   environment=MappingProxyType(waiting) if waiting else None,
                    exit_status=returncode, seconds=round(time.perf_counter() - start, 3))
     comm = replace(comm, info=info)
     write_comm(comm, output)

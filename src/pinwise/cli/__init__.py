@@ -103,12 +103,12 @@ def _add_kinds_option(parser: argparse.ArgumentParser) -> None:
                              "efficiency (E-cores), or any (depth-first order, kinds ignored)")
 
 
-def _add_topology_option(parser: argparse.ArgumentParser) -> None:
+def _add_topology_option(parser: argparse.ArgumentParser, purpose: str = "machine to plan for: 'live' (default, "
+                         "this machine),") -> None:
     parser.add_argument(
         "--topology", "-t", metavar="T",
-        help="machine to plan for: 'live' (default, this machine), a preset (pinwise topo --presets), "
-             "an hwloc XML file (lstopo --of xml), a pinwise JSON file, or a synthetic string such as "
-             "'pack:2 l3:1 core:4 pu:2'",
+        help=f"{purpose} a preset (pinwise topo --presets), an hwloc XML file (lstopo --of xml), a pinwise JSON "
+             "file, or a synthetic string such as 'pack:2 l3:1 core:4 pu:2'",
     )
 
 
@@ -207,7 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     tracer.add_argument("--window-ms", type=_whole(1, 10 ** 9), help="windows of this many milliseconds instead")
     tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
                         help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
-    tracer.add_argument("--readonly", action="store_true", help="also count lines of read-only mappings (constants)")
+    tracer.add_argument("--sharing", choices=("write", "any"), default="write",
+                        help="write (default): an event only when one of the two accesses writes the line, so data "
+                             "threads only read together is not communication; any: every access to a line another "
+                             "thread touched in the window (the paper's definition)")
+    tracer.add_argument("--omp-wait", choices=("passive", "keep"), default="passive",
+                        help="passive (default): trace with OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 KMP_BLOCKTIME=0 "
+                             "where your environment does not set them, so OpenMP barriers sleep instead of spinning "
+                             "through Valgrind's time slices; keep: your environment as it is")
+    tracer.add_argument("--readonly", action="store_true",
+                        help="also count lines that are read-only when accessed (constants, code, RELRO data) and the "
+                             "loader's GOT, which every call into a shared library reads")
     tracer.add_argument("--stack", action="store_true",
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
     tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=1 << 24, help="cache lines tracked at most (bounds memory)")
@@ -223,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
     analyzer.add_argument("--png", metavar="FILE", type=_OUTPUT_FILE, help="write the heat map as a PNG")
     analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
+    analyzer.add_argument("--json", action="store_true",
+                          help="print the analysis as JSON (pattern, policy, reason, metrics, hot lines) instead")
+    analyzer.add_argument("--hot", type=_whole(0, 32), default=5, metavar="N",
+                          help="hot shared lines to list (default 5; the trace records up to 32)")
+    _add_topology_option(analyzer, "check the recommendation against the cost model on this machine ('live': this "
+                                   "one; default: no check):")
     analyzer.set_defaults(handler="measuring:cmd_analyze")
 
     mapper = commands.add_parser(

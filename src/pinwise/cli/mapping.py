@@ -45,15 +45,17 @@ def cmd_map(args: argparse.Namespace) -> int:
     comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
     topology = load_topology(args.topology)
     if args.compare:
+        from ..patterns import analyze
+
         return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
-                                         creator=args.creator), topology)
+                                         creator=args.creator), topology, analyze(comm, topology))
     if args.policy is None:
         raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
     policy = args.policy
     if policy.strip().lower() == "auto":
         from ..patterns import analyze
 
-        found = analyze(comm)
+        found = analyze(comm, topology)
         policy = found.policy
         print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
     plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
@@ -91,7 +93,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_comparison(rows, topology) -> int:
+def _print_comparison(rows, topology, recommended) -> int:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -117,10 +119,13 @@ def _print_comparison(rows, topology) -> int:
             continue
         ratio = "stacked" if row.policy in stacked else f"{row.cost.hops / best if best else 1.0:.2f}"
         cpus = format_cpulist(row.plan.pus)
-        table.add_row(row.policy, family, f"{row.cost.hops:,.0f}", ratio,
+        table.add_row(row.policy + (" *" if row.policy == recommended.policy else ""), family, f"{row.cost.hops:,.0f}", ratio,
                       *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
                       cpus if len(cpus) <= 40 else cpus[:37] + "...")
-    Console(highlight=False, width=max(160, Console().width)).print(table)
+    console = Console(highlight=False, width=max(160, Console().width))
+    console.print(table)
+    console.print(Text(f"* recommended (pinwise analyze -t): {recommended.policy}, for the {recommended.pattern} "
+                       f"pattern: {recommended.reason}"))
     return 0
 
 

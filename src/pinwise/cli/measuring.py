@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
     comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
-                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines, native_run=args.native_run)
+                 sharing=args.sharing, omp_wait=args.omp_wait, readonly=args.readonly, stack=args.stack, max_lines=args.max_lines, native_run=args.native_run)
     info = comm.info
     print(f"wrote {args.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
           f"{info.lines_tracked:,} lines tracked ({format_size(_whole_kib(info.memory_bytes))} of tracer memory, "
@@ -153,16 +154,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..report.terminal import heat_map_text
 
     comm = read_comm_file(args.comm_file)
-    result = analyze(comm)
+    topology = topo_mod.load_topology(args.topology) if args.topology else None
+    result = analyze(comm, topology)
+    if args.json:
+        import json
+
+        print(json.dumps(result.to_document(), indent=1))
+        return 0
     m = result.metrics
     console = Console(highlight=False, width=max(110, Console().width))
+    for line in result.spin_lines:
+        console.print(Text(f"spin-wait: {_hot_line_name(line)} carries {line.events / _events(comm):.1%} of all events, "
+                           f"read {sum(line.reads) / max(1, sum(line.writes)):,.0f} times per write "
+                           f"({_thread_list(line.readers)} read it, {_thread_list(line.writers)} write it): "
+                           "threads waiting on it, which Valgrind runs one at a time, spin through whole time slices; "
+                           "what follows is of the matrix without its events"))
     table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning")
     rows = [
-        ("HComm", f"{m.hcomm:.1f}", "heterogeneity, eq. 1: mean row variance of M/max(M)*100 (diagonal included)"),
-        ("  off-diagonal", f"{m.heterogeneity:.1f}", "the same without the diagonal (used to recommend)"),
+        ("HComm", f"{m.hcomm:.1f}", "heterogeneity, eq. 1: mean row variance of M/max(M)*100 (diagonal included; the "
+                                    "paper's)"),
+        ("  off-diagonal", f"{m.heterogeneity:.1f}", "the same without the diagonal: the one to trust (eq. 1's zero "
+                                                     "diagonal makes a flat matrix score highest); used to recommend"),
         ("BComm", f"{m.bcomm:.1f} %", "communication imbalance, eq. 2: max(CommV)/avg(CommV) - 1"),
         ("AComm", f"{m.acomm:.4g}", "amount, eq. 3: sum of M / T^2"),
         ("RComm", "-" if m.rcomm is None else f"{m.rcomm:.3g}", "ratio, eq. 4: AComm / total memory accesses"),
@@ -174,17 +189,67 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    matrix = result.comm.matrix
     if args.heat_map != "none":
-        console.print(Text(heat_map_text(comm.matrix)))
+        console.print(Text(heat_map_text(matrix)))
     if args.png:
-        save_heat_map(comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
+        save_heat_map(matrix, args.png, f"{Path(args.comm_file).name}: communication")
         print(f"wrote {args.png}", file=sys.stderr)
+    if args.hot and result.hot_lines:
+        _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
     console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
+    if result.costs is not None:
+        compact = result.costs["compact"]
+        console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
+                           f"{result.costs[result.policy]:,.0f}, compact {compact:,.0f} (sum of M[i][j] x tree "
+                           "distance; pinwise map --compare shows every policy)"))
     console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
     if comm.info.partial:
         console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
     return 0
+
+
+def _events(comm) -> float:
+    from ..patterns import event_count
+
+    return max(event_count(comm), 1.0)
+
+
+def _thread_list(threads) -> str:
+    from ..cpulist import format_cpulist
+
+    return f"threads {format_cpulist(threads)}" if len(threads) != 1 else f"thread {threads[0]}"
+
+
+def _hot_line_name(line) -> str:
+    return f"line 0x{line.address & ~63:x} ({line.where})"
+
+
+#: "(in /usr/lib/x86_64-linux-gnu/libgomp.so.1)" in Valgrind's descriptions of code: the file's name is enough.
+OBJECT_PATH = re.compile(r"[(]in /[^)]*/([^/)]+)[)]")
+
+
+def _print_hot_lines(console, comm, result, count: int) -> None:
+    """The lines carrying the most communication, with what they are and who shares them."""
+    from rich.table import Table
+    from rich.text import Text
+
+    total = _events(comm)
+    table = Table(title=Text("hot shared lines: the cache lines that carry the most communication (fix false "
+                             "sharing here)"), title_justify="left")
+    for column in ("events", "line", "what", "readers", "writers", "top pairs", "code"):
+        table.add_column(column, justify="right" if column == "events" else "left")
+    for line in result.hot_lines[:count]:
+        pairs = sorted(line.pairs, key=lambda p: -p[2])[:3]
+        counted = sum(n for _, _, n in line.pairs) or 1
+        code = "; ".join(kind + " " + OBJECT_PATH.sub(r"(in \1)", text)
+                         for kind, text in (("read", line.read_code), ("written", line.write_code)) if text)
+        table.add_row(f"{line.events / total:.1%}" + (" spin" if line in result.spin_lines else ""),
+                      f"0x{line.address & ~63:x}", line.where, _thread_list(line.readers) if line.readers else "-",
+                      _thread_list(line.writers) if line.writers else "-",
+                      ", ".join(f"{i}-{j} {n / counted:.0%}" for i, j, n in pairs) or "-", code or "-")
+    console.print(table)
 
 
 def cmd_workload(args: argparse.Namespace) -> int:

@@ -65,7 +65,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
                     threads: int | None = None, creator: str = "auto") -> Plan | None:
     """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
     allowed PUs of ``topology`` with ``policy`` (a registry name, or ``auto``: the one
-    :func:`pinwise.patterns.analyze` recommends). None for ``os``, which places nothing.
+    :func:`pinwise.patterns.analyze` recommends, checked against the cost model on ``topology``). None for ``os``, which places nothing.
 
     ``creator`` says where a communication-aware policy puts thread 0, the thread that creates
     the others: ``"policy"`` maps it like any thread (the papers); ``"last"`` maps only the
@@ -81,7 +81,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     if policy.strip().lower() == policies.AUTO:
         from ..patterns import analyze
 
-        found = analyze(comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm)))
+        found = analyze(comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm)), topology)
         policy, source = found.policy, f"policy {found.policy} (auto: {found.pattern} pattern)"
     entry = policies.lookup(policy)
     matrix = _matrix(comm)
