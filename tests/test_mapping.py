@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pinwise import PinwiseError
 from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm, write_comm
 from pinwise.mapping import compute_mapping, mapping_cost
+from pinwise.patterns import analyze
 from pinwise.plan import Plan
 from pinwise.policies import REGISTRY
 from pinwise.mapping.pairing import balanced_partition, max_weight_matching
@@ -286,6 +287,8 @@ def test_map_formats_and_compare(tmp_path):
     rows = table_rows(run_pinwise("map", str(csv), "-t", "core2", "--compare", check=True,
                                   env={**os.environ, "COLUMNS": "250"}).stdout)
     assert set(REGISTRY) <= set(rows)
+    assert [name for name, cells in rows.items() if cells[0] == "*"] == [analyze(CommMatrix(matrix), core2).policy]
+    rows = {name: cells[1:] for name, cells in rows.items()}  # without the recommended mark
     assert rows["os"][1:3] == ["-", "-"] and rows["os"][-1] == "(not pinned)"
     costs = {}
     for name in REGISTRY:

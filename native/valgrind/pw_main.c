@@ -510,7 +510,7 @@ static void describe_data(Addr address, HChar* text, Int size)
    if (seg == NULL) VG_(snprintf)(text, size, "unmapped now");
    else if (seg->kind == SkFileC) VG_(snprintf)(text, size, "mapping of %s", VG_(am_get_filename)(seg));
    else if (seg->kind == SkAnonC && seg->isCH) VG_(snprintf)(text, size, "heap (brk)");
-   else if (seg->kind == SkAnonC) VG_(snprintf)(text, size, "anonymous memory (malloc arenas, large blocks, thread stacks)");
+   else if (seg->kind == SkAnonC) VG_(snprintf)(text, size, "anonymous memory (malloc arenas, big blocks, stacks)");
    else if (seg->kind == SkShmC) VG_(snprintf)(text, size, "shared memory");
    else VG_(snprintf)(text, size, "memory of another kind");
 }
@@ -782,6 +782,7 @@ static inline UInt slot_of(Addr line_no)
 static void settle_slot(UInt slot)
 {
    CacheEntry* c = &line_cache[slot];
+   if ((c->pending | c->pending_writes) == 0) return;  /* the common case of streaming: nothing to count */
    if (c->line != NULL) repeat_accesses(c->line, c->pending, c->pending_writes, (UShort)c->owner);
    c->pending = 0;
    c->pending_writes = 0;

@@ -54,12 +54,14 @@ def _comm(comm):
     return CommMatrix.from_array(comm)
 
 
-def analyze(comm):
+def analyze(comm, machine=None):
     """Diener et al.'s metrics, the pattern and the recommended policy of a matrix (a
-    CommMatrix, an array, or a file from ``pinwise trace``)."""
+    CommMatrix, an array, or a file from ``pinwise trace``), without its spin-waits; with
+    ``machine`` (a Topology or what ``--topology`` accepts) the policy is checked against the cost
+    model there."""
     from .patterns import analyze as analyze_matrix
 
-    return analyze_matrix(_comm(comm))
+    return analyze_matrix(_comm(comm), None if machine is None else _machine(machine))
 
 
 def map(comm, policy: str = "auto", machine=None, **options):  # noqa: A001 - the stage's name

@@ -42,6 +42,17 @@ PASSIVE_WAIT = {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": "0", "KMP_BLOCKT
 SHARING_MODELS = ("write", "any")
 
 
+def uses_openmp(program: str) -> bool:
+    """Whether the program names an OpenMP runtime among the libraries it needs (the dynamic
+    string table sits in the file's first megabytes)."""
+    try:
+        with open(program, "rb") as binary:
+            head = binary.read(8 << 20)
+    except OSError:
+        return False
+    return any(name in head for name in (b"libgomp.so", b"libomp.so", b"libiomp5.so"))
+
+
 def passive_wait(environment: dict[str, str]) -> dict[str, str]:
     """The passive-waiting variables that ``environment`` does not set already."""
     return {k: v for k, v in PASSIVE_WAIT.items() if k not in environment}
@@ -168,8 +179,9 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     "passive" sets OpenMP's passive waiting (PASSIVE_WAIT) where the environment does not set it,
     "keep" leaves the environment alone. With ``quiet`` the program's standard output is
     discarded. With ``native_run`` the program then runs once natively, its output discarded, for
-    the threads' real lifetimes (under Valgrind they take turns) and the main thread's
-    create/join calls, which show workers created in rounds (pinwise.comm.find_rounds)."""
+    the main thread's create/join calls, which show workers created in rounds
+    (pinwise.comm.find_rounds), and the threads' real lifetimes (under Valgrind they take turns);
+    only when the traced run leaves room for rounds (:func:`rounds_possible`)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if sharing not in SHARING_MODELS:
@@ -189,7 +201,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         env.update(extra_env or {})
         waiting = passive_wait(env) if omp_wait == "passive" else {}
         env.update(waiting)
-        if waiting and not quiet:
+        if waiting and not quiet and uses_openmp(program):
             print("tracing with " + " ".join(f"{k}={v}" for k, v in waiting.items())
                   + " (OpenMP threads sleep at barriers instead of spinning; set them yourself, or --omp-wait keep, "
                   "to trace another way)", file=sys.stderr)
@@ -236,7 +248,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         comm = parse_trace(result_path.read_text(), str(result_path))
     partial = comm.info.partial or returncode != 0 or interrupted
     observed = {}
-    if native_run and not partial:
+    if native_run and not partial and rounds_possible(comm):
         if show:
             print("tracing done; one native run for the threads' lifetimes and rounds ...", file=sys.stderr)
         from .pinning.launcher import observe_threads
@@ -257,6 +269,21 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         print(f"pinwise: warning: {argv[0]} {reason}: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)
     return comm
+
+
+def rounds_possible(comm: CommMatrix) -> bool:
+    """Whether the traced run leaves room for workers created in rounds, which only the native
+    run's record of the main thread's create and join calls can tell (pinwise.comm.find_rounds).
+    A round's workers are all joined before the next round is created, so in every execution, the
+    traced one included, some worker is born after another ended; when none is (one pool of
+    workers), there are no rounds and the native run is skipped. Without the tracer's lifetimes,
+    it may be."""
+    lives, creators = comm.info.lifetimes_traced, comm.info.creators
+    if lives is None or creators is None or len(lives) != comm.threads or comm.threads < 3:
+        return lives is None or creators is None
+    workers = [lives[t] for t in range(1, comm.threads) if creators[t] == 0]
+    first_end = min((end for _, end in workers), default=None)
+    return first_end is not None and any(born >= first_end for born, _ in workers)
 
 
 def _progress_line(result_path: Path, elapsed: float) -> None:

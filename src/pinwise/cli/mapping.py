@@ -108,23 +108,27 @@ def _print_comparison(rows, topology, recommended) -> int:
     shared = _shared_levels(topology)
     levels = [t for t in topology.level_types if t in shared and t != ObjType.MACHINE
               and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
+    def mark(row) -> str:
+        return "*" if row.policy == recommended.policy else ""
+
     table = Table(title=Text(f"every policy on {topology.source}: cost = sum of M[i][j] x tree distance (lower is better)"),
                   title_justify="left")
-    for column in ["policy", "family", "cost", "vs best"] + [f"{t} max/avg" for t in levels] + ["ms", "CPU list"]:
-        table.add_column(column, justify="left" if column in ("policy", "family", "CPU list") else "right")
+    for column in ["policy", "rec.", "family", "cost", "vs best"] + [f"{t} max/avg" for t in levels] + ["ms", "CPU list"]:
+        table.add_column(column, justify="left" if column in ("policy", "rec.", "family", "CPU list") else "right")
     for row in rows:
         family = REGISTRY[row.policy].family
         if row.cost is None:
-            table.add_row(row.policy, family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}", "(not pinned)")
+            table.add_row(row.policy, mark(row), family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}",
+                          "(not pinned)")
             continue
         ratio = "stacked" if row.policy in stacked else f"{row.cost.hops / best if best else 1.0:.2f}"
         cpus = format_cpulist(row.plan.pus)
-        table.add_row(row.policy + (" *" if row.policy == recommended.policy else ""), family, f"{row.cost.hops:,.0f}", ratio,
+        table.add_row(row.policy, mark(row), family, f"{row.cost.hops:,.0f}", ratio,
                       *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",
                       cpus if len(cpus) <= 40 else cpus[:37] + "...")
     console = Console(highlight=False, width=max(160, Console().width))
     console.print(table)
-    console.print(Text(f"* recommended (pinwise analyze -t): {recommended.policy}, for the {recommended.pattern} "
+    console.print(Text(f"rec. *: recommended (pinwise analyze -t): {recommended.policy}, for the {recommended.pattern} "
                        f"pattern: {recommended.reason}"))
     return 0
 

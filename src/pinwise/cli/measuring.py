@@ -231,25 +231,25 @@ OBJECT_PATH = re.compile(r"[(]in /[^)]*/([^/)]+)[)]")
 
 
 def _print_hot_lines(console, comm, result, count: int) -> None:
-    """The lines carrying the most communication, with what they are and who shares them."""
-    from rich.table import Table
+    """The lines carrying the most communication, one per line: what they are, who shares them, the
+    code that touches them."""
     from rich.text import Text
 
     total = _events(comm)
-    table = Table(title=Text("hot shared lines: the cache lines that carry the most communication (fix false "
-                             "sharing here)"), title_justify="left")
-    for column in ("events", "line", "what", "readers", "writers", "top pairs", "code"):
-        table.add_column(column, justify="right" if column == "events" else "left")
+    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here):"))
     for line in result.hot_lines[:count]:
         pairs = sorted(line.pairs, key=lambda p: -p[2])[:3]
         counted = sum(n for _, _, n in line.pairs) or 1
-        code = "; ".join(kind + " " + OBJECT_PATH.sub(r"(in \1)", text)
-                         for kind, text in (("read", line.read_code), ("written", line.write_code)) if text)
-        table.add_row(f"{line.events / total:.1%}" + (" spin" if line in result.spin_lines else ""),
-                      f"0x{line.address & ~63:x}", line.where, _thread_list(line.readers) if line.readers else "-",
-                      _thread_list(line.writers) if line.writers else "-",
-                      ", ".join(f"{i}-{j} {n / counted:.0%}" for i, j, n in pairs) or "-", code or "-")
-    console.print(table)
+        read, written = (OBJECT_PATH.sub(r"(in \1)", text) if text else None
+                         for text in (line.read_code, line.write_code))
+        code = (f"read and written at {read}" if read == written and read else
+                "; ".join(f"{kind} at {text}" for kind, text in (("read", read), ("written", written)) if text))
+        who = (f"{_thread_list(line.readers)} read, {_thread_list(line.writers)} write" if line.writers
+               else f"{_thread_list(line.readers)} read")
+        top = ", ".join(f"{i}-{j} {n / counted:.0%}" for i, j, n in pairs)
+        console.print(Text(f"  {line.events / total:6.1%}{' spin-wait' if line in result.spin_lines else ''}  "
+                           f"0x{line.address & ~63:x}  {line.where}: {who}"
+                           + (f"; pairs {top}" if top else "") + (f"; {code}" if code else "")))
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
