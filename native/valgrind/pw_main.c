@@ -648,7 +648,10 @@ static void promote(LineEntry* e)
       h = &hot[0];
       for (Int i = 1; i < HOT_LINES; i++)
          if (hot[i].line->events < h->line->events) h = &hot[i];
-      if (h->line->events >= e->events) return;
+      if (h->line->events >= e->events) {  /* still the coldest: no rescan until e passes twice its events */
+         coldest_events = h->line->events;
+         return;
+      }
       h->line->hot = 0;
    }
    if (h->reads == NULL) hot_arrays(h, cap, 0);
