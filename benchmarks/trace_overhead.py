@@ -37,13 +37,13 @@ def main() -> int:
     args = parser.parse_args()
     patterns = str(native_dir() / "bin" / "patterns")
     programs = {  # the tests' patterns, long enough (2-4 s under Valgrind) that start-up does not dominate
-        "pairs, 4 threads": [patterns, "pairs", "-t", "4", "-i", "60000"],
-        "neighbour, 8 threads": [patterns, "neighbour", "-t", "8", "-i", "30000"],
-        "master, 6 threads": [patterns, "master", "-t", "6", "-i", "40000"],
-        "all-to-all, 4 threads": [patterns, "all-to-all", "-t", "4", "-i", "60000"],
-        "private, 4 threads": [patterns, "private", "-t", "4", "-i", "60000"],
+        "pairs, 4 threads": [patterns, "pairs", "-n", "4", "-i", "60000"],
+        "neighbour, 8 threads": [patterns, "neighbour", "-n", "8", "-i", "30000"],
+        "master, 6 threads": [patterns, "master", "-n", "6", "-i", "40000"],
+        "all-to-all, 4 threads": [patterns, "all-to-all", "-n", "4", "-i", "60000"],
+        "private, 4 threads": [patterns, "private", "-n", "4", "-i", "60000"],
         # the hard case: every access to a line of an 8 MiB working set, a new line each time
-        "private 8 MiB each, 4 threads": [patterns, "private", "-t", "4", "-i", "30000", "-z", "8192"],
+        "private 8 MiB each, 4 threads": [patterns, "private", "-n", "4", "-i", "30000", "-z", "8192"],
     }
     hard_case = "private 8 MiB each, 4 threads"
     out = table(f"tracing cost, best of {args.runs} runs",

@@ -195,3 +195,21 @@ def test_a_random_winner_is_reported_without_a_cpu_list(tmp_path):
     assert result.winner is not None and result.winner.name == "random"
     assert result.lines[-1] == ("  pinwise run --policy random -- /bin/true   (a new random placement every run; "
                                 "no fixed CPU list won)")
+
+
+def test_a_placement_of_the_users_is_benched_beside_the_candidates(tmp_path):
+    """--placement NAME=SPEC as bench takes it (an expression here); a bad one is refused before
+    the trace."""
+    program = FakeProgram({"os": 1.0, "1,0,0,1,1": 0.6, "0,0,0,1,1": 1.0, "other": 1.3}, 0.05)
+    traced = []
+    result = run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "auto.db"), progress=False, say=lambda _: None,
+                      tracer=lambda argv, path: traced.append(argv) or contending_pairs(), runner=program,
+                      placements=["mine=S0:1@S0:0"])
+    assert "mine" in [p.name for p in result.summary.policies]
+    assert result.summary.result("mine").placement == "1,0"
+    traced.clear()
+    with pytest.raises(Exception, match="affinity domain 'S7' does not exist"):
+        run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "bad.db"), progress=False, say=lambda _: None,
+                 tracer=lambda argv, path: traced.append(argv) or contending_pairs(), runner=program,
+                 placements=["bad=S7:0"])
+    assert traced == []  # refused before tracing

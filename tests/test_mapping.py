@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import subprocess
 
 import networkx as nx
@@ -274,9 +275,10 @@ def test_map_formats_and_compare(tmp_path):
 
     order = "0,4,1,5,2,6,3,7"  # KMP scatter on two packages of four cores
     assert mapped("-f", "cpulist") == order
-    assert mapped("-f", "omp-places") == "{0},{4},{1},{5},{2},{6},{3},{7}"
-    assert mapped("-f", "gomp") == order.replace(",", " ")
-    assert mapped("-f", "kmp") == f"granularity=fine,explicit,proclist=[{order}]"
+    # Every tool's line as written in front of the program (what `pinwise run --print` shows).
+    assert mapped("-f", "omp-places") == 'OMP_PLACES="{0},{4},{1},{5},{2},{6},{3},{7}" OMP_PROC_BIND=close'
+    assert mapped("-f", "gomp") == f'GOMP_CPU_AFFINITY="{order.replace(",", " ")}"'
+    assert mapped("-f", "kmp") == f'KMP_AFFINITY="granularity=fine,explicit,proclist=[{order}]"'
     assert mapped("-f", "likwid") == f"likwid-pin -c {order}"
     assert mapped("-f", "taskset") == "taskset -c 0-7"
     plan = Plan.from_json(mapped("-f", "json"))
@@ -358,7 +360,7 @@ def test_map_of_a_program_in_rounds_plans_one_round(tmp_path, build_dir):
     assert cpus[0] == cpus[4]  # the idle creator beside the last pair it creates
     assert "3 rounds of 4" in result.stderr and "--repeat-from 1" in result.stderr
     gomp = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-f", "gomp", check=True)
-    assert gomp.stdout.split() == list(map(str, cpus[:1] + cpus[1:] * 3))  # written out for the 13 threads traced
+    assert shlex.split(gomp.stdout) == ["GOMP_CPU_AFFINITY=" + " ".join(map(str, cpus[:1] + cpus[1:] * 3))]  # written out for the 13 threads traced
     # likwid-pin wraps round from its first CPU and refuses a list longer than the machine's 2 CPUs.
     likwid = run_pinwise("map", str(comm_path), "-t", topology, "--policy", "locality", "-f", "likwid")
     assert_clean_failure(likwid, "likwid-pin cannot apply this plan", "4 CPUs", "2 hardware threads")

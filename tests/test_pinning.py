@@ -95,6 +95,8 @@ def expected(cpus: list[int], count: int) -> dict[int, list[int]]:
     (["--expr", "C0"], [0, 1]),
     (["--expr", "M0"], [0, 1]),
     (["--expr", "N:scatter"], [0, 1]),
+    (["--cpus", "S0:1@S0:0"], [1, 0]),  # -c takes expressions too, as likwid-pin -c does
+    (["-c", "E:N:2:1:1"], [0, 1]),
     (["--policy", "compact"], [0, 1]),
     (["--policy", "scatter"], [0, 1]),
     (["--policy", "spread", "-n", "2"], [0, 1]),
@@ -364,7 +366,7 @@ def test_policies_on_presets():
 @pytest.mark.parametrize("options, words", [
     (["--cpus", "7"], ["CPU 7 does not exist"]),
     (["--cpus", "0,,1"], ["malformed"]),
-    (["--cpus", "a"], ["malformed"]),
+    (["--cpus", "a"], ["neither a CPU list", "nor a likwid-pin expression"]),
     (["--cpus", ""], ["empty"]),
     (["--expr", "S9:0"], ["S9", "does not exist"]),
     (["--expr", "X:1"], ["cannot read likwid expression"]),
@@ -511,6 +513,8 @@ def test_pinned_restores_every_thread_and_pin_threads_takes_a_list():
         with pinwise.pinned([0]):
             raise RuntimeError("the block failed")
     assert {tid: cpus for tid, cpus in current_placement().items() if tid in before} == before
+    mixed = pinwise.pin_threads([0, 1, 0])  # a plain list, as the README shows it
+    assert list(mixed.values())[0] == (0,)
     done = pinwise.pin_threads([1])  # a CPU list: thread k on its k-th CPU, wrapping round
     assert set(done.values()) == {(1,)} and set(map(tuple, current_placement().values())) == {(1,)}
     pinwise.pin_threads(Plan.from_cpus(sorted(os.sched_getaffinity(0) | {0, 1})))
@@ -521,7 +525,12 @@ def test_pinned_restores_every_thread_and_pin_threads_takes_a_list():
 def test_python_api_runs_each_stage(tmp_path, threads_exe):
     import pinwise
 
-    assert str(pinwise.topology("nehalem")) == "nehalem: pack:2 l3:1 l2:4 l1:1 core:1 pu:1 (8 PUs)"
+    drawn = str(pinwise.topology("nehalem")).splitlines()  # drawn as `pinwise topo` draws it
+    assert drawn[0] == "nehalem: pack:2 l3:1 l2:4 l1:1 core:1 pu:1 (8 PUs)"
+    assert "  Package 1 [NUMA 1] > L3 1 (8MiB): 4 5 6 7" in drawn
+    assert pinwise.topology("nehalem").summary() == drawn[0]
+    plan = pinwise.compute_mapping("locality", [[0, 5, 0], [5, 0, 1], [0, 1, 0]], "nehalem")  # a topology by name
+    assert plan.nb_slots == 3 and len(set(plan.pus)) == 3
     matrix = [[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 0, 9], [0, 0, 9, 0]]
     assert pinwise.analyze(matrix).pattern == "pairs"
     plan = pinwise.map(matrix, "locality", "pack:2 core:2 pu:1")

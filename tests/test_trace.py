@@ -42,7 +42,7 @@ def share(matrix, cells):
 
 
 def test_pairs_give_two_heavy_blocks(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS)
+    comm = traced(tmp_path, PATTERNS, "pairs", "-n", "4", "-i", TRACE_ITERATIONS)
     assert comm.threads == 4
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
     assert comm.info.tool.startswith("pinwise-valgrind") and comm.info.partial is False
@@ -50,24 +50,24 @@ def test_pairs_give_two_heavy_blocks(tmp_path):
 
 
 def test_neighbour_gives_a_band(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "6", "-i", TRACE_ITERATIONS)
+    comm = traced(tmp_path, PATTERNS, "neighbour", "-n", "6", "-i", TRACE_ITERATIONS)
     assert share(comm.matrix, [(i, i + 1) for i in range(5)]) > 0.95
     assert all(comm.matrix[i, i + 1] > 0 for i in range(5))
 
 
 def test_master_gives_one_heavy_row(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "master", "-t", "6", "-i", TRACE_ITERATIONS)
+    comm = traced(tmp_path, PATTERNS, "master", "-n", "6", "-i", TRACE_ITERATIONS)
     assert share(comm.matrix, [(0, j) for j in range(1, 6)]) > 0.95
 
 
 def test_all_to_all_is_flat(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "all-to-all", "-t", "4", "-i", TRACE_ITERATIONS)
+    comm = traced(tmp_path, PATTERNS, "all-to-all", "-n", "4", "-i", TRACE_ITERATIONS)
     off = comm.matrix[~np.eye(4, dtype=bool)]
     assert off.min() > 0 and off.std() / off.mean() < 0.5
 
 
 def test_private_is_near_zero(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "private", "-t", "4", "-i", TRACE_ITERATIONS)
+    comm = traced(tmp_path, PATTERNS, "private", "-n", "4", "-i", TRACE_ITERATIONS)
     assert comm.matrix.sum() / 2 < 0.01 * comm.accesses.sum()
 
 
@@ -187,7 +187,7 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
 
 
 def test_mazouz_alpha_model(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "pairs", "-t", "4", "-i", TRACE_ITERATIONS, options=("--model", "mazouz"))
+    comm = traced(tmp_path, PATTERNS, "pairs", "-n", "4", "-i", TRACE_ITERATIONS, options=("--model", "mazouz"))
     assert comm.info.model == "mazouz"
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
 
@@ -218,14 +218,13 @@ def test_missing_valgrind_and_programs(tmp_path):
     assert_clean_failure(run_pinwise("trace"), "no program")
 
 
-def test_progress_line_shows_on_a_terminal(tmp_path):
+def _on_a_terminal(argv: list[str]) -> bytes:
+    """What ``argv`` writes to a terminal (a pty: both streams), whole."""
     import pty
 
-    out = tmp_path / "c.json"
     pid, fd = pty.fork()
     if pid == 0:
-        os.execv(sys.executable, [sys.executable, "-m", "pinwise.cli", "trace", "-o", str(out), "--", PATTERNS,
-                                  "pairs", "-t", "2", "-i", "20000"])
+        os.execv(argv[0], argv)
     chunks = []
     while True:
         try:
@@ -236,11 +235,31 @@ def test_progress_line_shows_on_a_terminal(tmp_path):
             break
         chunks.append(data)
     os.waitpid(pid, 0)
-    assert b"tracing:" in b"".join(chunks)
+    return b"".join(chunks)
+
+
+def _screen_lines(raw: bytes) -> list[str]:
+    """The lines a terminal shows: a carriage return goes back to the start of the line and
+    ESC [ K erases what follows, so each line shows what was written after its last one."""
+    text = raw.decode(errors="replace").replace("\r\n", "\n").replace("\x1b[K", "")
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+
+
+def test_progress_line_shows_on_a_terminal_and_never_shares_a_line_with_the_program(tmp_path, build_dir):
+    chatty = compile_program("chatty.c", build_dir)
+    raw = _on_a_terminal([sys.executable, "-m", "pinwise.cli", "trace", "-o", str(tmp_path / "c.json"), "--",
+                          str(chatty)])
+    assert b"tracing:" in raw
+    screen = _screen_lines(raw)
+    shown = [line for line in screen if "program" in line]
+    assert sorted(shown) == sorted([f"program line {i}" for i in range(3)] + [f"program error line {i}" for i in range(3)])
+    assert any(line.startswith("tracing: ") and "threads" in line for line in screen)  # the final progress line stays
+    # The progress line was drawn while the program was printing, and erased before each of its lines.
+    assert raw.count(b"tracing:") > 3 and raw.count(b"\x1b[K") >= 6
 
 
 def test_many_threads(tmp_path):
-    comm = traced(tmp_path, PATTERNS, "neighbour", "-t", "600", "-i", "3")
+    comm = traced(tmp_path, PATTERNS, "neighbour", "-n", "600", "-i", "3")
     assert comm.threads == 600 and comm.matrix.shape == (600, 600)
     assert comm.info.memory_bytes > 600 * 600 * 8  # the matrix itself is counted
     assert all(comm.matrix[i, i + 1] > 0 for i in range(599))
@@ -342,5 +361,5 @@ def test_relro_follows_mprotect(tmp_path, build_dir):
     ("pairs", "pairs"), ("neighbour", "neighbour"), ("far-pairs", "far pairs"), ("master", "master/reduction"),
     ("pipeline", "pipeline"), ("all-to-all", "all-to-all"), ("private", "none")])
 def test_workloads_are_classified_right(tmp_path, workload, pattern, threads):
-    found, _, _ = _analysis(tmp_path, PATTERNS, workload, "-t", str(threads), "-i", TRACE_ITERATIONS)
+    found, _, _ = _analysis(tmp_path, PATTERNS, workload, "-n", str(threads), "-i", TRACE_ITERATIONS)
     assert found["pattern"] == pattern, found

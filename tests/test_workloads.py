@@ -33,10 +33,10 @@ def test_each_workload_shows_its_pattern(tmp_path, name):
 def test_workload_cli():
     listing = run_pinwise("workload", "list", check=True).stdout
     assert all(name in listing for name in WORKLOADS)
-    result = run_pinwise("workload", "run", "all-to-all", "-t", "3", "-i", "50", check=True)
+    result = run_pinwise("workload", "run", "all-to-all", "-n", "3", "-i", "50", check=True)
     assert "Time in seconds =" in result.stdout
     printed = run_pinwise("workload", "run", "pairs", "--print", check=True).stdout.split()
-    assert printed[1:3] == ["pairs", "-t"]
+    assert printed[1:3] == ["pairs", "-n"]
     assert_clean_failure(run_pinwise("workload", "run", "nosuch"), "unknown workload")
     assert_clean_failure(run_pinwise("workload", "run", "pairs", "--shared-ratio", "2"), "--shared-ratio", "at most 1")
     assert_clean_failure(run_pinwise("workload", "run"), "which workload")

@@ -1,6 +1,6 @@
 /* patterns: threads that communicate in the patterns of the papers, on demand.
  *
- *   patterns PATTERN [-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]
+ *   patterns PATTERN [-n THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]
  *
  * The main thread is thread 0 and works like the others (as an OpenMP master does), so thread k
  * of the traced matrix and slot k of a pinwise plan are the same thread. Each thread, every
@@ -139,11 +139,20 @@ static void *work(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private} "
-                    "[-t THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]\n");
+                    "[-n THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]\n"
+                    "  -n THREADS     threads, the main thread included (default 4)\n"
+                    "  -i ITERATIONS  iterations of 1000 accesses per thread\n"
+                    "  -s RATIO       share of accesses to shared lines (default 0.5)\n"
+                    "  -m IMBALANCE   extra work of the busiest thread (1 = twice as much)\n"
+                    "  -z KIB         private working set per thread in KiB\n");
 }
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        usage();
+        return 0;
+    }
     if (argc < 2) {
         usage();
         return 2;
@@ -168,7 +177,7 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        if (!strcmp(argv[i], "-t"))
+        if (!strcmp(argv[i], "-n"))
             threads = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(argv[i], "-i"))
             iterations = strtol(argv[++i], &end, 10);

@@ -32,6 +32,7 @@ _LAZY = {
     "Placement": ("pinwise.placement", "Placement"),
     "resolve": ("pinwise.placement", "resolve"),
     "CommMatrix": ("pinwise.comm", "CommMatrix"),
+    "compute_mapping": ("pinwise.mapping", "compute_mapping"),  # compute_mapping("locality", M, "nehalem")
     "pin_threads": ("pinwise.pinning", "pin_threads"),
     "pinned": ("pinwise.pinning", "pinned"),
 }

@@ -77,13 +77,14 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
 def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
              progress: bool | None = None, say=print, tracer=None, runner=None,
-             policies: list[str] | None = None) -> AutoResult:
+             policies: list[str] | None = None, placements: list[str] | None = None) -> AutoResult:
     """Trace ``argv`` (or ``trace_argv``), choose candidates from the analysis, bench them against
     the OS with early stopping, and name the winner.
 
     ``tracer(argv, path) -> CommMatrix`` and ``runner`` (see :func:`pinwise.bench.run_bench`)
     default to the real Valgrind trace and the real runs; tests pass functions with known answers.
-    ``policies`` replaces the candidates the analysis suggests (``os``, the baseline, is added).
+    ``policies`` replaces the candidates the analysis suggests (``os``, the baseline, is added);
+    ``placements`` (NAME=SPEC, as ``bench --placement`` takes them) are benchmarked beside them.
     """
     if budget_minutes <= 0:
         raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
@@ -93,6 +94,8 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     for name in policies or []:  # before the long trace, not after it
         if name.strip().lower() != registry.AUTO:
             registry.lookup(name)
+    if placements:  # checked before the long trace too
+        build_candidates([], placements, topology, None)
     started = time.perf_counter()
     with temporary_folder("auto") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
@@ -112,7 +115,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
         say(f"    recommended: {analysis.policy} ({analysis.reason})")
         chosen = list(dict.fromkeys(["os", *policies])) if policies else candidate_policies(analysis)
-        candidates = build_candidates(chosen, [], topology, None, comm)
+        candidates = build_candidates(chosen, placements or [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
         unique, aliases = unique_candidates(candidates)  # policies that give the same CPUs are run once
         names = [c.name for c in unique]

@@ -83,6 +83,9 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
         raise PinwiseError("--comm goes with a --policy (locality, lp-compact, gp, ...), not with "
                            f"{given[0]}")
     skip_mask = parse_skip_mask(spec.skip)
+    cpus_expression = spec.cpus is not None and not _plain_cpulist(spec.cpus)
+    if cpus_expression:  # likwid-pin -c takes both
+        spec = spec.replace(cpus=None, expr=spec.cpus)
     if topology is None and spec.cpus is None:
         topology = _this_machine()
     if spec.policy is not None:
@@ -101,8 +104,14 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
     else:
         from .pinning import likwid
 
-        plan = Plan.from_cpus(likwid.evaluate(spec.expr, topology), source=f"likwid expression {spec.expr}",
-                              machine=Machine.of(topology))
+        try:
+            cpus = likwid.evaluate(spec.expr, topology)
+        except PinwiseError as err:
+            if not cpus_expression:
+                raise
+            raise PinwiseError(f"--cpus {spec.expr!r} is neither a CPU list (0,4,1-3) nor a likwid-pin expression "
+                               f"that this machine has ({err})") from None
+        plan = Plan.from_cpus(cpus, source=f"likwid expression {spec.expr}", machine=Machine.of(topology))
     if spec.threads is not None and spec.policy is None and spec.threads != plan.nb_slots:
         plan = plan.replace(slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
                        repeat_from=min(plan.repeat_from, spec.threads - 1))
@@ -114,6 +123,11 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
         return plan  # CPUs this process may use exist and are allowed: no need to read the machine
     plan.validate(topology or _this_machine())
     return plan
+
+
+def _plain_cpulist(text: str) -> bool:
+    """A CPU list (digits, commas, ranges, strides), not a likwid-pin expression."""
+    return all(c.isdigit() or c in ",-: \t\n" for c in text) and text.count(":") <= text.count("-")
 
 
 def _this_machine():

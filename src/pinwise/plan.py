@@ -172,6 +172,16 @@ class Plan(Frozen):
                         for slot in self.slots)
         return f"granularity=fine,explicit,proclist=[{cpus}]"
 
+    def omp_line(self) -> str:
+        """The OpenMP 4 variables, as written before the program."""
+        return f'OMP_PLACES="{self.omp_places()}" OMP_PROC_BIND=close'
+
+    def gomp_line(self) -> str:
+        return f'GOMP_CPU_AFFINITY="{self.gomp_cpu_affinity()}"'
+
+    def kmp_line(self) -> str:
+        return f'KMP_AFFINITY="{self.kmp_affinity()}"'
+
     def likwid_cpus(self) -> list[int]:
         """The shortest CPU list that likwid-pin, wrapping round as it does, turns into this plan."""
         cpus = [min(slot) for slot in self.slots]
@@ -218,9 +228,9 @@ class Plan(Frozen):
                       f"{hw_threads} hardware threads, which likwid-pin refuses; use the pinwise line)")
         lines += [
             ("likwid-pin", likwid),
-            ("OpenMP", f'OMP_PLACES="{plan.omp_places()}" OMP_PROC_BIND=close'),
-            ("GNU OpenMP", f'GOMP_CPU_AFFINITY="{plan.gomp_cpu_affinity()}"'),
-            ("Intel OpenMP", f'KMP_AFFINITY="{plan.kmp_affinity()}"'),
+            ("OpenMP", plan.omp_line()),
+            ("GNU OpenMP", plan.gomp_line()),
+            ("Intel OpenMP", plan.kmp_line()),
             taskset,
         ]
         if self.repeat_from:

@@ -69,7 +69,7 @@ def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared
         raise PinwiseError(f"--size must be between 1 and 1048576 KiB, not {size_kib}")
     if name == "blog-pairs":
         return [str(NATIVE_DIR / "bin" / "pairs"), "-p", str(max(1, threads // 2)), "-r", str(max(1, iterations // 100))]
-    command = [str(NATIVE_DIR / "bin" / "patterns"), name, "-t", str(threads), "-i", str(iterations),
+    command = [str(NATIVE_DIR / "bin" / "patterns"), name, "-n", str(threads), "-i", str(iterations),
                "-s", str(shared_ratio), "-z", str(size_kib)]
     if imbalance is not None:
         command += ["-m", str(imbalance)]

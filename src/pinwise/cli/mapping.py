@@ -88,7 +88,8 @@ def cmd_map(args: argparse.Namespace) -> int:
         print(plan.cpulist())
     else:
         written = plan.expanded(traced) if traced else plan
-        print({"omp-places": written.omp_places, "gomp": written.gomp_cpu_affinity, "kmp": written.kmp_affinity,
+        # Each as written in front of the program, as `pinwise run --print` shows them.
+        print({"omp-places": written.omp_line, "gomp": written.gomp_line, "kmp": written.kmp_line,
                "likwid": written.likwid_pin, "taskset": written.taskset}[args.format]())
     return 0
 

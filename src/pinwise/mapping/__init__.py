@@ -23,7 +23,9 @@ from .tree import SlotTree
 
 
 def _matrix(comm) -> np.ndarray:
-    return comm.matrix if isinstance(comm, CommMatrix) else comm
+    if isinstance(comm, CommMatrix):
+        return comm.matrix
+    return comm if hasattr(comm, "shape") else np.asarray(comm, dtype=np.float64)  # a list of rows too
 
 
 #: A creator thread that executes less than this share of an average worker's instructions
@@ -76,6 +78,10 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     """
     if creator not in CREATOR_MODES:
         raise PinwiseError(f"creator placement {creator!r}: choose one of {', '.join(CREATOR_MODES)}")
+    if not isinstance(topology, Topology):  # a name, file or synthetic string, as --topology takes it
+        from ..topology import load_topology
+
+        topology = load_topology(topology)
     comm = by_role(comm)
     source = None
     if policy.strip().lower() == policies.AUTO:

@@ -439,9 +439,16 @@ class Topology:
     def __repr__(self) -> str:
         return f"Topology({self.source!r}, {self.nb_pus} PUs, {len(self.allowed)} allowed)"
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
+        """One line: where it comes from, its shape and its PUs."""
         restricted = f", {len(self.allowed)} allowed" if len(self.allowed) != self.nb_pus else ""
         return f"{self.source or 'topology'}: {self.shape} ({self.nb_pus} PUs{restricted})"
+
+    def __str__(self) -> str:
+        """The machine drawn as ``pinwise topo`` draws it, under its one-line summary."""
+        from .render import render
+
+        return f"{self.summary()}\n{render(self)}"
 
 
 def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
