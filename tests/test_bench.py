@@ -94,8 +94,9 @@ def test_failures_are_recorded_and_the_bench_goes_on(tmp_path, build_dir):
     db_path = str(tmp_path / "crash.db")
     result = run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os,compact", "--quiet", "--", str(crash))
     assert result.returncode == 1
-    assert "killed by SIGSEGV" in result.stdout
-    assert result.stderr.strip().splitlines()[-1].startswith("pinwise: error: no successful run of os, compact")
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("pinwise: error: no successful run of os, compact") and "killed by SIGSEGV" in error
+    assert "keep the OS placement" not in result.stdout  # no verdict stands on placements that never ran
     assert policy_counts(db_path) == {"os": 2, "compact": 2}
 
 
@@ -110,15 +111,72 @@ def test_timeout_kills_a_hanging_program(tmp_path):
     assert row.failure == "timeout after 0.5 s" and row.exit_status == -signal.SIGKILL
 
 
-def test_refuses_to_mix_experiments_unless_new(tmp_path):
-    db_path = str(tmp_path / "mix.db")
-    run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0", "--quiet",
-                "--", "/bin/true", check=True)
-    assert_clean_failure(run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0",
-                                     "--quiet", "--", "/bin/echo", "hi"), "another command", "--new")
-    run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os", "--placement", "one=0", "--quiet", "--new",
-                "--", "/bin/echo", "hi", check=True)
-    assert len(experiments(open_db(db_path, create=False))) == 2
+def test_two_programs_in_one_database_resume_and_report_with_exports(tmp_path):
+    """Experiments of several programs live side by side: each bench resumes its own (saying how
+    many runs it already has), --new starts another, and the report shows them all, with the
+    overall table and every export read back."""
+    db_path = str(tmp_path / "two.db")
+
+    def bench(*program, runs="2", new=()):
+        return run_pinwise("bench", "--db", db_path, "-r", runs, "--policies", "os", "--placement", "one=0",
+                           "--quiet", *new, "--", *program, check=True)
+
+    bench("/bin/true")
+    second = bench("/bin/echo", "hi")
+    assert "new experiment 2" in second.stderr and "beside 1 other" in second.stderr
+    again = bench("/bin/true", runs="3")  # the first program's experiment, one more block
+    assert "experiment 1 of" in again.stderr and "4/6 runs already recorded, 2 to run" in again.stderr
+    done = bench("/bin/true", runs="3")
+    assert "6/6 runs already recorded; nothing to run" in done.stderr
+    bench("/bin/echo", "hi", new=("--new",))
+    connection = open_db(db_path, create=False)
+    found = experiments(connection)
+    assert [e.label for e in found] == ["true", "echo hi", "echo hi"]
+    assert [len(runs(connection, e.id)) for e in found] == [6, 4, 4]
+    assert found[0].host["cpus"] == os.cpu_count() and found[0].shape  # the machine header's facts
+    connection.close()
+
+    out = {kind: tmp_path / f"r.{kind}" for kind in ("csv", "json", "md", "tex")}
+    result = run_pinwise("report", db_path, "--export-csv", str(out["csv"]), "--export-json", str(out["json"]),
+                         "--export-markdown", str(out["md"]), "--export-latex", str(out["tex"]), check=True)
+    assert result.stdout.count("[wall time, baseline os") == 3 and "over 3 programs" in result.stdout
+    assert result.stdout.startswith("machine: ")
+    import csv
+    import json
+
+    rows = list(csv.DictReader(out["csv"].open()))
+    assert [(r["experiment"], r["policy"]) for r in rows] == [(str(e), p) for e in (1, 2, 3) for p in ("os", "one")]
+    assert all(float(r["min_s"]) <= float(r["median_s"]) <= float(r["max_s"]) for r in rows)
+    assert all(abs(float(r["stddev_s"]) ** 2 - float(r["variance_s2"])) < 1e-12 for r in rows)
+    assert {r["speedup_median"] for r in rows if r["policy"] == "os"} == {"1.0"}
+    overall = list(csv.DictReader((tmp_path / "r.overall.csv").open()))
+    assert [r["policy"] for r in overall] == ["os", "one"] and overall[1]["programs"] == "3"
+    document = json.loads(out["json"].read_text())
+    assert [len(e["results"]) for e in document["experiments"]] == [2, 2, 2]
+    assert len(document["experiments"][0]["results"][0]["times_s"]) == 3
+    assert document["experiments"][0]["machine"]["cpus"] == os.cpu_count()
+    assert document["overall"][1]["programs"] == 3
+    markdown = out["md"].read_text()
+    assert markdown.count("| `one` |") == 4 and "### over 3 programs" in markdown  # 3 programs and the overall row
+    for line in (line for line in markdown.splitlines() if line.startswith("|")):
+        assert line.count("|") in (9, 6), line  # every row has its table's columns
+    latex = out["tex"].read_text()
+    assert latex.count(r"\begin{tabular}") == latex.count(r"\end{tabular}") == 4
+    for line in latex.splitlines():
+        if line.endswith(r"\\") and "&" in line:
+            assert line.count("&") in (7, 4), line
+
+
+def test_a_time_regex_that_misses_stops_at_the_first_run(tmp_path):
+    db_path = tmp_path / "regex.db"
+    result = run_pinwise("bench", "--db", str(db_path), "-r", "5", "--policies", "os,compact", "--time-regex",
+                         r"Elapsed: ([0-9.]+)", "--quiet", "--", PAIRS, "-r", "1")
+    assert_clean_failure(result, "found nothing in the output of the first run", "Time in seconds",
+                         "nothing was recorded", "pinwise bench --help")
+    assert "best:" not in result.stdout and "keep the OS" not in result.stdout  # no verdict before the error
+    connection = sqlite3.connect(db_path)
+    assert connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("arguments, words", [

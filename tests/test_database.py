@@ -132,11 +132,14 @@ def test_a_damaged_experiment_is_named(tmp_path, capsys, column, value, words):
     assert status == 2
     assert f"experiment 1 is damaged ({words}" in err and "no finished run yet" in err
     assert "Traceback" not in err
-    # A bench on it resumes nothing from the damaged latest one... experiment 2 is fine, so it goes on.
+    # A bench beside damaged experiments names them, leaves them as they are and starts its own.
     with sqlite3.connect(path) as raw:
         raw.execute("UPDATE experiments SET config = '[' WHERE id = 2")
-    with pytest.raises(PinwiseError, match="latest experiment in the database .2. is damaged"):
-        make_db(path)
+    make_db(path)
+    assert "experiment 2 is damaged (config is not a JSON dict): skipped" in capsys.readouterr().err
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT config FROM experiments WHERE id = 2").fetchone()[0] == "["
+        assert raw.execute("SELECT COUNT(*) FROM runs WHERE experiment = 3").fetchone()[0] == 12
 
 
 def test_foreign_newer_and_incomplete_files_are_refused(tmp_path, capsys):

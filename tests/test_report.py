@@ -141,12 +141,24 @@ def test_report_lines_carry_the_figures_of_the_recorded_runs(tmp_path):
              ([c.strip() for c in line.strip("│").split("│")] for line in out.splitlines() if line.startswith("│"))}
     assert [table[name][1] for name in ("os", "fast", "slow", "same")] == ["12"] * 4
     for name, sample in times.items():
-        assert table[name][8] == f"{variance(sample):.3g}"
-        assert table[name][9] == f"{math.sqrt(variance(sample)) / mean(sample):.1%}"
+        # each time in the unit it reads best in; min...max in the larger's; the variance in ms² here
+        assert table[name][3] == f"{timed(mean(sample))} ± {timed(math.sqrt(variance(sample)))}"
+        assert table[name][4] == timed(statistics.median(sample))
+        assert table[name][5] == timed(min(sample), max(sample))
+        assert table[name][9] == f"{variance(sample) * 1e6:.3g} ms²"
+        assert table[name][10] == f"{math.sqrt(variance(sample)) / mean(sample):.1%}"
         if name != "os":
-            assert table[name][5].startswith(f"{mean(base) / mean(sample):.2f} [")
-            assert table[name][6].startswith(f"{statistics.median(base) / statistics.median(sample):.2f} [")
-    assert table["fast"][7] == "yes/yes" and table["slow"][7].endswith("/no") and table["same"][7] == "no/no"
+            assert table[name][6].startswith(f"{mean(base) / mean(sample):.2f} [")
+            assert table[name][7].startswith(f"{statistics.median(base) / statistics.median(sample):.2f} [")
+    assert table["fast"][8] == "yes/yes" and table["slow"][8] == "SLOWER" and table["same"][8] == "no/no"
+
+
+def timed(value: float, high: float | None = None) -> str:
+    """A time (or a low...high range) as the tables print it: seconds, ms or us by magnitude."""
+    factor, unit = (1, "s") if (high or value) >= 1 else (1e-3, "ms") if (high or value) >= 1e-3 else (1e-6, "us")
+    if high is not None:
+        return f"{value / factor:.3g}…{high / factor:.3g} {unit}"
+    return f"{value / factor:.3g} {unit}"
 
 
 def test_printed_times_below_the_clocks_resolution_fall_back_to_wall_time(tmp_path):
@@ -172,3 +184,39 @@ def test_printed_times_below_the_clocks_resolution_fall_back_to_wall_time(tmp_pa
     assert summary.metric == "wall time (the printed times are too coarse: 12 runs printed 0 or less)"
     assert summary.result("one").median.speedup == pytest.approx(1.5)
     assert all(line.isprintable() for line in hyperfine_lines(summary))
+
+
+def test_html_report_has_the_machine_units_both_speedups_and_the_recommended_row(tmp_path):
+    """Two programs with planted answers: `fast` (recommended for the first) halves the time,
+    `slow` (recommended for the second) takes 1.3 times it. The HTML names the machine, gives
+    times with units, both speedups, marks the slowdown, and the overall table has a row for the
+    placement each program's analysis recommended."""
+    from pinwise.report import write_html
+    from pinwise.report.summary import overall_rows
+
+    path = str(tmp_path / "two.db")
+    program = FakeProgram({"os": 1.0, "0": 0.5, "1": 1.3, "other": 1.0}, 0.02)
+    summaries = []
+    for argv, recommended in ((["/bin/true"], "fast"), (["/bin/echo", "x"], "slow")):
+        candidates = build_candidates(["os"], ["fast=0", "slow=1"], TOPOLOGY, None)
+        experiment = run_bench(argv, candidates, TOPOLOGY, path,
+                               BenchOptions(10, progress=False, seed=5, extra_config={"recommended": recommended}),
+                               runner=program)
+        connection = db.open_db(path, create=False)
+        summaries.append(summarize(connection, experiment))
+        connection.close()
+    rows = {r.policy: r for r in overall_rows(summaries)}
+    assert rows["recommended"].overall.programs == 2 and rows["recommended"].overall.significant == 1
+    assert rows["recommended"].overall.geometric_mean_speedup == pytest.approx(
+        math.sqrt(summaries[0].result("fast").median.speedup * summaries[1].result("slow").median.speedup))
+    html = tmp_path / "r.html"
+    write_html(summaries, html)
+    text = html.read_text()
+    for fact in ("CPU model", "kernel", "allowed CPUs", "pinwise", summaries[0].experiment.host["kernel"]):
+        assert fact in text, fact
+    assert text.count("speedup mean [CI]") == 2 and text.count("speedup median [CI]") == 2
+    assert re.search(r"<td>[0-9.]+ (s|ms) ± [0-9.]+ (s|ms)</td>", text) and " ms²</td>" in text
+    assert text.count('<tr class="slower">') == 2 and "SLOWER" in text
+    assert "recommended (per program)" in text and "geometric mean of the <em>median</em> speedups" in text.replace(
+        "Geometric", "geometric")
+    assert text.count("<img") == 4 and "<title>pinwise report</title>" in text

@@ -1,9 +1,11 @@
 """The results database: one SQLite file, every run committed the moment it ends.
 
 Tables:
-  experiments(id, created, command, config, machine, cpuset, environment, version, seed)
+  experiments(id, created, command, config, machine, cpuset, environment, version, seed, host)
       command: JSON list (the program and its arguments); config: JSON (policies, runs, warmup,
-      threads, time regex, timeout, comm file); machine: the topology as pinwise JSON.
+      threads, time regex, timeout, comm file); machine: the topology as pinwise JSON; host: JSON
+      (cpu_model, host, kernel, cpus, python), what a report's machine header shows. Experiments of
+      several programs live side by side; a bench resumes the one of its command and configuration.
   runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
        user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced,
        load1, others_cpu, steal_cpu, all_cpu)
@@ -32,7 +34,7 @@ import sqlite3
 import stat
 import time
 import urllib.parse
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import PinwiseError
@@ -47,7 +49,8 @@ CREATE TABLE IF NOT EXISTS experiments (
     cpuset TEXT,
     environment TEXT,
     version TEXT,
-    seed INTEGER NOT NULL
+    seed INTEGER NOT NULL,
+    host TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -109,6 +112,8 @@ class Run:
     warmup: int = 0
     position: int | None = None
     seed: int | None = None
+    #: The end of what the program printed: not stored, for the messages of the run that just ended.
+    output_tail: str = field(default="", compare=False, metadata={"stored": False})
 
     @property
     def time(self) -> float:
@@ -116,9 +121,11 @@ class Run:
         return self.program_time if self.program_time is not None else self.wall
 
 
-RUN_FIELDS = tuple(f.name for f in fields(Run))
+RUN_FIELDS = tuple(f.name for f in fields(Run) if f.metadata.get("stored", True))
 #: Columns added after the first release: (name, SQL type), added to older databases on open.
 ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"))
+#: The same for the experiments table.
+ADDED_EXPERIMENT_COLUMNS = (("host", "TEXT"),)
 REQUIRED_RUN_COLUMNS = ("experiment",) + tuple(f for f in RUN_FIELDS if f not in dict(ADDED_COLUMNS))
 EXPERIMENT_COLUMNS = ("id", "created", "command", "config", "cpuset", "environment", "version", "seed")
 
@@ -136,6 +143,8 @@ class Experiment:
     environment: dict
     version: str | None
     seed: int
+    host: dict = field(default_factory=dict)   # cpu_model, host, kernel, cpus, python (empty before they were kept)
+    shape: str = ""                            # the machine's synthetic description, as pinwise topo shows it
 
     @property
     def label(self) -> str:
@@ -284,10 +293,11 @@ def _check(connection: Database, name: str, writing: bool) -> None:
 def _prepare_to_write(connection: Database) -> None:
     connection.execute("PRAGMA journal_mode=WAL")
     connection.executescript(SCHEMA)
-    present = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
-    for name, kind in ADDED_COLUMNS:
-        if name not in present:
-            connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+    for table, added in (("runs", ADDED_COLUMNS), ("experiments", ADDED_EXPERIMENT_COLUMNS)):
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        for name, kind in added:
+            if name not in present:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -315,8 +325,27 @@ def _experiment(row: sqlite3.Row) -> Experiment:
         raise ValueError("config's candidates are not names")
     if not isinstance(row["seed"], int):
         raise ValueError(f"seed is {row['seed']!r}, not a whole number")
+    keys = row.keys()
+    host = {}
+    if "host" in keys and row["host"] is not None:  # facts for the header only: unreadable ones are left out
+        try:
+            host = _json(row["host"], dict, "host")
+        except ValueError:
+            host = {}
     return Experiment(row["id"], str(row["created"]), command, config, row["cpuset"], environment, row["version"],
-                      row["seed"])
+                      row["seed"], host, _shape(row["machine"] if "machine" in keys else None))
+
+
+def _shape(machine) -> str:
+    """The synthetic description of the topology kept as pinwise JSON ("" if it cannot be read)."""
+    if not isinstance(machine, str):
+        return ""
+    try:
+        from ..topology import from_json
+
+        return from_json(machine).shape
+    except Exception:  # noqa: BLE001 - a header fact: a damaged topology only leaves it out
+        return ""
 
 
 def experiments(connection: Database) -> list[Experiment]:
@@ -342,14 +371,15 @@ def latest_experiment(connection: Database) -> Experiment | None:
 
 
 def create_experiment(connection: Database, command: list[str], config: dict, machine: str, cpuset: str,
-                      environment: dict, version: str, seed: int) -> Experiment:
+                      environment: dict, version: str, seed: int, host: dict | None = None) -> Experiment:
     created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     cursor = connection.execute(
-        "INSERT INTO experiments (created, command, config, machine, cpuset, environment, version, seed) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO experiments (created, command, config, machine, cpuset, environment, version, seed, host) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (created, json.dumps(command), json.dumps(config, sort_keys=True), machine, cpuset, json.dumps(environment),
-         version, seed))
-    return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed)
+         version, seed, json.dumps(host or {})))
+    return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed, host or {},
+                      _shape(machine))
 
 
 def done_runs(connection: Database, experiment: int) -> set[tuple[int, str, int]]:
@@ -360,7 +390,7 @@ def done_runs(connection: Database, experiment: int) -> set[tuple[int, str, int]
 def record_run(connection: Database, experiment: int, run: Run) -> None:
     names = ", ".join(("experiment",) + RUN_FIELDS)
     marks = ", ".join("?" for _ in range(len(RUN_FIELDS) + 1))
-    connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", (experiment, *astuple(run)))
+    connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", (experiment, *(getattr(run, name) for name in RUN_FIELDS)))
 
 
 def runs(connection: Database, experiment: int, include_warmup: bool = False) -> list[Run]:

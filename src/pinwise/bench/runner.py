@@ -15,6 +15,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -194,7 +195,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         max_rss_kb=usage.ru_maxrss, migrations=delta("migrations"), context_switches=context_switches,
         energy_j=energy, exit_status=code, failure=failure,
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
-        placement="os" if plan is None else plan.cpulist(), load1=load,
+        placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
 
 
@@ -206,25 +207,38 @@ def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[s
 
 def open_experiment(connection, argv: list[str], config: dict, topology: Topology, new: bool, db_path: str,
                     seed: int | None) -> db.Experiment:
-    """Resume the database's experiment if it is this one; refuse to mix; start one if asked."""
-    latest = db.latest_experiment(connection)
+    """The database's experiment of this command and configuration, resumed (the number of runs
+    may change); else a new one beside the others (a database holds the experiments of several
+    programs). ``new`` starts a new one even when a matching one exists."""
     identity = {k: v for k, v in config.items() if k != "runs"}
-    if latest is not None and not new:
-        if latest.command == argv and {k: v for k, v in latest.config.items() if k != "runs"} == identity:
-            if latest.config.get("runs") != config["runs"]:
-                connection.execute("UPDATE experiments SET config = ? WHERE id = ?",
-                                   (json.dumps(config, sort_keys=True), latest.id))
-                latest = replace(latest, config=config)
-            return latest
-        raise PinwiseError(
-            f"{db_path} holds an experiment of another command or configuration ({latest.label!r}, "
-            f"policies {','.join(latest.config.get('candidates', []))}); add --new to start a new experiment in it, "
-            "or give another --db"
-        )
+    if not new:
+        for found in reversed(db.experiments(connection)):
+            if found.command == argv and {k: v for k, v in found.config.items() if k != "runs"} == identity:
+                if found.config.get("runs") != config["runs"]:
+                    connection.execute("UPDATE experiments SET config = ? WHERE id = ?",
+                                       (json.dumps(config, sort_keys=True), found.id))
+                    found = replace(found, config=config)
+                return found
     environment = {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ}
     return db.create_experiment(connection, argv, config, topology_json(topology),
                                 format_cpulist(sorted(topology.allowed)), environment, __version__,
-                                seed if seed is not None else random.SystemRandom().randrange(1 << 31))
+                                seed if seed is not None else random.SystemRandom().randrange(1 << 31),
+                                host_facts())
+
+
+def host_facts() -> dict:
+    """What a report's machine header shows beside the topology: CPU model, host, kernel, CPUs."""
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    except OSError:
+        pass
+    uname = platform.uname()
+    return {"cpu_model": model or uname.machine, "host": uname.node, "kernel": f"{uname.system} {uname.release}",
+            "cpus": os.cpu_count(), "python": platform.python_version()}
 
 
 @dataclass(frozen=True)
@@ -244,6 +258,7 @@ class BenchOptions:
     seed: int | None = None
     progress: bool | None = None
     extra_config: dict = field(default_factory=dict)
+    say: object = None  # say(text): where the bench's own lines go (default: standard error)
 
 
 def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, db_path: str,
@@ -254,6 +269,7 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
     give it a function with the same signature that returns generated timings with a known answer.
     """
     runs, warmup, time_regex, timeout = options.runs, options.warmup, options.time_regex, options.timeout
+    say = options.say or (lambda text: print(text, file=sys.stderr))
     if runs < 1:
         raise PinwiseError(f"-r/--runs must be at least 1, not {runs}")
     if warmup < 0:
@@ -273,14 +289,24 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
               "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **options.extra_config}
     connection = db.open_db(db_path)
     try:
+        before = {e.id for e in db.experiments(connection)}
         experiment = open_experiment(connection, argv, config, topology, options.new, db_path, options.seed)
+        for problem in dict.fromkeys(connection.problems):  # damaged experiments are left as they are
+            say(f"pinwise: warning: {db_path}: {problem}")
         done = db.done_runs(connection, experiment.id)
         # (block, placement, warm-up?, position in its block)
         schedule = [(b, name, warm, position) for warm, blocks in ((1, warmup), (0, runs)) for b in range(blocks)
                     for position, name in enumerate(block_order(names, experiment.seed, b, bool(warm)))]
         todo = [item for item in schedule if item[:3] not in done]
+        recorded = len(schedule) - len(todo)
+        if experiment.id in before:
+            say(f"pinwise: experiment {experiment.id} of {db_path}: {recorded}/{len(schedule)} runs already recorded"
+                + (f", {len(todo)} to run" if todo else "; nothing to run (--new measures again)"))
+        elif before:
+            say(f"pinwise: new experiment {experiment.id} in {db_path}, beside {len(before)} other"
+                f"{'s' if len(before) > 1 else ''} (pinwise report shows them all)")
         _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout,
-                 options.progress, runner or run_once)
+                 options.progress, runner or run_once, options.say)
         return experiment
     finally:
         connection.close()
@@ -300,7 +326,7 @@ def default_timeout(first_block: list[db.Run]) -> float | None:
 
 
 def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
-             runner) -> None:
+             runner, say) -> None:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -312,6 +338,13 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
 
     by_name = {c.name: c for c in candidates}
     console = Console(stderr=True)
+
+    def tell(text: str) -> None:  # above the progress bar, unless the caller takes the bench's lines
+        if say is not None:
+            say(text)
+        else:
+            console.print(text, highlight=False, markup=False, soft_wrap=True)
+
     show = console.is_terminal if progress is None else progress
     medians: dict[str, list[float]] = {}
     counters = SoftwareCounters()
@@ -324,6 +357,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     first_block = [r for r in db.runs(connection, experiment.id, include_warmup=True)
                    if r.block == 0 and r.warmup == first_warm]
     derive = timeout is None
+    # Until a run of this experiment has read its time, a time regex that misses stops the bench at once.
+    any_good = any(r.failure is None for r in db.runs(connection, experiment.id, include_warmup=True))
     try:
         with bar:
             task = bar.add_task("bench", total=total, completed=total - len(todo), medians="")
@@ -332,15 +367,19 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                     derive = False
                     timeout = default_timeout(first_block)
                     if timeout is not None:
-                        console.print(f"pinwise: runs longer than {timeout:.3g} s are stopped and recorded as failed "
-                                      f"({TIMEOUT_FACTOR}x the slowest of the first block, at least "
-                                      f"{TIMEOUT_FLOOR:g} s; --timeout sets it)", highlight=False)
+                        tell(f"pinwise: runs longer than {timeout:.3g} s are stopped and recorded as failed "
+                             f"({TIMEOUT_FACTOR}x the slowest of the first block, at least {TIMEOUT_FLOOR:g} s; "
+                             "--timeout sets it)")
                 candidate = by_name[name]
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
                 result = replace(measure(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
+                if pattern is not None and not any_good and result.failure and result.failure.startswith("time regex"):
+                    _remove_if_empty(connection, experiment.id)
+                    raise PinwiseError(_regex_missed(pattern, name, result))
+                any_good = any_good or result.failure is None
                 db.record_run(connection, experiment.id, result)
                 if block == 0 and warm == first_warm:
                     first_block.append(result)
@@ -352,6 +391,19 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
         counters.close()
         if guard is not None:
             guard.close()
+
+
+def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:
+    tail = " | ".join(line.strip() for line in run.output_tail.strip().splitlines()[-3:])
+    printed = f"its output ends with: {tail[-200:]!r}" if tail else "it printed nothing on standard output"
+    return (f"--time-regex {pattern.pattern!r} found nothing in the output of the first run ({name}); {printed}. "
+            "Fix the expression (one group around the number) or drop it to measure wall time; nothing was recorded")
+
+
+def _remove_if_empty(connection, experiment: int) -> None:
+    """A new experiment stopped before its first run leaves nothing behind."""
+    if not connection.execute("SELECT 1 FROM runs WHERE experiment = ? LIMIT 1", (experiment,)).fetchone():
+        connection.execute("DELETE FROM experiments WHERE id = ?", (experiment,))
 
 
 def interrupted_message(db_path: str) -> str:

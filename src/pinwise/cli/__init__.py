@@ -73,7 +73,9 @@ MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likw
 
 def _placement_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("placement (choose one)")
-    group.add_argument("--cpus", "-c", metavar="LIST", help="explicit CPU per thread in creation order: 0,4,1-3")
+    group.add_argument("--cpus", "-c", metavar="LIST",
+                       help="CPU per thread in creation order: 0,4,1-3, or a likwid-pin expression as likwid-pin -c "
+                            "takes it (S0:0-1)")
     group.add_argument("--expr", "-e", metavar="EXPR",
                        help="likwid-pin expression: N:0-3, S0:0-3, C0, M0, E:N:8:1:2, S:scatter, joined with @")
     group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
@@ -94,6 +96,19 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
                         help=CREATOR_HELP)
     _add_kinds_option(parser)
     _add_topology_option(parser)
+
+
+def _add_export_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("exports (as hyperfine's)")
+    group.add_argument("--export-csv", metavar="FILE", type=_OUTPUT_FILE,
+                       help="one row per placement: times in seconds (mean, stddev, median, min, max), variance in "
+                            "s^2, speedups with their intervals, decisions, migrations; with several programs the "
+                            "overall table goes to FILE.overall.csv")
+    group.add_argument("--export-json", metavar="FILE", type=_OUTPUT_FILE,
+                       help="the same with every run's time, the machine header and the overall table")
+    group.add_argument("--export-markdown", metavar="FILE", type=_OUTPUT_FILE, help="the tables in Markdown")
+    group.add_argument("--export-latex", metavar="FILE", type=_OUTPUT_FILE,
+                       help="the papers' tables (per program, over all programs) for LaTeX with booktabs")
 
 
 def _add_kinds_option(parser: argparse.ArgumentParser) -> None:
@@ -283,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--confidence", type=_CONFIDENCE, default=0.95, help="confidence of the tests (default 0.95)")
     bench.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _add_topology_option(bench)
+    _add_export_options(bench)
     bench.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     bench.set_defaults(handler="measuring:cmd_bench")
 
@@ -294,13 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--baseline", help="placement to compare against (default os, else the first)")
     report.add_argument("--confidence", type=_CONFIDENCE, default=0.95, help="confidence of the tests (default 0.95)")
     report.add_argument("--experiment", type=_whole(1), help="only this experiment of the database")
+    _add_export_options(report)
     report.set_defaults(handler="measuring:cmd_report")
 
     workload = commands.add_parser("workload", help="built-in programs that make the papers' patterns",
                                    description="Workload programs with the communication patterns of the papers.")
     workload.add_argument("action", choices=("list", "run"))
     workload.add_argument("name", nargs="?", help="workload to run (pinwise workload list)")
-    workload.add_argument("-t", "--threads", type=_whole(1, 1024), default=4, help="threads, the main thread included (default 4)")
+    workload.add_argument("-n", "--threads", type=_whole(1, 1024), default=4, help="threads, the main thread included (default 4)")
     workload.add_argument("-i", "--iterations", type=_whole(1, 10 ** 9), default=2000, help="iterations of 1000 accesses (default 2000)")
     workload.add_argument("--shared-ratio", type=_real(0, 1), default=0.5, help="share of accesses to shared lines (default 0.5)")
     workload.add_argument("--imbalance", type=_real(0, 1000), help="extra work of the busiest thread, e.g. 1 = twice as much")
@@ -323,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
                            "baseline); policies: " + policies.help_text())
+    auto.add_argument("--placement", action="append", metavar="NAME=CPUS",
+                      help="your own placement to try beside the candidates: a CPU list, likwid expression, policy "
+                           "or mapping file (repeatable), as bench takes it, e.g. together=S0:0-1")
     auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     auto.set_defaults(handler="measuring:cmd_auto")
 
@@ -357,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         module, _, function = args.handler.partition(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
     except PinwiseError as err:
-        print(f"pinwise: error: {err}", file=sys.stderr)
+        print(f"pinwise: error: {err} (see pinwise {args.command} --help)", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)

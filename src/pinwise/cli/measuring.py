@@ -57,14 +57,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     finally:
         connection.close()
     _warn_damaged(connection, args.db)
-    print_report([summary])
-    print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
     empty = [p for p in summary.policies if not len(p.times)]
-    if empty:
+    if empty:  # the table says what ran; no verdict stands on a placement that never ran well
+        from rich.console import Console
+
+        from ..report.terminal import WIDE, summary_table
+
+        Console(highlight=False, width=max(WIDE, Console().width)).print(summary_table(summary))
+        print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
         reasons = "; ".join(f"{p.name}: " + ", ".join(f"{n} x {r}" for r, n in p.failures.items()) for p in empty)
         print(f"pinwise: error: no successful run of {', '.join(p.name for p in empty)} ({reasons})", file=sys.stderr)
         return 1
+    print_report([summary])
+    _export(args, [summary])
+    print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
     return 0
+
+
+def _export(args: argparse.Namespace, summaries: list) -> None:
+    from ..report.export import write_exports
+
+    targets = {kind: getattr(args, f"export_{kind}", None) for kind in ("csv", "json", "markdown", "latex")}
+    for path in write_exports(summaries, targets):
+        print(f"wrote {path}", file=sys.stderr)
 
 
 def _warn_damaged(connection, path: str) -> None:
@@ -118,6 +133,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         write_html(summaries, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
+    _export(args, summaries)
     return 0
 
 
@@ -258,7 +274,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
     if args.action == "list":
         for workload in WORKLOADS.values():
             print(f"{workload.name:<11} {workload.partners}  (like {workload.like})")
-        print("run one: pinwise workload run NAME [-t THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
+        print("run one: pinwise workload run NAME [-n THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
               "[--size KIB]")
         return 0
     if not args.name:
@@ -295,13 +311,13 @@ def cmd_auto(args: argparse.Namespace) -> int:
     candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
                       time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr),
-                      policies=candidates)
+                      policies=candidates, placements=args.placement)
     from rich.console import Console
     from rich.text import Text
 
-    from ..report.terminal import summary_table
+    from ..report.terminal import WIDE, summary_table
 
-    console = Console(highlight=False, width=max(150, Console().width))
+    console = Console(highlight=False, width=max(WIDE, Console().width))
     console.print(summary_table(result.summary))
     for line in result.lines:
         console.print(Text(line), soft_wrap=True)

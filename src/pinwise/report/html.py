@@ -10,19 +10,36 @@ import base64
 import html
 from pathlib import Path
 
-from ..stats import format_interval
 from .plots import distribution_figure, figure_png_bytes, speedup_figure
-from .summary import ExperimentSummary, fmt_seconds, overall_rows
-from .terminal import _decision, hyperfine_lines
+from .summary import (
+    RECOMMENDED_ROW,
+    ExperimentSummary,
+    fmt_range,
+    fmt_seconds,
+    fmt_variance,
+    machine_facts,
+    overall_rows,
+)
+from .terminal import _decision, hyperfine_lines, speedup_cells
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1500px; }
+.wide { overflow-x: auto; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.45em; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f0f0f0; }
 .verdicts li { margin: 0.2em 0; }
-.plots img { max-width: 48%; margin-right: 1%; border: 1px solid #eee; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
+.plots img, .heatmaps img { width: 100%; border: 1px solid #eee; }
+.heatmaps { display: grid; grid-template-columns: repeat(auto-fill, minmax(240px, 1fr)); gap: 0.8em; }
+.heatmaps figure { margin: 0; }
+.heatmaps figcaption { font-size: 0.85em; text-align: center; }
+.machine { background: #f6f8fa; border: 1px solid #ddd; padding: 0.5em 1em; }
+.machine dt { font-weight: bold; float: left; clear: left; width: 9em; }
+.machine dd { margin-left: 10em; }
+tr.slower td { color: #b00; font-weight: bold; }
+tr.faster td:first-child { color: #070; font-weight: bold; }
 code { background: #f6f6f6; padding: 0 0.2em; }
 """
 
@@ -41,57 +58,109 @@ def _image(figure, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    classes = classes or [""] * len(rows)
+    body = "".join((f'<tr class="{c}">' if c else "<tr>") + "".join(f"<td>{html.escape(v)}</td>" for v in row)
+                   + "</tr>" for row, c in zip(rows, classes))
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def machine_header(summaries: list[ExperimentSummary]) -> str:
+    """The machine the experiments ran on (each distinct one, if they ran on several)."""
+    seen: dict[tuple, list[int]] = {}
+    facts_of = {}
+    for summary in summaries:
+        facts = machine_facts(summary.experiment)
+        key = tuple((k, str(v)) for k, v in facts.items() if k != "date")
+        seen.setdefault(key, []).append(summary.experiment.id)
+        facts_of[key] = facts
+    blocks = []
+    for key, ids in seen.items():
+        f = facts_of[key]
+        dates = sorted(s.experiment.created for s in summaries if s.experiment.id in ids)
+        rows = [("CPU model", f["cpu_model"] or "not recorded"), ("host", f["host"] or "not recorded"),
+                ("kernel", f["kernel"] or "not recorded"), ("CPUs", str(f["cpus"] or "not recorded")),
+                ("allowed CPUs", f["allowed_cpus"] or "?"), ("topology", f["topology"] or "?"),
+                ("pinwise", f["pinwise"] or "?"),
+                ("date", dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}")]
+        if len(seen) > 1:
+            rows.insert(0, ("experiments", ", ".join(map(str, ids))))
+        blocks.append('<dl class="machine">' + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+                                                        for k, v in rows) + "</dl>")
+    return "<h2>machine</h2>" + "".join(blocks)
 
 
 def experiment_section(summary: ExperimentSummary) -> str:
-    rows = []
+    rows, classes = [], []
     for p in summary.policies:
+        runs, failed = str(p.runs), str(sum(p.failures.values()))
         if p.spread is None:
-            rows.append([p.name, p.placement, str(p.runs), str(sum(p.failures.values()))] + ["-"] * 8)
+            rows.append([p.name, p.placement, runs, failed] + ["-"] * 10)
+            classes.append("")
             continue
-        mean = median = "1 (baseline)" if p.name == summary.baseline else "-"
-        if p.mean_ci:
-            mean = f"{p.mean.speedup:.2f} {format_interval(p.mean_ci)}"
-            median = f"{p.median.speedup:.2f} {format_interval(p.median_ci)}"
-        rows.append([p.name, p.placement, str(p.runs), str(sum(p.failures.values())), fmt_seconds(p.spread.mean),
-                     fmt_seconds(p.spread.median), mean, median, _decision(p, "mean"), _decision(p, "median"),
-                     f"{p.spread.variance:.3g}", f"{p.spread.cv:.1%}"])
-    headers = ["policy", "CPUs", "runs", "failed", "mean", "median", "speedup mean [CI]", "speedup median [CI]",
-               "faster (mean)", "faster (median)", "variance", "CV"]
+        mean, median = speedup_cells(p, summary.baseline)
+        rows.append([p.name, p.placement, runs, failed, f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}",
+                     fmt_seconds(p.spread.median), fmt_range(p.spread.minimum, p.spread.maximum), mean, median,
+                     "baseline" if p.name == summary.baseline else
+                     f"{_decision(p, 'mean')}; " + ("SLOWER" if p.slower else _decision(p, "median")),
+                     fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
+                     "-" if p.migrations is None else f"{p.migrations:g}",
+                     "-" if p.context_switches is None else f"{p.context_switches:g}"])
+        classes.append("slower" if p.slower else "faster" if p.median and p.median.significant
+                       and p.median.speedup > 1 else "")
+    headers = ["policy", "CPUs", "runs", "failed", "mean ± σ", "median", "min…max", "speedup mean [CI]",
+               "speedup median [CI]", "faster? mean; median", "variance", "CV", "migrations",
+               "ctx switches"]
     verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in hyperfine_lines(summary))
     e = summary.experiment
     return (
         f"<h2>{html.escape(e.label)}</h2>"
         f"<p>experiment {e.id}, {html.escape(e.created)}; {html.escape(summary.metric)}; baseline "
         f"<code>{html.escape(summary.baseline)}</code>; {html.escape(summary.level_text())} "
-        f"(Speedup-Test: Welch/Student t-test on means, Wilcoxon-Mann-Whitney on medians); CPUs allowed: "
-        f"{html.escape(e.cpuset or '?')}</p>"
-        + _table(headers, rows)
+        f"(Speedup-Test: Welch/Student t-test on means, Wilcoxon-Mann-Whitney on medians); migrations and context "
+        f"switches are medians per run; CPUs allowed: {html.escape(e.cpuset or '?')}</p>"
+        + _table(headers, rows, classes)
         + f'<ul class="verdicts">{verdicts}</ul>'
-        + '<div class="plots">' + _image(distribution_figure(summary), "time distribution per placement")
-        + _image(speedup_figure(summary), "speedups with confidence intervals") + "</div>"
+        + '<div class="plots">'
+        + _image(distribution_figure(summary), f"{e.label}: time distribution per placement")
+        + _image(speedup_figure(summary), f"{e.label}: mean and median speedups with confidence intervals") + "</div>"
     )
+
+
+def overall_section(summaries: list[ExperimentSummary]) -> str:
+    rows = [[r.policy + (" (per program)" if r.policy == RECOMMENDED_ROW else ""), str(r.overall.programs),
+             f"{r.overall.geometric_mean_speedup:.3f}", f"{r.overall.significant}/{r.overall.programs}",
+             f"{r.overall.share:.0%} [{r.overall.share_interval.low:.0%}, {r.overall.share_interval.high:.0%}]",
+             fmt_variance(r.variance_min), fmt_variance(r.variance_max)] for r in overall_rows(summaries)]
+    return ("<section><h2>over all programs</h2><p>Geometric mean of the <em>median</em> speedups (each program's "
+            "median time against its baseline's), the programs significantly faster by the median test, and that "
+            "share's exact (Clopper-Pearson) interval. Each placement is counted over the programs that measured "
+            f"it; <code>{RECOMMENDED_ROW}</code> takes, program by program, the placement its analysis "
+            "recommended.</p>" + _table(
+                ["policy", "programs", "geometric mean speedup (medians)", "significantly faster", "share [CI]",
+                 "variance min", "variance max"], rows) + "</section>")
 
 
 def write_html(summaries: list[ExperimentSummary], path: str | Path, extra_sections: list[str] | None = None) -> None:
     from ..files import write_text_atomic
 
-    parts = [f"<section>{experiment_section(s)}</section>" for s in summaries]
+    parts = [f"<section>{machine_header(summaries)}</section>"]
+    parts += [f"<section>{experiment_section(s)}</section>" for s in summaries]
     if len(summaries) > 1:
-        rows = [[r.policy, f"{r.overall.geometric_mean_speedup:.3f}", f"{r.overall.significant}/{r.overall.programs}",
-                 f"{r.overall.share:.0%} [{r.overall.share_interval.low:.0%}, {r.overall.share_interval.high:.0%}]",
-                 f"{r.variance_min:.3g}", f"{r.variance_max:.3g}"] for r in overall_rows(summaries)]
-        parts.append("<section><h2>over all programs</h2>" + _table(
-            ["policy", "geometric mean speedup", "significantly faster", "share [CI]", "variance min", "variance max"],
-            rows) + "</section>")
+        parts.append(overall_section(summaries))
     parts.extend(extra_sections or [])
+    programs = ", ".join(dict.fromkeys(s.experiment.label.split()[0] for s in summaries))
     document = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pinwise report</title>"
-        f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body><h1>pinwise report</h1>"
+        f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body><h1>pinwise report: {html.escape(programs)}</h1>"
         + "".join(parts) + "</body></html>\n"
     )
     write_text_atomic(path, document)
+
+
+def heat_map_grid(images: list[tuple[str, str]]) -> str:
+    """Heat maps (caption, PNG as base64) side by side in a grid, not one per screen."""
+    return '<div class="heatmaps">' + "".join(
+        f'<figure><img alt="{html.escape(caption)} heat map" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>" for caption, data in images) + "</div>"

@@ -20,39 +20,73 @@ def _pyplot():
     return plt
 
 
+#: Plots keep this width whatever the number of placements: four placements do not make a thumbnail.
+FIGURE_SIZE = (8.0, 4.2)
+
+
+def _short(label: str, width: int = 60) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
 def distribution_figure(summary: ExperimentSummary):
     plt = _pyplot()
     results = [p for p in summary.policies if len(p.times)]
-    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(results) + 2), 4))
+    fig, ax = plt.subplots(figsize=FIGURE_SIZE)
     data = [p.times * 1e3 for p in results]
-    ax.boxplot(data, showfliers=False)
+    ax.boxplot(data, showfliers=False, widths=0.5)
     rng = np.random.default_rng(0)
     for i, values in enumerate(data, start=1):
         ax.scatter(i + rng.uniform(-0.15, 0.15, len(values)), values, s=10, alpha=0.6)
-    ax.set_xticks(range(1, len(results) + 1), [p.name for p in results], rotation=20, ha="right")
-    ax.set_ylabel(f"{summary.metric} (ms)")
-    ax.set_title(f"{summary.metric} per placement ({len(data[0]) if data else 0} runs each)")
+    ax.set_xticks(range(1, len(results) + 1), [p.name for p in results], rotation=20 if len(results) > 5 else 0,
+                  ha="right" if len(results) > 5 else "center")
+    ax.set_ylabel(f"{summary.metric.split(' (')[0]} (ms)")
+    counts = sorted({len(d) for d in data})
+    if not counts:
+        ax.text(0.5, 0.5, "no successful run", ha="center", va="center", transform=ax.transAxes)
+    runs = "no run" if not counts else f"{counts[0]} runs each" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} runs"
+    ax.set_title(f"{_short(summary.experiment.label)}\n{summary.metric.split(' (')[0]} per placement ({runs})",
+                 fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
 
 
 def speedup_figure(summary: ExperimentSummary):
+    """Mean and median speedups side by side, each with its bootstrap interval; green when the
+    test says faster, red (hatched) when significantly slower."""
     plt = _pyplot()
     results = [p for p in summary.policies if p.median_ci is not None]
-    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(results) + 2), 4))
+    fig, ax = plt.subplots(figsize=FIGURE_SIZE)
     x = np.arange(len(results))
-    medians = [p.median.speedup for p in results]
-    low = [p.median.speedup - p.median_ci.low for p in results]
-    high = [p.median_ci.high - p.median.speedup for p in results]
-    colours = ["tab:green" if p.median.significant and p.median.speedup > 1 else "tab:red" if p.slower else "tab:grey"
-               for p in results]
-    ax.bar(x, medians, yerr=[low, high], capsize=4, color=colours)
+    width = 0.38
+    for offset, which, interval, label in ((-width / 2, "mean", "mean_ci", "mean"),
+                                           (width / 2, "median", "median_ci", "median")):
+        values = [getattr(p, which).speedup for p in results]
+        cis = [getattr(p, interval) for p in results]
+        errors = [[v - c.low for v, c in zip(values, cis)], [c.high - v for v, c in zip(values, cis)]]
+        faster = [getattr(p, which).significant and getattr(p, which).speedup > 1 for p in results]
+        colours = ["tab:green" if f else "tab:red" if p.slower else "tab:grey" for f, p in zip(faster, results)]
+        bars = ax.bar(x + offset, values, width, yerr=errors, capsize=3, color=colours,
+                      alpha=0.55 if which == "mean" else 0.95, edgecolor="black", linewidth=0.5, label=label)
+        for bar, p in zip(bars, results):
+            if p.slower:
+                bar.set_hatch("//")
+    for i, p in enumerate(results):
+        if p.slower:
+            ax.annotate("slower", (i, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 4),
+                        textcoords="offset points", ha="center", color="tab:red", fontsize=8, fontweight="bold")
+    if not results:
+        ax.text(0.5, 0.5, "no comparison: fewer than 2 good runs of a placement or of the baseline", ha="center",
+                va="center", transform=ax.transAxes)
     ax.axhline(1.0, color="black", linewidth=1)
-    ax.set_xticks(x, [p.name for p in results], rotation=20, ha="right")
-    ax.set_ylabel(f"median speedup vs {summary.baseline}")
-    ax.set_title(f"speedup with {format_level(summary.confidence)} bootstrap CI (green: significantly faster, red: slower)")
+    ax.set_xticks(x, [p.name for p in results], rotation=20 if len(results) > 5 else 0,
+                  ha="right" if len(results) > 5 else "center")
+    ax.set_ylabel(f"speedup vs {summary.baseline}")
+    ax.set_title(f"{_short(summary.experiment.label)}\nspeedup of the mean (light) and the median (dark), "
+                 f"{format_level(summary.confidence)} bootstrap CI; green faster, red slower", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
+    if results:
+        ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     return fig
 

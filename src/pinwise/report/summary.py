@@ -175,29 +175,92 @@ class OverallRow:
     overall: stats.Overall
     variance_min: float
     variance_max: float
+    programs: tuple[str, ...] = ()         # the programs (experiments) the row is over
+
+
+#: The aggregate row of the placement each program's analysis recommended.
+RECOMMENDED_ROW = "recommended"
+
+
+def recommended_policy(summary: ExperimentSummary) -> str | None:
+    """The placement the analysis recommended for this program: the one kept in the experiment's
+    configuration (``recommended``, written by demo and auto) or the ``auto`` candidate."""
+    names = [p.name for p in summary.policies]
+    named = summary.experiment.config.get("recommended")
+    if isinstance(named, str) and named in names:
+        return named
+    return "auto" if "auto" in names else None
 
 
 def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:
     """Across programs (experiments), like the papers' Tables 1-3: geometric mean of the median
-    speedups, share significantly faster, and the smallest and largest variance observed."""
-    names = [p.name for p in summaries[0].policies] if summaries else []
+    speedups, share significantly faster, and the smallest and largest variance observed. Every
+    placement has its row over the programs that measured it (``programs`` says which), and a
+    ``recommended`` row gathers, program by program, the placement its analysis recommended."""
+    names = list(dict.fromkeys(p.name for s in summaries for p in s.policies))
+    chosen = {name: [(s, s.result(name)) for s in summaries] for name in names}
+    recommended = [(s, s.result(name)) for s in summaries if (name := recommended_policy(s)) is not None]
+    if recommended:
+        chosen[RECOMMENDED_ROW] = recommended
     rows = []
-    for name in names:
-        found = [s.result(name) for s in summaries]
-        if any(r is None or r.spread is None for r in found):
+    for name, found in chosen.items():
+        found = [(s, r) for s, r in found if r is not None and r.spread is not None]
+        if not found:
             continue
-        speedups = [r.median.speedup if r.median else 1.0 for r in found]
-        significant = [bool(r.median and r.median.significant) for r in found]
-        variances = [r.spread.variance for r in found]
+        speedups = [r.median.speedup if r.median else 1.0 for _, r in found]
+        significant = [bool(r.median and r.median.significant) for _, r in found]
+        variances = [r.spread.variance for _, r in found]
         rows.append(OverallRow(name, stats.overall(speedups, significant, summaries[0].confidence),
-                               min(variances), max(variances)))
+                               min(variances), max(variances), tuple(s.experiment.label for s, _ in found)))
     return rows
+
+
+def machine_facts(experiment: db.Experiment) -> dict:
+    """The machine header of a report: CPU model, host, kernel, CPU count, allowed CPUs, the
+    machine's shape, pinwise version and date (what the database kept; empty where it did not)."""
+    host = experiment.host
+    return {"cpu_model": host.get("cpu_model", ""), "host": host.get("host", ""), "kernel": host.get("kernel", ""),
+            "cpus": host.get("cpus"), "allowed_cpus": experiment.cpuset or "", "topology": experiment.shape,
+            "pinwise": experiment.version or "", "date": experiment.created}
+
+
+def machine_line(experiment: db.Experiment) -> str:
+    """The machine header in one line."""
+    f = machine_facts(experiment)
+    parts = [f["cpu_model"] or "CPU model not recorded", f"host {f['host']}" if f["host"] else "",
+             f["kernel"], f"{f['cpus']} CPUs" if f["cpus"] else "",
+             f"allowed {f['allowed_cpus']}" if f["allowed_cpus"] else "", f["topology"],
+             f"pinwise {f['pinwise']}" if f["pinwise"] else "", f["date"]]
+    return ", ".join(p for p in parts if p)
+
+
+def _time_unit(value: float) -> tuple[str, float]:
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(value) >= factor:
+            return unit, factor
+    return "ns", 1e-9
+
+
+def fmt_variance(value: float) -> str:
+    """A variance of times in the largest squared unit (s², ms², us², ns²) in which it reads at
+    least 0.01: 3.1e-7 s² is "0.31 ms²"."""
+    if math.isnan(value):
+        return "-"
+    if value == 0:
+        return "0 s²"
+    unit, factor = next(((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if value / f ** 2 >= 0.01),
+                        ("ns", 1e-9))
+    return f"{value / factor ** 2:.3g} {unit}²"
 
 
 def fmt_seconds(value: float) -> str:
     if math.isnan(value):
         return "-"
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+    unit, factor = _time_unit(value)
+    return f"{value / factor:.3g} {unit}"
+
+
+def fmt_range(low: float, high: float) -> str:
+    """min...max in the unit of the larger."""
+    unit, factor = _time_unit(high)
+    return f"{low / factor:.3g}…{high / factor:.3g} {unit}"

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..stats import OUTLIER_Z, format_interval, format_level
-from .summary import ExperimentSummary, OverallRow, fmt_seconds
+from .summary import ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line
 
 
 def _decision(result, which: str) -> str:
@@ -21,33 +21,50 @@ def _decision(result, which: str) -> str:
 
 
 def _short_decision(result) -> str:
+    """"yes/yes" (mean/median significantly faster), or SLOWER when the median test says so."""
     if result.mean is None:
         return "-"
+    if result.slower:
+        return "SLOWER"
     mean = "?" if not result.mean.concluded else "yes" if result.mean.significant else "no"
     return f"{mean}/{'yes' if result.median.significant else 'no'}"
 
 
+def speedup_cells(p, baseline: str) -> tuple[str, str]:
+    """The mean and median speedups with their intervals, as the tables show them."""
+    if p.name == baseline:
+        return "1 (baseline)", "1 (baseline)"
+    if not p.mean_ci:
+        return "-", "-"
+    return (f"{p.mean.speedup:.2f} {format_interval(p.mean_ci)}", f"{p.median.speedup:.2f} {format_interval(p.median_ci)}")
+
+
+def summary_title(summary: ExperimentSummary) -> str:
+    return (f"{summary.experiment.label}  [{summary.metric}, baseline {summary.baseline}, "
+            f"{summary.level_text()}]")
+
+
 def summary_table(summary: ExperimentSummary) -> Table:
-    table = Table(title=Text(f"{summary.experiment.label}  [{summary.metric}, baseline {summary.baseline}, "
-                             f"{summary.level_text()}]"), title_justify="left")
-    columns = ["policy", "runs", "failed", "mean", "median", "speedup mean [CI]", "speedup median [CI]",
-               "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
+    table = Table(title=Text(summary_title(summary)), title_justify="left")
+    columns = ["policy", "runs", "failed", "mean ± σ", "median", "min…max", "speedup mean [CI]",
+               "speedup median [CI]", "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
+    longest = max((len(p.name) for p in summary.policies), default=6)
     for column in columns:
-        table.add_column(column, justify="left" if column in ("policy", "faster? mean/median") else "right")
+        table.add_column(column, justify="left" if column in ("policy", "faster? mean/median") else "right",
+                         min_width=longest if column == "policy" else None)
     for p in summary.policies:
         if p.spread is None:
-            table.add_row(p.name, str(p.runs), str(sum(p.failures.values())), *["-"] * 9)
+            table.add_row(p.name, str(p.runs), str(sum(p.failures.values())), *["-"] * 10)
             continue
-        mean_cell = median_cell = "1 (baseline)" if p.name == summary.baseline else "-"
-        if p.mean_ci:
-            mean_cell = f"{p.mean.speedup:.2f} {format_interval(p.mean_ci)}"
-            median_cell = f"{p.median.speedup:.2f} {format_interval(p.median_ci)}"
+        mean_cell, median_cell = speedup_cells(p, summary.baseline)
         table.add_row(
-            p.name, str(p.runs), str(sum(p.failures.values())), fmt_seconds(p.spread.mean),
-            fmt_seconds(p.spread.median), mean_cell, median_cell, _short_decision(p),
-            f"{p.spread.variance:.3g}", f"{p.spread.cv:.1%}",
+            p.name, str(p.runs), str(sum(p.failures.values())),
+            f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
+            fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell, _short_decision(p),
+            fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
             "-" if p.migrations is None else f"{p.migrations:g}",
             "-" if p.context_switches is None else f"{p.context_switches:g}",
+            style="red" if p.slower else None,
         )
     return table
 
@@ -82,8 +99,18 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
     if misplaced:
         lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
     lines.extend(noise_lines(summary))
-    lines.append(summary.conclusion(lambda winner: f"best: {winner.name} (CPUs {winner.placement})",
-                                    f"no placement is significantly faster than {summary.baseline}: keep the OS placement"))
+    base = summary.result(summary.baseline)
+    if base is None or not len(base.times):
+        lines.append(f"no verdict: the baseline {summary.baseline} has no successful run")
+        return lines
+    # Faster by the median test while the mean test, which concluded, does not agree: not a winner.
+    median_only = [p.name for p in summary.policies if p.median and p.median.significant and p.median.speedup > 1
+                   and p.mean is not None and p.mean.concluded and not p.mean.significant]
+    advice = f"no placement is significantly faster than {summary.baseline}: keep the OS placement"
+    if median_only:
+        advice = (f"no placement is faster by both tests: {', '.join(median_only)} by the median test only (the mean "
+                  "test does not agree: slow outliers); measure more runs before choosing, or keep the OS placement")
+    lines.append(summary.conclusion(lambda winner: f"best: {winner.name} (CPUs {winner.placement})", advice))
     return lines
 
 
@@ -107,24 +134,33 @@ def noise_lines(summary: ExperimentSummary) -> list[str]:
 
 
 def overall_table(rows: list[OverallRow], confidence: float) -> Table:
-    table = Table(title=f"over {rows[0].overall.programs if rows else 0} programs (geometric mean of median speedups)",
-                  title_justify="left")
-    for column in ("policy", "speedup", "significantly faster", f"share, {format_level(confidence)} CI", "variance min",
-                   "variance max"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+    programs = max((r.overall.programs for r in rows), default=0)
+    table = Table(title=f"over {programs} programs (geometric mean of the median speedups)", title_justify="left")
+    for column in ("policy", "programs", "speedup", "significantly faster", f"share, {format_level(confidence)} CI",
+                   "variance min", "variance max"):
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         o = row.overall
-        table.add_row(row.policy, f"{o.geometric_mean_speedup:.3f}", f"{o.significant}/{o.programs}",
+        name = row.policy + (" (per program)" if row.policy == "recommended" else "")
+        table.add_row(name, f"{o.programs}", f"{o.geometric_mean_speedup:.3f}", f"{o.significant}/{o.programs}",
                       f"{o.share:.0%} [{o.share_interval.low:.0%}, {o.share_interval.high:.0%}]",
-                      f"{row.variance_min:.3g}", f"{row.variance_max:.3g}")
+                      fmt_variance(row.variance_min), fmt_variance(row.variance_max))
     return table
+
+
+#: The width tables are laid out for when the output is not a wider terminal (a pipe, a file).
+WIDE = 200
 
 
 def print_report(summaries: list[ExperimentSummary], console: Console | None = None) -> None:
     from .summary import overall_rows
 
-    console = console or Console(highlight=False, width=max(170, Console().width))
+    console = console or Console(highlight=False, width=max(WIDE, Console().width))
+    machine = None
     for summary in summaries:
+        if machine_line(summary.experiment).rsplit(", ", 1)[0] != machine:  # the date aside
+            machine = machine_line(summary.experiment).rsplit(", ", 1)[0]
+            console.print(Text(f"machine: {machine}"), soft_wrap=True)
         console.print(summary_table(summary))
         for line in hyperfine_lines(summary):
             console.print(Text(line), soft_wrap=True)
