@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
-.PHONY: demo test deps install clean
+.PHONY: demo test deps install clean screenshot
 
 demo: install
 	$(VENV)/bin/pinwise demo --out pinwise-demo
@@ -17,10 +17,13 @@ test: install
 
 install: deps $(VENV)/.installed
 
+# Every step says what it does before it starts: pip's own lines show the build's progress.
 $(VENV)/.installed: $(SOURCES)
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check ".[test]"
-	touch $@
+	@test -x $(PY) || { echo "pinwise: creating the virtual environment $(VENV) ..."; python3 -m venv $(VENV); }
+	@echo "pinwise: installing pinwise and its Python dependencies into $(VENV) (the native part compiles: about a minute the first time) ..."
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on ".[test]"
+	@touch $@
+	@echo "pinwise: installed; the commands are in $(VENV)/bin (source $(VENV)/bin/activate puts them on PATH)"
 
 # Installs missing Debian packages when running as root; otherwise says what to install.
 deps:
@@ -28,12 +31,18 @@ deps:
 	for pkg in $(APT_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing Debian packages:$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+			echo "pinwise: installing Debian packages:$$missing (apt-get update, then install; a few minutes the first time) ..."; \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 		else \
 			echo "missing Debian packages:$$missing (run: sudo apt-get install$$missing); tests that need them are skipped"; \
 		fi; \
 	fi
+
+# The README's picture of the HTML report: make demo's report, as headless Chromium renders it.
+screenshot: demo
+	mkdir -p docs
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,3000 \
+		--screenshot=docs/report.png file://$(CURDIR)/pinwise-demo/report.html 2>/dev/null
 
 clean:
 	rm -rf $(VENV) build

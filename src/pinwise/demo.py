@@ -6,6 +6,7 @@ with the recommended and the papers' policies -> bench a subset -> report (termi
 
 from __future__ import annotations
 
+import html
 import os
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ from .comm import read_comm
 from .errors import PinwiseError
 from .mapping import compare
 from .report import hyperfine_lines, save_plots, summarize, write_html
-from .report.terminal import summary_table
+from .report.html import heat_map_grid
+from .report.terminal import WIDE, summary_table
 from .topology import live_topology, preset, render
 from .trace import trace
 from .workloads import TIME_REGEX, workload_command
@@ -33,7 +35,7 @@ FULL = {"pairs": (2000, 4000), "neighbour": (2000, 4000), "far-pairs": (2000, No
 
 
 def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) -> Path:
-    console = console or Console(highlight=False, width=max(120, Console().width))
+    console = console or Console(highlight=False, width=max(WIDE, Console().width))
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -45,8 +47,15 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     runs = 10 if quick else 25
     machine = live_topology()
 
+    stage = {"name": "", "start": start}
+
     def step(text: str) -> None:
-        console.print(Text(f"\n== {text}  [at {time.perf_counter() - start:.0f} s]", style="bold"))
+        """Close the stage that ran (its own time) and open the next."""
+        now = time.perf_counter()
+        if stage["name"]:
+            console.print(Text(f"   ({stage['name']} took {now - stage['start']:.0f} s)", style="dim"))
+        stage.update(name=f"stage {text.split('.', 1)[0]}", start=now)
+        console.print(Text(f"\n== {text}", style="bold"))
 
     step("1. the machine")
     console.print(Text(render(machine)))
@@ -55,9 +64,10 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     shown = 8  # enough threads for every pattern to show; the bench uses `threads` on this machine
     step(f"2. tracing {len(plan)} workloads with {shown} threads under Valgrind")
     analyses = {}
-    for name, (trace_iterations, _) in plan.items():
+    for index, (name, (trace_iterations, _)) in enumerate(plan.items(), start=1):
         comm_path = out / f"{name}.comm.json"
-        trace(workload_command(name, shown, trace_iterations), comm_path, progress=False, quiet=True)
+        with console.status(f"  tracing {name} ({index}/{len(plan)}) under Valgrind ..."):
+            trace(workload_command(name, shown, trace_iterations), comm_path, progress=False, quiet=True)
         comm = read_comm(comm_path)
         result = analyze(comm)
         analyses[name] = (comm, result)
@@ -95,13 +105,17 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
             continue
         result = analyses[name][1]
         comm_path = out / f"{name}.{threads}threads.comm.json"  # the mapping needs this thread count's matrix
-        trace(workload_command(name, threads, plan[name][0]), comm_path, progress=False, quiet=True)
+        with console.status(f"  tracing {name} with {threads} threads for its mapping ..."):
+            trace(workload_command(name, threads, plan[name][0]), comm_path, progress=False, quiet=True)
         comm = read_comm(comm_path)
         chosen = ["os", result.policy] + (["scatter"] if result.policy != "scatter" else ["compact"])
         candidates = build_candidates(list(dict.fromkeys(chosen)), [], machine, None, comm)
         command = workload_command(name, threads, bench_iterations)
+        console.print(Text(f"  {name}: {len(candidates)} placements x {runs} runs ...", style="dim"))
         experiment = run_bench(command, candidates, machine, db_path,
-                               BenchOptions(runs, time_regex=TIME_REGEX, new=True, progress=console.is_terminal))
+                               BenchOptions(runs, time_regex=TIME_REGEX, new=True, progress=console.is_terminal,
+                                            extra_config={"recommended": result.policy},
+                                            say=lambda text: None))  # its own lines say enough
         connection = open_db(db_path, create=False)
         try:
             summary = summarize(connection, experiment)
@@ -116,14 +130,15 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     png_dir = out / "plots"
     for summary in summaries:
         save_plots(summary, png_dir, prefix=f"{Path(summary.experiment.command[1]).name}-")
-    heat_maps = "".join(f'<h3>{name}</h3><img alt="{name} heat map" src="data:image/png;base64,{_b64(out / f"{name}.heatmap.png")}">'
-                        for name in analyses)
-    words = "".join(f"<li><b>{name}</b>: {r.pattern_reason}; recommended {r.policy}: {r.reason}.</li>"
-                    for name, (_, r) in analyses.items())
+    heat_maps = heat_map_grid([(f"{name}: {analyses[name][1].pattern}", _b64(out / f"{name}.heatmap.png"))
+                               for name in analyses])
+    words = "".join(f"<li><b>{name}</b>: {html.escape(r.pattern_reason)}; recommended {r.policy}: "
+                    f"{html.escape(r.reason)}.</li>" for name, (_, r) in analyses.items())
     write_html(summaries, out / "report.html",
-               [f"<section><h2>what the traces showed</h2><ul>{words}</ul>{heat_maps}</section>"])
+               [f"<section><h2>what the traces showed ({shown} threads each)</h2><ul>{words}</ul>{heat_maps}</section>"])
     console.print(Text(f"in plain words: {_conclusion(summaries)}"))
     console.print(Text(f"report: {out / 'report.html'} (plots in {png_dir}, heat maps and matrices in {out})"))
+    console.print(Text(f"   ({stage['name']} took {time.perf_counter() - stage['start']:.0f} s)", style="dim"))
     console.print(Text(f"demo finished in {time.perf_counter() - start:.0f} s"))
     return out / "report.html"
 

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -214,8 +215,11 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         # pinwise dies (kill -9 included); Ctrl-C reaches them through pinwise, below.
         guard = cleanup.enter_context(GroupGuard())
         with signals_held():  # a stop signal lands after the kill below is registered
+            relay = _Relay() if show and not quiet else None  # the program's lines above the progress line
             try:
-                process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL if quiet else None,
+                process = subprocess.Popen(command, env=env,
+                                           stdout=subprocess.DEVNULL if quiet else relay and subprocess.PIPE,
+                                           stderr=relay and subprocess.PIPE,
                                            start_new_session=True, preexec_fn=die_with_parent())
             except OSError as err:
                 raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
@@ -225,23 +229,29 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         from .comm import write_comm
 
         interrupted = False
+        status = relay or _Relay()
+        if relay is not None:
+            relay.start(process)  # daemon threads: they end with the program's pipes
         if show:
-            _progress_line(result_path, 0.0)
+            status.show(_progress_text(result_path, 0.0))
         while True:
             try:
                 returncode = process.wait(timeout=1.0 if show else None)  # polling only to show progress
                 break
             except subprocess.TimeoutExpired:
                 if show:
-                    _progress_line(result_path, time.perf_counter() - start)
+                    status.show(_progress_text(result_path, time.perf_counter() - start))
             except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the program ends, the matrix stays
                 interrupted = True
                 try:
                     os.killpg(process.pid, getattr(interrupt, "signum", signal.SIGINT))
                 except ProcessLookupError:
                     pass
+        if relay is not None:
+            relay.join()
         if show:
-            print(file=sys.stderr)
+            status.show(_progress_text(result_path, time.perf_counter() - start))
+            status.done()
         if not result_path.exists():
             why = "was interrupted" if interrupted else f"ended with status {returncode}"
             raise PinwiseError(f"{argv[0]} {why} before the tracer wrote anything; nothing saved")
@@ -286,7 +296,55 @@ def rounds_possible(comm: CommMatrix) -> bool:
     return first_end is not None and any(born >= first_end for born, _ in workers)
 
 
-def _progress_line(result_path: Path, elapsed: float) -> None:
+class _Relay:
+    """The traced program's output, line by line, above pinwise's progress line on standard error:
+    the line is erased, the program's line written to the stream it came from, the progress line
+    drawn again, so the two never share a line."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.status = ""
+        self.threads: list[threading.Thread] = []
+
+    def start(self, process: subprocess.Popen) -> None:
+        for source, target in ((process.stdout, sys.stdout), (process.stderr, sys.stderr)):
+            thread = threading.Thread(target=self._forward, args=(source, target), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _forward(self, source, target) -> None:
+        with source:
+            for line in iter(source.readline, b""):
+                with self.lock:
+                    if self.status:
+                        sys.stderr.write("\r\033[K")
+                        sys.stderr.flush()
+                    target.buffer.write(line if line.endswith(b"\n") else line + b"\n")
+                    target.flush()
+                    if self.status:
+                        sys.stderr.write(self.status)
+                        sys.stderr.flush()
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+        self.threads = []
+
+    def show(self, text: str) -> None:
+        with self.lock:
+            self.status = text
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        with self.lock:
+            if self.status:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+            self.status = ""
+
+
+def _progress_text(result_path: Path, elapsed: float) -> str:
     """From the tool's latest dump: its header only, not the T x T matrix behind it."""
     done = ""
     try:
@@ -300,7 +358,7 @@ def _progress_line(result_path: Path, elapsed: float) -> None:
         done = f", {fields.get('threads', '?')} threads, {int(fields.get('accesses', 0)) / 1e6:.0f}M accesses"
     except (OSError, ValueError):
         pass
-    print(f"\rtracing: {elapsed:.0f} s{done}   ", end="", file=sys.stderr, flush=True)
+    return f"tracing: {elapsed:.0f} s{done}"
 
 
 make_callable(__name__, 'trace')  # pinwise.trace(...) runs trace()
