@@ -60,7 +60,7 @@ README_EXAMPLES = examples(README.read_text())
 
 def test_the_readme_has_examples_of_every_command():
     commands = {command.split("pinwise ", 1)[1].split()[0] for command, _ in README_EXAMPLES if "pinwise " in command}
-    assert {"topo", "run", "trace", "analyze", "map", "bench", "report", "auto", "pin", "workload"} <= commands
+    assert {"topo", "run", "trace", "analyze", "map", "bench", "report", "auto", "pin", "workload", "simulate"} <= commands
 
 
 @pytest.fixture(scope="module")

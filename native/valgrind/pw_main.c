@@ -81,6 +81,7 @@
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_debuginfo.h"
 #include "pub_tool_threadstate.h"
+#include "pw_tool_common.h"
 
 #define PW_VERSION "1"
 #define LINE_SHIFT 6
@@ -447,34 +448,6 @@ static ULong tracer_bytes(void)
 /*------------------------------------------------------------*/
 /*--- Output                                               ---*/
 /*------------------------------------------------------------*/
-
-static Int out_fd = -1;
-static HChar out_buf[1 << 16];
-static Int out_len = 0;
-
-static void out_flush(void)
-{
-   if (out_len > 0 && out_fd >= 0) VG_(write)(out_fd, out_buf, out_len);
-   out_len = 0;
-}
-
-static void out_printf(const HChar* format, ULong value)
-{
-   if (out_len > (Int)sizeof out_buf - 64) out_flush();
-   out_len += VG_(snprintf)(out_buf + out_len, sizeof out_buf - out_len, format, value);
-}
-
-static void out_text(const HChar* text)
-{
-   Int n = (Int)VG_(strlen)(text);
-   if (out_len + n >= (Int)sizeof out_buf) out_flush();
-   if (n >= (Int)sizeof out_buf) {
-      if (out_fd >= 0) VG_(write)(out_fd, text, n);
-      return;
-   }
-   VG_(memcpy)(out_buf + out_len, text, n);
-   out_len += n;
-}
 
 static ULong pair_value(Int t, Int u)
 {
@@ -1185,51 +1158,15 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
    add_pending(sb, entry, PENDING_WRITES_OFFSET, Ity_I32, a->writes);
 }
 
-/* The access made by statement `st`, if any. */
+static void note_statement_access(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
+{
+   note_access(*(Int*)context, address, size, guard, is_write);
+}
+
+/* The access made by statement `index`, if any. */
 static void find_access(IRSB* in, Int index)
 {
-   IRStmt* st = in->stmts[index];
-   switch (st->tag) {
-      case Ist_WrTmp: {
-         IRExpr* data = st->Ist.WrTmp.data;
-         if (data->tag == Iex_Load) note_access(index, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL, False);
-         break;
-      }
-      case Ist_Store:
-         note_access(index, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), NULL, True);
-         break;
-      case Ist_StoreG: {
-         IRStoreG* sg = st->Ist.StoreG.details;
-         note_access(index, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), sg->guard, True);
-         break;
-      }
-      case Ist_LoadG: {
-         IRLoadG* lg = st->Ist.LoadG.details;
-         IRType ty = Ity_INVALID, wide = Ity_INVALID;
-         typeOfIRLoadGOp(lg->cvt, &wide, &ty);
-         note_access(index, lg->addr, sizeofIRType(ty), lg->guard, False);
-         break;
-      }
-      case Ist_Dirty: {
-         IRDirty* d = st->Ist.Dirty.details;
-         if (d->mFx != Ifx_None && d->mAddr != NULL) note_access(index, d->mAddr, d->mSize, NULL, d->mFx != Ifx_Read);
-         break;
-      }
-      case Ist_CAS: {
-         IRCAS* cas = st->Ist.CAS.details;
-         Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
-         note_access(index, cas->addr, size, NULL, True);
-         break;
-      }
-      case Ist_LLSC: {
-         IRType ty = st->Ist.LLSC.storedata == NULL ? typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)
-                                                    : typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata);
-         note_access(index, st->Ist.LLSC.addr, sizeofIRType(ty), NULL, st->Ist.LLSC.storedata != NULL);
-         break;
-      }
-      default:
-         break;
-   }
+   visit_access(in, in->stmts[index], note_statement_access, &index);
 }
 
 static IRSB* pw_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .comm import CommMatrix
 
 TOOL = NATIVE_DIR / "valgrind" / "pinwise-amd64-linux"
+SIM_TOOL = NATIVE_DIR / "valgrind" / "pwsim-amd64-linux"
 TOOL_VERSION = "pinwise-valgrind 1"
 SYSTEM_TOOL_DIRS = ("/usr/libexec/valgrind", "/usr/lib/x86_64-linux-gnu/valgrind", "/usr/lib64/valgrind",
                     "/usr/lib/valgrind", "/usr/local/libexec/valgrind", "/usr/local/lib/valgrind")
@@ -86,7 +87,9 @@ def tool_environment(folder: Path) -> dict[str, str]:
     lib.mkdir()
     for item in _system_tool_dir().iterdir():
         (lib / item.name).symlink_to(item)
-    (lib / TOOL.name).symlink_to(TOOL)
+    for tool in (TOOL, SIM_TOOL):  # the tracer and the cache simulator (pinwise simulate)
+        if tool.exists():
+            (lib / tool.name).symlink_to(tool)
     env = dict(os.environ)
     env["VALGRIND_LIB"] = str(lib)
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))

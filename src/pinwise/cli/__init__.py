@@ -346,6 +346,35 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     auto.set_defaults(handler="measuring:cmd_auto")
 
+    sim = commands.add_parser(
+        "simulate", help="judge placements on a machine you do not have, by cache simulation (Valgrind)",
+        description="Run the program once under pinwise's cache simulator: every data access goes to a model of "
+                    "the topology's caches under each placement, all in the same pass. Prints per placement the "
+                    "misses per level, invalidations, cache-to-cache transfers, DRAM accesses and estimated cycles, "
+                    "ranked by the slowest thread's cycles. Example: pinwise simulate -t x7550 --policies "
+                    "compact,scatter -- ./app")
+    sim.add_argument("--policies", default="compact,scatter",
+                     help="comma-separated policies (default: compact,scatter); policies: " + policies.help_text())
+    sim.add_argument("--placement", action="append", metavar="NAME=CPUS",
+                     help="your own placement: a CPU list, likwid expression or mapping file (repeatable)")
+    sim.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), help="threads to plan for (default: every PU)")
+    sim.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
+    sim.add_argument("--quantum", type=_whole(0, 1 << 30), default=1,
+                     help="accesses per thread per turn when the threads' accesses are interleaved (default 1: "
+                          "threads on different cores alternate access by access); 0: in Valgrind's own order, "
+                          "one thread's long time slice after another's")
+    sim.add_argument("--inclusive", choices=("yes", "no"), default="yes",
+                     help="yes (default): a line evicted from a cache leaves the caches below it; no: levels are "
+                          "independent, as cachegrind models them")
+    sim.add_argument("--latency", metavar="NAME=CYCLES,...",
+                     help="override latencies: L1d, L2, L3, transfer-L2, transfer-L3, transfer-package, "
+                          "transfer-machine, dram-local, dram-remote")
+    sim.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    sim.add_argument("--png", metavar="FILE", type=_OUTPUT_FILE, help="write a plot comparing the placements")
+    _add_topology_option(sim, "machine to simulate:")
+    sim.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    sim.set_defaults(handler="measuring:cmd_simulate")
+
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")
     pin.add_argument("--pid", type=_whole(1, 1 << 22), required=True, help="process to pin")

@@ -322,3 +322,69 @@ def cmd_auto(args: argparse.Namespace) -> int:
     for line in result.lines:
         console.print(Text(line), soft_wrap=True)
     return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..bench import build_candidates
+    from ..report.terminal import WIDE
+    from ..simulate import parse_latencies, save_png, simulate, write_json
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise simulate -t x7550 -- ./prog args")
+    topology = topo_mod.load_topology(args.topology)
+    latency = parse_latencies(args.latency)
+    comm = read_comm_file(args.comm) if args.comm else None
+    names = [p for p in args.policies.split(",") if p.strip()]
+    if any(p.strip().lower() == "os" for p in names):
+        raise PinwiseError("policy os places nothing, so it cannot be simulated: name the placements to compare")
+    candidates = build_candidates(names, args.placement or [], topology, args.threads, comm)
+    placements = [(c.name, c.plan) for c in candidates]
+    random_ones = [c.name for c in candidates if c.random_threads]
+    if random_ones:  # the bench draws a new one per run; here one draw, named by its CPUs
+        placements = [(name, plan if plan is not None else next(c for c in candidates if c.name == name)
+                       .plan_for_run(topology, 0)) for name, plan in placements]
+    result = simulate(argv, topology, placements, quantum=args.quantum, inclusive=args.inclusive == "yes",
+                      latency=latency, stdout=sys.stderr if args.json else None)  # JSON alone on stdout
+    if args.png:
+        save_png(result, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    if args.json:
+        write_json(result, None)
+        return 0
+    console = Console(highlight=False, width=max(WIDE, Console().width))
+    for note in result.notes:
+        console.print(Text(f"note: {note}"), soft_wrap=True)
+    first = result.placements[0]
+    console.print(Text(f"{' '.join(argv)} simulated on {result.topology}: {result.threads} threads, "
+                       f"{sum(result.accesses_per_thread):,} accesses, quantum {result.quantum}, "
+                       f"{'inclusive' if result.inclusive else 'independent levels'}"), soft_wrap=True)
+    table = Table()
+    levels = list(first.levels)
+    for column in ["placement", "CPUs", *[f"{name} misses" for name in levels], "invalidations", "transfers",
+                   "DRAM local", "DRAM remote", "cycles (slowest thread)", "vs first"]:
+        table.add_column(column, justify="left" if column in ("placement", "CPUs") else "right")
+    for p in result.placements:
+        transfers = sum(p.transfers.values())
+        table.add_row(p.policy, _short_list(p.cpus), *[f"{p.levels[name]['misses']:,}" for name in levels],
+                      f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
+                      f"{p.critical_path:,}", f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
+    console.print(table)
+    ranked = sorted(result.placements, key=lambda p: p.critical_path)
+    console.print(Text("ranking (slowest thread's cycles): " + ", ".join(
+        f"{p.policy} {p.critical_path / first.critical_path:.2f}" if first.critical_path else p.policy
+        for p in ranked) + f" (ratios to {first.policy})"), soft_wrap=True)
+    for p in result.placements:
+        moved = ", ".join(f"{n:,} via {name}" for name, n in p.transfers.items() if n)
+        if moved:
+            console.print(Text(f"  {p.policy}: transfers {moved}"), soft_wrap=True)
+    return 0
+
+
+def _short_list(cpus: list[int]) -> str:
+    text = ",".join(map(str, cpus))
+    return text if len(text) <= 40 else text[:39] + "…"

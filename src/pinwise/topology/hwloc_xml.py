@@ -184,7 +184,7 @@ class _Reader:
         self.specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source), memory,
                                      subtype if type_ in (ObjType.NUMA, ObjType.GROUP, ObjType.MEMCACHE) else None,
                                      parent if (type_.is_memory or not cpuset) else None, len(self.specs),
-                                     self._complete(element)))
+                                     self._complete(element), _cache_geometry(element, type_, source)))
         if type_ == ObjType.NUMA and element.get("gp_index") is not None:
             self.numa_by_gp[element.get("gp_index")] = os_index
         return len(self.specs) - 1
@@ -245,6 +245,17 @@ def _distances2(element: ET.Element, reader: _Reader, source: str) -> Distances 
                      _int_attr(element, "kind", source) or 0, element.get("name"))
 
 
+def _cache_geometry(element: ET.Element, type_: ObjType, source: str) -> tuple[int, int] | None:
+    """(associativity, line size) of a cache whose file gives both (hwloc: -1 fully associative,
+    0 unknown)."""
+    if not type_.is_cache or element.get("cache_associativity") is None or element.get("cache_linesize") is None:
+        return None
+    assoc = element.get("cache_associativity").strip()
+    ways = -1 if assoc == "-1" else whole_number(assoc, f"{source}: attribute cache_associativity", 0, 1 << 20)
+    line = whole_number(element.get("cache_linesize"), f"{source}: attribute cache_linesize", 0, 1 << 20)
+    return (ways, line) if ways and line else None
+
+
 def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
     value = element.get(name)
     return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, 1 << 48)
@@ -282,8 +293,9 @@ def to_xml(topology: Topology) -> str:
         if node.subtype:
             attrs["subtype"] = node.subtype
         if node.is_cache:
+            ways, line = node.cache_geometry or (0, 64)
             attrs.update({"cache_size": str(node.cache_size or 0), "depth": _CACHE_DEPTH[node.type],
-                          "cache_linesize": "64", "cache_associativity": "0", "cache_type": "0"})
+                          "cache_linesize": str(line), "cache_associativity": str(ways), "cache_type": "0"})
         if node.type == ObjType.MEMCACHE:
             attrs.update({"cache_size": str(node.cache_size or 0), "depth": "1", "cache_linesize": "64",
                           "cache_associativity": "0", "cache_type": "0"})

@@ -112,6 +112,9 @@ class TopoObject:
     order: float | None = field(default=None, repr=False)
     #: The PUs below it offline ones included (hwloc's complete_cpuset), where the source says.
     complete: frozenset[int] | None = field(default=None, repr=False)
+    #: A cache's (associativity, line size) where the source says (an hwloc XML file does);
+    #: associativity -1 is fully associative.
+    cache_geometry: tuple[int, int] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.type = ObjType(self.type)  # parsers may hand over the type's name
@@ -196,6 +199,7 @@ class ObjectSpec:
     parent: int | None = None
     order: float | None = None
     complete: frozenset[int] | None = None
+    cache_geometry: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -493,7 +497,7 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         if spec.type not in LEVEL_RANK:
             raise PinwiseError(f"topology {source!r}: unknown object type {spec.type!r}")
         spec = ObjectSpec(ObjType(spec.type), spec.cpuset, spec.os_index, spec.cache_size, spec.local_memory,
-                          spec.subtype, spec.parent, spec.order, spec.complete)
+                          spec.subtype, spec.parent, spec.order, spec.complete, spec.cache_geometry)
         if spec.type == ObjType.PU and spec.cpuset != frozenset([spec.os_index]):
             raise PinwiseError(f"topology {source!r}: PU {spec.os_index} has cpuset {sorted(spec.cpuset)}, "
                                f"not [{spec.os_index}]")
@@ -520,7 +524,8 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         if parent.type == ObjType.PU:
             raise PinwiseError(f"topology {source!r}: {spec.type.label} below a PU")
         node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, parent=parent,
-                          subtype=spec.subtype, order=spec.order, complete=spec.complete)
+                          subtype=spec.subtype, order=spec.order, complete=spec.complete,
+                          cache_geometry=spec.cache_geometry)
         parent.children.append(node)
         node_of_key[(spec.type, spec.cpuset)] = node
 

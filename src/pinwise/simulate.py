@@ -1,0 +1,350 @@
+"""`pinwise simulate`: judge placements on a machine one does not have, by trace-driven cache
+simulation.
+
+The program runs once under pinwise's second Valgrind tool (native/valgrind/ps_main.c, where the
+model is described), which feeds every data access to K models of the target topology, one per
+placement, in the same pass. This module writes the machine's description for the tool, runs it,
+and reads back per placement: accesses and misses per cache level, invalidations, cache-to-cache
+transfers by distance, local and remote DRAM accesses, and estimated cycles per thread.
+
+What the model leaves out (the README says it too): instruction fetches and everything but data
+accesses; out-of-order overlap (each access costs its full latency); bandwidth and queueing; a
+thread's cycles are its memory cycles. Threads run one at a time under Valgrind; the tool buffers
+their accesses and interleaves them in turns of ``quantum`` accesses per thread.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import PinwiseError
+from .plan import Plan
+from .topology import Topology
+from .topology.model import ObjType, format_size
+
+#: Caches a topology does not describe: (size, associativity) by level, 64-byte lines (Intel
+#: Skylake-SP's L1d and L2, and a 2 MiB/16-way slice of L3 per core).
+DEFAULT_CACHE = {ObjType.L1: (32 * 1024, 8), ObjType.L2: (1024 * 1024, 16), ObjType.L3: (8 * 1024 * 1024, 16)}
+DEFAULT_LINE = 64
+#: Cycles, from published figures for Intel Skylake-SP (Intel's optimization manual, 7-cpu.com):
+#: hits by level; a transfer between two cores by the lowest level they share ("L2", "L3"), in one
+#: package without a shared cache ("package"), and between packages ("machine"); DRAM.
+DEFAULT_LATENCY = {"L1d": 4, "L2": 14, "L3": 50, "transfer-L2": 30, "transfer-L3": 80, "transfer-package": 110,
+                   "transfer-machine": 300, "dram-local": 200, "dram-remote": 320}
+LEVEL_NAME = {ObjType.L1: "L1d", ObjType.L2: "L2", ObjType.L3: "L3"}
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    size: int
+    line: int
+    ways: int
+    instance_of_pu: tuple[int, ...]       # per PU (by logical position), its instance
+    instances: int
+    note: str = ""                        # what was assumed or adjusted
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """The target machine as the simulator sees it: PUs by logical position, cache levels from
+    L1 up, NUMA node per PU, and the distance class of every pair of PUs."""
+
+    pus: tuple[int, ...]                  # OS indexes, by logical position
+    levels: tuple[Level, ...]
+    node_of_pu: tuple[int, ...]
+    classes: tuple[str, ...]
+    class_of_pair: tuple[tuple[int, ...], ...]
+
+
+def machine_model(topology: Topology) -> MachineModel:
+    """Cache levels of the topology (L1 per core added where it has none, as SPEC says: a
+    private L1d per core shared by its SMT siblings), sizes and geometry from the topology or the
+    stated defaults; sets rounded down to a power of two where they are not one."""
+    pus = tuple(topology.logical_order(allowed_only=False))
+    position = {pu: i for i, pu in enumerate(pus)}
+    levels = []
+    for kind in (ObjType.L1, ObjType.L2, ObjType.L3):
+        objects = [o for o in topology.objects(kind) if o.cpuset]
+        if not objects:
+            if kind != ObjType.L1:
+                continue
+            objects = [o for o in topology.objects(ObjType.CORE) if o.cpuset] or [topology.pu(p) for p in pus]
+            size, ways = DEFAULT_CACHE[kind]
+            line, note = DEFAULT_LINE, f"none in the topology: {format_size(size)} {ways}-way per core assumed"
+        else:
+            sizes = {o.cache_size for o in objects}
+            geometry = {o.cache_geometry for o in objects}
+            size = objects[0].cache_size or DEFAULT_CACHE[kind][0]
+            ways, line = objects[0].cache_geometry or (DEFAULT_CACHE[kind][1], DEFAULT_LINE)
+            note = "" if objects[0].cache_geometry else f"{ways}-way, {line}-byte lines assumed"
+            if len(sizes) > 1 or len(geometry) > 1:
+                note = (note + "; " if note else "") + "caches of different sizes: the first one's for all"
+            if not objects[0].cache_size:
+                note = (note + "; " if note else "") + f"size unknown: {format_size(size)} assumed"
+        if ways == -1:
+            ways = size // line
+        sets = size // (line * ways)
+        if sets < 1:
+            raise PinwiseError(f"{LEVEL_NAME[kind]}: {size} bytes cannot hold {ways} ways of {line}-byte lines")
+        if sets & (sets - 1):
+            rounded = 1 << (sets.bit_length() - 1)
+            note = (note + "; " if note else "") + (f"{sets} sets rounded down to {rounded} "
+                                                    f"({format_size(rounded * ways * line)} modelled)")
+            sets = rounded
+        instance = [-1] * len(pus)
+        for index, obj in enumerate(objects):
+            for pu in obj.cpuset:
+                if pu in position:
+                    instance[position[pu]] = index
+        if -1 in instance:
+            raise PinwiseError(f"the topology's {LEVEL_NAME[kind]} caches do not cover every PU: cannot simulate it")
+        levels.append(Level(LEVEL_NAME[kind], sets * ways * line, line, ways, tuple(instance), len(objects), note))
+    lines = {level.line for level in levels}
+    if len(lines) > 1:
+        raise PinwiseError(f"the caches have different line sizes ({sorted(lines)}): the simulator needs one")
+    nodes = []
+    node_ids: dict[int, int] = {}
+    for pu in pus:
+        numa = topology.numa_node_of(pu)
+        key = -1 if numa is None else (numa.os_index if numa.os_index is not None else id(numa))
+        nodes.append(node_ids.setdefault(key, len(node_ids)))
+    classes = tuple([f"{level.name}" for level in levels[1:]] + ["package", "machine"])
+    package = {}
+    for obj in topology.objects(ObjType.PACKAGE):
+        for pu in obj.cpuset:
+            package[pu] = id(obj)
+    matrix = []
+    for i, p in enumerate(pus):
+        row = []
+        for j, q in enumerate(pus):
+            shared = next((k for k, level in enumerate(levels[1:]) if level.instance_of_pu[i] == level.instance_of_pu[j]),
+                          None)
+            if shared is not None:
+                row.append(shared)
+            else:
+                row.append(len(levels) - 1 if package.get(p, 0) == package.get(q, 0) else len(levels))
+        matrix.append(tuple(row))
+    return MachineModel(pus, tuple(levels), tuple(nodes), classes, tuple(matrix))
+
+
+def parse_latencies(text: str | None) -> dict[str, int]:
+    """``L1d=4,dram-remote=350,...`` over the defaults; names as DEFAULT_LATENCY has them."""
+    latency = dict(DEFAULT_LATENCY)
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in latency:
+            raise PinwiseError(f"--latency {item.strip()!r}: write NAME=CYCLES with NAME one of {', '.join(latency)}")
+        try:
+            cycles = int(value.strip())
+        except ValueError:
+            cycles = -1
+        if not 0 <= cycles <= 1 << 20:
+            raise PinwiseError(f"--latency {item.strip()!r}: cycles must be a whole number from 0 to {1 << 20}")
+        latency[name] = cycles
+    return latency
+
+
+def config_text(machine: MachineModel, plans: list[Plan], latency: dict[str, int]) -> str:
+    """The machine and placements in the tool's --ps-config format (see ps_main.c)."""
+    position = {pu: i for i, pu in enumerate(machine.pus)}
+    out = ["pinwise-sim-config 1", f"pus {len(machine.pus)}", f"levels {len(machine.levels)}"]
+    for level in machine.levels:
+        out.append(f"level {level.size} {level.line} {level.ways} {latency.get(level.name, 0)} {level.instances} "
+                   + " ".join(map(str, level.instance_of_pu)))
+    out.append(f"nodes {max(machine.node_of_pu) + 1} " + " ".join(map(str, machine.node_of_pu)))
+    out.append(f"classes {len(machine.classes)} "
+               + " ".join(str(latency[f"transfer-{name}"]) for name in machine.classes))
+    out.append(" ".join(str(c) for row in machine.class_of_pair for c in row))
+    out.append(f"dram {latency['dram-local']} {latency['dram-remote']}")
+    out.append(f"placements {len(plans)}")
+    for plan in plans:
+        slots = [position[min(slot)] for slot in plan.slots]
+        out.append(f"placement {plan.repeat_from} {len(slots)} " + " ".join(map(str, slots)))
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class PlacementResult:
+    policy: str
+    cpus: list[int]
+    levels: dict[str, dict[str, int]]
+    invalidations: int
+    transfers: dict[str, int]
+    dram: dict[str, int]
+    cycles_per_thread: list[int]
+
+    @property
+    def cycles(self) -> int:
+        return sum(self.cycles_per_thread)
+
+    @property
+    def critical_path(self) -> int:
+        """The slowest thread's cycles: what the run takes if the threads run in parallel."""
+        return max(self.cycles_per_thread, default=0)
+
+
+@dataclass
+class Simulation:
+    topology: str
+    quantum: int
+    inclusive: bool
+    latency: dict[str, int]
+    threads: int
+    accesses_per_thread: list[int]
+    placements: list[PlacementResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_document(self) -> dict:
+        return {
+            "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
+            "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
+            "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": p.levels, "invalidations": p.invalidations,
+                            "transfers": p.transfers, "dram": p.dram, "cycles": p.cycles,
+                            "critical_path": p.critical_path, "cycles_per_thread": p.cycles_per_thread}
+                           for p in self.placements],
+        }
+
+
+def parse_result(text: str, machine: MachineModel, names: list[str], plans: list[Plan]) -> tuple[int, list[int], list[PlacementResult]]:
+    lines = iter(text.splitlines())
+    try:
+        if next(lines).split() != ["pinwise-sim", "1"]:
+            raise ValueError("not a pinwise-sim result")
+        threads = int(next(lines).split()[1])
+        accesses = [int(v) for v in next(lines).split()[1:]]
+        models = int(next(lines).split()[1])
+        results = []
+        for k in range(models):
+            next(lines)
+            levels = {}
+            for level in machine.levels:
+                _, _, acc, miss = next(lines).split()
+                levels[level.name] = {"accesses": int(acc), "misses": int(miss)}
+            invalidations = int(next(lines).split()[1])
+            transfers = dict(zip(machine.classes, (int(v) for v in next(lines).split()[1:])))
+            _, local, remote = next(lines).split()
+            cycles = [int(v) for v in next(lines).split()[1:]]
+            results.append(PlacementResult(names[k], [min(s) for s in plans[k].slots], levels, invalidations, transfers,
+                                           {"local": int(local), "remote": int(remote)}, cycles))
+    except (StopIteration, ValueError, IndexError) as err:
+        raise PinwiseError(f"the simulator's result cannot be read ({err})") from None
+    return threads, accesses, results
+
+
+def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Plan]], *, quantum: int = 1,
+             inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
+             stdout=None) -> Simulation:
+    """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
+    ``stdout`` is where the program's output goes (default: pinwise's)."""
+    from .pinning.launcher import find_program
+    from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+    from .trace import SIM_TOOL, check_tracer, tool_environment
+
+    if not placements:
+        raise PinwiseError("nothing to simulate: give --policies and/or --placement")
+    if len(placements) > 64:
+        raise PinwiseError(f"{len(placements)} placements: the simulator takes 64 at most in one pass")
+    if quantum < 0:
+        raise PinwiseError(f"--quantum must be 0 or more, not {quantum}")
+    valgrind = check_tracer()
+    if not SIM_TOOL.exists():
+        raise PinwiseError("pinwise was built without its cache simulator (Valgrind's tool-building files were "
+                           "missing): install them and reinstall pinwise")
+    program = find_program(argv)
+    latency = latency or dict(DEFAULT_LATENCY)
+    machine = machine_model(topology)
+    names = [name for name, _ in placements]
+    plans = [plan for _, plan in placements]
+    notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
+    with temporary_folder("simulate") as tmp:
+        config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
+        config.write_text(config_text(machine, plans, latency))
+        env = tool_environment(Path(tmp))
+        command = [valgrind, "--tool=pwsim", "-q", "--fair-sched=yes", "--max-threads=4096",
+                   f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
+                   f"--ps-inclusive={'yes' if inclusive else 'no'}", program, *argv[1:]]
+        show = sys.stderr.isatty() if progress is None else progress
+        if show:
+            print(f"simulating {len(plans)} placement{'s' if len(plans) > 1 else ''} of {' '.join(argv)} on "
+                  f"{topology.source or 'the topology'} under Valgrind ...", file=sys.stderr)
+        with GroupGuard() as guard:
+            with signals_held():
+                try:
+                    process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                               start_new_session=True, preexec_fn=die_with_parent())
+                except OSError as err:
+                    raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
+                guard.watch(process.pid)
+            try:
+                returncode = process.wait()
+            except KeyboardInterrupt:
+                kill_group(process.pid)
+                process.wait()
+                raise
+            finally:
+                kill_group(process.pid)
+        if not out.exists():
+            raise PinwiseError(f"{argv[0]} ended with status {returncode} before the simulator wrote anything")
+        threads, accesses, results = parse_result(out.read_text(), machine, names, plans)
+    if returncode != 0:
+        notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
+    return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes)
+
+
+def write_json(simulation: Simulation, path: str | None) -> None:
+    text = json.dumps(simulation.to_document(), indent=2) + "\n"
+    if path is None or path == "-":
+        sys.stdout.write(text)
+    else:
+        from .files import write_text_atomic
+
+        write_text_atomic(path, text)
+
+
+def comparison_figure(simulation: Simulation):
+    """One figure: each placement's critical path, last-level misses, transfers and remote DRAM,
+    as ratios to the first placement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    results = simulation.placements
+    last = list(results[0].levels)[-1]
+    series = {
+        "critical path (cycles)": [p.critical_path for p in results],
+        f"{last} misses": [p.levels[last]["misses"] for p in results],
+        "cache-to-cache transfers": [sum(p.transfers.values()) for p in results],
+        "DRAM accesses": [p.dram["local"] + p.dram["remote"] for p in results],
+    }
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    x = np.arange(len(results))
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series.items()):
+        base = values[0] or 1
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [v / base for v in values], width, label=label)
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xticks(x, [p.policy for p in results])
+    ax.set_ylabel(f"ratio to {results[0].policy}")
+    ax.set_title(f"simulated on {simulation.topology}: lower is better", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def save_png(simulation: Simulation, path: str) -> None:
+    from .files import write_bytes_atomic
+    from .report.plots import figure_png_bytes
+
+    write_bytes_atomic(path, figure_png_bytes(comparison_figure(simulation)))
+

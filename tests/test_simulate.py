@@ -1,0 +1,158 @@
+"""`pinwise simulate`: the cache simulator against cachegrind (the exact reference for one core),
+and placements whose effect the papers and the blog name: locality against distance on a
+neighbour pattern, contending pairs together against apart, and compact against scatter for
+private streams on two packages. Every run is a real Valgrind run of a real program."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import assert_clean_failure, compile_program, run_pinwise
+
+from pinwise.pinning.launcher import NATIVE_DIR
+from pinwise.simulate import machine_model
+from pinwise.topology import load_topology
+from pinwise.trace import REP_MOVSB_TUNABLE, SIM_TOOL
+
+PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
+PAIRS = str(NATIVE_DIR / "bin" / "pairs")
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None or not SIM_TOOL.exists(),
+                                reason="Valgrind and pinwise's simulator are needed")
+
+#: One core under an L2 of 2 MiB, 16 ways, and an L1d of 32 KiB, 8 ways, 64-byte lines: the
+#: geometry of cachegrind's --D1=32768,8,64 --LL=2097152,16,64.
+CACHEGRIND_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+ <object type="Machine" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="1">
+  <object type="Package" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="2">
+   <object type="L2Cache" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="3" cache_size="2097152"
+           depth="2" cache_linesize="64" cache_associativity="16" cache_type="0">
+    <object type="L1Cache" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="4" cache_size="32768"
+            depth="1" cache_linesize="64" cache_associativity="8" cache_type="1">
+     <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="5">
+      <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" gp_index="6"/>
+     </object>
+    </object>
+   </object>
+  </object>
+ </object>
+</topology>
+"""
+
+
+def simulated(*arguments: str) -> dict:
+    result = run_pinwise("simulate", "--json", *arguments, check=True, timeout=600)
+    return json.loads(result.stdout)
+
+
+def cachegrind(tmp_path, argv: list[str]) -> dict[str, int]:
+    out = tmp_path / "cachegrind.out"
+    env = {**os.environ, "GLIBC_TUNABLES": REP_MOVSB_TUNABLE}  # the memcpy pinwise's tools run with
+    subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--D1=32768,8,64", "--LL=2097152,16,64",
+                    f"--cachegrind-out-file={out}", *argv], check=True, capture_output=True, env=env, timeout=600)
+    lines = out.read_text().splitlines()
+    events = next(line for line in lines if line.startswith("events:")).split()[1:]
+    totals = dict(zip(events, map(int, next(line for line in lines if line.startswith("summary:")).split()[1:])))
+    return {"D1": totals["D1mr"] + totals["D1mw"], "LL": totals["DLmr"] + totals["DLmw"]}
+
+
+@pytest.mark.parametrize("walk", ["stream", "stride", "random"])
+def test_one_core_misses_match_cachegrind_within_two_percent(tmp_path, build_dir, walk):
+    walker = compile_program("memwalk.c", build_dir)
+    xml = tmp_path / "one-core.xml"
+    xml.write_text(CACHEGRIND_XML)
+    argv = [str(walker), walk, "8", "2"]
+    ours = simulated("-t", str(xml), "--policies", "compact", "--inclusive", "no", "--", *argv)
+    level = ours["placements"][0]["levels"]
+    assert list(level) == ["L1d", "L2"]  # named as the topology names its caches
+    reference = cachegrind(tmp_path, argv)
+    assert reference["D1"] > 100_000 and reference["LL"] > 100_000  # the walks do miss
+    assert level["L1d"]["misses"] == pytest.approx(reference["D1"], rel=0.02)
+    assert level["L2"]["misses"] == pytest.approx(reference["LL"], rel=0.02)
+    assert level["L2"]["accesses"] == level["L1d"]["misses"]  # the last level sees the first's misses
+
+
+def neighbour_matrix(threads: int) -> np.ndarray:
+    matrix = np.zeros((threads, threads))
+    for i in range(threads - 1):
+        matrix[i, i + 1] = matrix[i + 1, i] = 1000
+    return matrix
+
+
+def test_locality_beats_distance_on_a_neighbour_pattern(tmp_path):
+    """Diener et al. section 6's machine shape: 2 packages x 2 L2 x 2 cores, 8 threads."""
+    comm = tmp_path / "neighbour.csv"
+    np.savetxt(comm, neighbour_matrix(8), fmt="%d", delimiter=",")
+    found = simulated("-t", "pack:2 l2:2 core:2 pu:1", "--comm", str(comm), "--policies", "locality,distance",
+                      "--", PATTERNS, "neighbour", "-n", "8", "-i", "300")
+    by = {p["policy"]: p for p in found["placements"]}
+    assert by["locality"]["levels"]["L2"]["misses"] <= 0.8 * by["distance"]["levels"]["L2"]["misses"]
+    dram = {name: p["dram"]["local"] + p["dram"]["remote"] for name, p in by.items()}
+    assert dram["locality"] < dram["distance"]
+    assert set(by["locality"]) >= {"policy", "cpus", "levels", "invalidations", "transfers", "dram", "cycles",
+                                   "cycles_per_thread"}
+    assert len(by["locality"]["cycles_per_thread"]) == found["threads"] == 8
+    assert by["locality"]["cycles"] == sum(by["locality"]["cycles_per_thread"])
+
+
+def test_contending_pairs_together_transfer_far_less_than_apart(tmp_path):
+    """On this machine's own topology: the blog's pairs together move their lines between
+    caches a hundredth as often as pairs apart, and the simulated ranking is the one
+    benchmarks/pairs.py measures (together faster; the benchmark prints both side by side)."""
+    found = simulated("--policies", "", "--placement", "together=1,0,0,1", "--placement", "apart=1,0,1,0",
+                      "--", PAIRS, "-r", "1", "-i", "100000")
+    by = {p["policy"]: p for p in found["placements"]}
+    moved = {name: sum(p["transfers"].values()) for name, p in by.items()}
+    assert moved["apart"] > 1000 and moved["together"] * 20 < moved["apart"]
+    assert by["together"]["invalidations"] * 20 < by["apart"]["invalidations"]
+    assert by["together"]["critical_path"] < by["apart"]["critical_path"]
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_scatter_has_fewer_last_level_misses_than_compact_for_private_streams(threads):
+    """A fixed problem (12 MiB) split over the threads, on two packages of one 8 MiB L3 each:
+    compact puts it all under one L3, scatter halves it (the NPB paper: compact hurts 2 and 4
+    threads)."""
+    found = simulated("-t", "pack:2 l3:1(size=8MiB) core:4 pu:1", "-n", str(threads), "--policies", "compact,scatter",
+                      "--", PATTERNS, "private", "-n", str(threads), "-i", str(2400 // threads),
+                      "-z", str(12288 // threads))
+    by = {p["policy"]: p for p in found["placements"]}
+    assert by["scatter"]["levels"]["L3"]["misses"] < 0.5 * by["compact"]["levels"]["L3"]["misses"]
+
+
+def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
+    png = tmp_path / "sim.png"
+    result = run_pinwise("simulate", "-t", "pack:2 core:2 pu:1", "--policies", "compact,scatter", "--png", str(png),
+                         "--", PATTERNS, "pairs", "-n", "4", "-i", "50", check=True, timeout=600)
+    assert "ranking (slowest thread's cycles): " in result.stdout and "(ratios to compact)" in result.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "L1d: none in the topology: 32KiB 8-way per core assumed" in result.stdout
+
+
+def test_the_machine_model_follows_the_topology():
+    model = machine_model(load_topology("pack:2 l3:1(size=8MiB) l2:2 core:2 pu:2"))
+    assert [level.name for level in model.levels] == ["L1d", "L2", "L3"]
+    assert [level.instances for level in model.levels] == [8, 4, 2]  # L1 per core, shared by its 2 PUs
+    assert model.levels[0].instance_of_pu[:4] == (0, 0, 1, 1)
+    assert model.classes == ("L2", "L3", "package", "machine")
+    assert model.class_of_pair[0][2] == 0 and model.class_of_pair[0][4] == 1 and model.class_of_pair[0][8] == 3
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ([], ["no program"]),
+    (["--latency", "L9=3", "--", "true"], ["--latency", "L9=3"]),
+    (["--latency", "L1d=-3", "--", "true"], ["cycles must be a whole number"]),
+    (["--policies", "os,compact", "--", "true"], ["policy os places nothing"]),
+    (["-t", "nosuchmachine", "--", "true"], ["nosuchmachine"]),
+    (["--quantum", "-1", "--", "true"], ["--quantum"]),
+    (["--policies", "locality", "--", "true"], ["--comm"]),
+    (["--", "no-such-program-xyz"], ["not found"]),
+])
+def test_bad_simulate_input(arguments, words):
+    assert_clean_failure(run_pinwise("simulate", *arguments), *words)
