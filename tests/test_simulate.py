@@ -156,3 +156,30 @@ def test_the_machine_model_follows_the_topology():
 ])
 def test_bad_simulate_input(arguments, words):
     assert_clean_failure(run_pinwise("simulate", *arguments), *words)
+
+
+def test_a_simulation_is_kept_and_reported_with_the_bench_or_alone(tmp_path):
+    saved, html = tmp_path / "sim.json", tmp_path / "report.html"
+    run_pinwise("simulate", "-t", "pack:2 core:2 pu:1", "--policies", "compact,scatter", "-o", str(saved),
+                "--", PATTERNS, "pairs", "-n", "4", "-i", "50", check=True, timeout=600)
+    document = json.loads(saved.read_text())
+    assert document["program"].endswith("pairs -n 4 -i 50") and len(document["placements"]) == 2
+    result = run_pinwise("report", "--simulation", str(saved), "--html", str(html), check=True)
+    assert "simulated on pack:2 core:2 pu:1" in result.stdout and "ranking (slowest thread's cycles)" in result.stdout
+    text = html.read_text()
+    assert "<h2>simulated on pack:2 core:2 pu:1" in text and text.count("<img") == 1
+    assert_clean_failure(run_pinwise("report"), "nothing to report")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"placements": []}')
+    assert_clean_failure(run_pinwise("report", "--simulation", str(broken)), "not a simulation")
+
+
+def test_auto_ranks_its_candidates_on_a_machine_by_simulation():
+    result = run_pinwise("auto", "--simulate", "pack:2 l2:2 core:2 pu:1", "--", PATTERNS, "neighbour", "-n", "8",
+                         "-i", "200", check=True, timeout=600)
+    assert "recommended on pack:2 l2:2 core:2 pu:1:" in result.stderr
+    assert "2/2 simulating on pack:2 l2:2 core:2 pu:1: compact CPUs" in result.stderr
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("│")}
+    assert {"compact", "scatter"} <= set(rows) and any(name.startswith(("locality", "balanced")) for name in rows)
+    assert "simulated best on pack:2 l2:2 core:2 pu:1:" in result.stdout
+    assert_clean_failure(run_pinwise("auto", "--simulate", "x7550", "--db", "r.db", "--", "true"), "--simulate")

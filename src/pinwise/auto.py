@@ -74,6 +74,43 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
     return variants
 
 
+def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,
+                   placements: list[str] | None = None, say=print, tracer=None, quantum: int = 1):
+    """``auto`` for a machine one does not have: trace, analyze, choose the candidates as auto does
+    (``os`` aside: it places nothing), plan them on ``target`` and rank them by cache simulation
+    (:func:`pinwise.simulate.simulate`) instead of benchmarks. Returns the Simulation."""
+    from .pinning.launcher import find_program
+    from .simulate import simulate
+
+    find_program(argv)
+    if placements:
+        build_candidates([], placements, target, None)
+    with temporary_folder("auto") as tmp:
+        comm_path = os.path.join(tmp, "comm.json")
+        say(f"1/2 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
+        if tracer is None:
+            from .trace import trace
+
+            comm = trace(trace_argv or argv, comm_path, quiet=True)
+        else:
+            comm = tracer(trace_argv or argv, comm_path)
+    rounds = find_rounds(comm)
+    if rounds is not None:
+        comm = fold_rounds(comm, rounds)
+    analysis = analyze(comm, target)
+    say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
+    say(f"    recommended on {target.source or 'the target'}: {analysis.policy} ({analysis.reason})")
+    chosen = [name for name in candidate_policies(analysis) if name != "os"]
+    candidates = build_candidates(chosen, placements or [], target, None, comm)
+    candidates += creator_variants(candidates, comm, target)
+    unique, aliases = unique_candidates(candidates)
+    say("2/2 simulating on " + (target.source or "the target") + ": " + ", ".join(
+        c.name + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "") + f" CPUs {c.plan.cpulist()}"
+        for c in unique))
+    return simulate(argv, target, [(c.name, c.plan if not c.random_threads else c.plan_for_run(target, 0))
+                                   for c in unique], quantum=quantum)
+
+
 def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
              progress: bool | None = None, say=print, tracer=None, runner=None,

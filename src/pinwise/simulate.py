@@ -201,10 +201,11 @@ class Simulation:
     accesses_per_thread: list[int]
     placements: list[PlacementResult]
     notes: list[str] = field(default_factory=list)
+    program: str = ""
 
     def to_document(self) -> dict:
         return {
-            "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
+            "program": self.program, "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
             "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
             "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": p.levels, "invalidations": p.invalidations,
                             "transfers": p.transfers, "dram": p.dram, "cycles": p.cycles,
@@ -296,7 +297,32 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         threads, accesses, results = parse_result(out.read_text(), machine, names, plans)
     if returncode != 0:
         notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
-    return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes)
+    return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes,
+                      " ".join(argv))
+
+
+def read_simulation(path: str) -> Simulation:
+    """A simulation written by ``pinwise simulate -o FILE`` (or ``--json``), read back."""
+    from .files import read_input
+
+    text = read_input(path, "simulation file")
+    try:
+        document = json.loads(text)
+        placements = [PlacementResult(p["policy"], [int(c) for c in p["cpus"]],
+                                      {name: {"accesses": int(v["accesses"]), "misses": int(v["misses"])}
+                                       for name, v in p["levels"].items()},
+                                      int(p["invalidations"]), {k: int(v) for k, v in p["transfers"].items()},
+                                      {"local": int(p["dram"]["local"]), "remote": int(p["dram"]["remote"])},
+                                      [int(c) for c in p["cycles_per_thread"]])
+                      for p in document["placements"]]
+        if not placements:
+            raise ValueError("no placement")
+        return Simulation(str(document["topology"]), int(document["quantum"]), bool(document["inclusive"]),
+                          dict(document["latency"]), int(document["threads"]),
+                          [int(a) for a in document["accesses_per_thread"]], placements,
+                          [str(n) for n in document.get("notes", [])], str(document.get("program", "")))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise PinwiseError(f"{path!r} is not a simulation written by pinwise simulate ({err})") from None
 
 
 def write_json(simulation: Simulation, path: str | None) -> None:

@@ -304,7 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="tables, plots and an HTML report of a results database",
                                  description="Report the experiments of a results database with the Speedup-Test.")
-    report.add_argument("db", metavar="DB", help="results database written by pinwise bench")
+    report.add_argument("db", metavar="DB", nargs="?", help="results database written by pinwise bench")
+    report.add_argument("--simulation", metavar="FILE", action="append",
+                        help="also show a simulation written by pinwise simulate -o FILE (repeatable; then DB may "
+                             "be left out)")
     report.add_argument("--html", metavar="FILE", type=_OUTPUT_FILE, help="write one self-contained HTML file")
     report.add_argument("--png", metavar="DIR", type=_OUTPUT_FOLDER, help="write PNG and SVG plots into DIR")
     report.add_argument("--baseline", help="placement to compare against (default os, else the first)")
@@ -340,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
                            "baseline); policies: " + policies.help_text())
+    auto.add_argument("--simulate", metavar="T",
+                      help="for a machine you do not have: plan the candidates on topology T (a preset, XML file or "
+                           "synthetic string) and rank them by cache simulation (pinwise simulate) instead of "
+                           "benchmarks")
     auto.add_argument("--placement", action="append", metavar="NAME=CPUS",
                       help="your own placement to try beside the candidates: a CPU list, likwid expression, policy "
                            "or mapping file (repeatable), as bench takes it, e.g. together=S0:0-1")
@@ -370,6 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override latencies: L1d, L2, L3, transfer-L2, transfer-L3, transfer-package, "
                           "transfer-machine, dram-local, dram-remote")
     sim.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    sim.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE,
+                     help="also write the results as JSON to FILE (pinwise report --simulation FILE shows them)")
     sim.add_argument("--png", metavar="FILE", type=_OUTPUT_FILE, help="write a plot comparing the placements")
     _add_topology_option(sim, "machine to simulate:")
     sim.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")

@@ -116,22 +116,34 @@ def _summaries(connection, args: argparse.Namespace) -> list:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..bench import db
     from ..report import print_report, save_plots, write_html
+    from ..report.html import simulation_section
+    from ..simulate import read_simulation
 
-    connection = db.open_db(args.db, create=False)
-    try:
-        summaries = _summaries(connection, args)
-    except db.UNREADABLE as err:
-        raise db.damaged(args.db, err) from None
-    finally:
-        connection.close()
-    print_report(summaries)
+    if args.db is None and not args.simulation:
+        raise PinwiseError("nothing to report: give the results database (pinwise report results.db), "
+                           "or --simulation FILE")
+    if args.db is None and any(getattr(args, f"export_{kind}") for kind in ("csv", "json", "markdown", "latex")):
+        raise PinwiseError("the exports are of a results database's experiments: give DB")
+    simulations = [read_simulation(path) for path in args.simulation or []]
+    summaries = []
+    if args.db is not None:
+        connection = db.open_db(args.db, create=False)
+        try:
+            summaries = _summaries(connection, args)
+        except db.UNREADABLE as err:
+            raise db.damaged(args.db, err) from None
+        finally:
+            connection.close()
+        print_report(summaries)
+    for simulation in simulations:
+        print_simulation(simulation)
     if args.png:
         for summary in summaries:
             prefix = f"experiment{summary.experiment.id}-" if len(summaries) > 1 else ""
             for path in save_plots(summary, args.png, prefix):
                 print(f"wrote {path}", file=sys.stderr)
     if args.html:
-        write_html(summaries, args.html)
+        write_html(summaries, args.html, [simulation_section(simulation) for simulation in simulations])
         print(f"wrote {args.html}", file=sys.stderr)
     _export(args, summaries)
     return 0
@@ -307,6 +319,20 @@ def cmd_auto(args: argparse.Namespace) -> int:
         trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     except ValueError as err:
         raise PinwiseError(f"--trace-args {args.trace_args!r} cannot be split into arguments ({err})") from None
+    if args.simulate is not None:
+        from ..auto import simulated_auto
+
+        if args.policies or args.db or args.time_regex:
+            raise PinwiseError("--simulate ranks the analysis's candidates by simulation: --policies, --db and "
+                               "--time-regex belong to the benchmark, drop them")
+        target = topo_mod.load_topology(args.simulate)
+        result = simulated_auto(argv, target, trace_argv=trace_argv, placements=args.placement,
+                                say=lambda text: print(text, file=sys.stderr))
+        print_simulation(result, argv)
+        best = min(result.placements, key=lambda p: p.critical_path)
+        print(f"simulated best on {result.topology}: {best.policy} (CPUs {','.join(map(str, best.cpus))}); "
+              "a simulation ranks placements, it does not measure them: bench on the machine to confirm")
+        return 0
     topology = topo_mod.load_topology(None)
     candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
@@ -325,12 +351,7 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from ..bench import build_candidates
-    from ..report.terminal import WIDE
     from ..simulate import parse_latencies, save_png, simulate, write_json
 
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
@@ -343,24 +364,36 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if any(p.strip().lower() == "os" for p in names):
         raise PinwiseError("policy os places nothing, so it cannot be simulated: name the placements to compare")
     candidates = build_candidates(names, args.placement or [], topology, args.threads, comm)
-    placements = [(c.name, c.plan) for c in candidates]
-    random_ones = [c.name for c in candidates if c.random_threads]
-    if random_ones:  # the bench draws a new one per run; here one draw, named by its CPUs
-        placements = [(name, plan if plan is not None else next(c for c in candidates if c.name == name)
-                       .plan_for_run(topology, 0)) for name, plan in placements]
+    placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]
     result = simulate(argv, topology, placements, quantum=args.quantum, inclusive=args.inclusive == "yes",
                       latency=latency, stdout=sys.stderr if args.json else None)  # JSON alone on stdout
+    if args.output:
+        write_json(result, args.output)
+        print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
     if args.png:
         save_png(result, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         write_json(result, None)
         return 0
+    print_simulation(result, argv)
+    return 0
+
+
+def print_simulation(result, argv: list[str] | None = None) -> None:
+    """The table of a simulation, its ranking and where the transfers went."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..report.terminal import WIDE
+
     console = Console(highlight=False, width=max(WIDE, Console().width))
     for note in result.notes:
         console.print(Text(f"note: {note}"), soft_wrap=True)
     first = result.placements[0]
-    console.print(Text(f"{' '.join(argv)} simulated on {result.topology}: {result.threads} threads, "
+    program = " ".join(argv) if argv else result.program or "the program"
+    console.print(Text(f"{program} simulated on {result.topology}: {result.threads} threads, "
                        f"{sum(result.accesses_per_thread):,} accesses, quantum {result.quantum}, "
                        f"{'inclusive' if result.inclusive else 'independent levels'}"), soft_wrap=True)
     table = Table()
@@ -374,15 +407,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                       f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
                       f"{p.critical_path:,}", f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
     console.print(table)
-    ranked = sorted(result.placements, key=lambda p: p.critical_path)
-    console.print(Text("ranking (slowest thread's cycles): " + ", ".join(
-        f"{p.policy} {p.critical_path / first.critical_path:.2f}" if first.critical_path else p.policy
-        for p in ranked) + f" (ratios to {first.policy})"), soft_wrap=True)
+    console.print(Text("ranking (slowest thread's cycles): " + ranking_text(result)), soft_wrap=True)
     for p in result.placements:
         moved = ", ".join(f"{n:,} via {name}" for name, n in p.transfers.items() if n)
         if moved:
             console.print(Text(f"  {p.policy}: transfers {moved}"), soft_wrap=True)
-    return 0
+
+
+def ranking_text(result) -> str:
+    first = result.placements[0]
+    ranked = sorted(result.placements, key=lambda p: p.critical_path)
+    return ", ".join(f"{p.policy} {p.critical_path / first.critical_path:.2f}" if first.critical_path else p.policy
+                     for p in ranked) + f" (ratios to {first.policy})"
 
 
 def _short_list(cpus: list[int]) -> str:

@@ -145,12 +145,12 @@ def overall_section(summaries: list[ExperimentSummary]) -> str:
 def write_html(summaries: list[ExperimentSummary], path: str | Path, extra_sections: list[str] | None = None) -> None:
     from ..files import write_text_atomic
 
-    parts = [f"<section>{machine_header(summaries)}</section>"]
+    parts = [f"<section>{machine_header(summaries)}</section>"] if summaries else []
     parts += [f"<section>{experiment_section(s)}</section>" for s in summaries]
     if len(summaries) > 1:
         parts.append(overall_section(summaries))
     parts.extend(extra_sections or [])
-    programs = ", ".join(dict.fromkeys(s.experiment.label.split()[0] for s in summaries))
+    programs = ", ".join(dict.fromkeys(s.experiment.label.split()[0] for s in summaries)) or "simulation"
     document = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pinwise report</title>"
         f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body><h1>pinwise report: {html.escape(programs)}</h1>"
@@ -164,3 +164,27 @@ def heat_map_grid(images: list[tuple[str, str]]) -> str:
     return '<div class="heatmaps">' + "".join(
         f'<figure><img alt="{html.escape(caption)} heat map" src="data:image/png;base64,{data}">'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>" for caption, data in images) + "</div>"
+
+
+def simulation_section(simulation) -> str:
+    """A `pinwise simulate` result: its table, ranking and comparison plot."""
+    from ..simulate import comparison_figure
+
+    first = simulation.placements[0]
+    levels = list(first.levels)
+    rows = []
+    for p in simulation.placements:
+        ratio = f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-"
+        rows.append([p.policy, ",".join(map(str, p.cpus)), *[f"{p.levels[n]['misses']:,}" for n in levels],
+                     f"{p.invalidations:,}", f"{sum(p.transfers.values()):,}", f"{p.dram['local']:,}",
+                     f"{p.dram['remote']:,}", f"{p.critical_path:,}", ratio])
+    headers = ["placement", "CPUs", *[f"{n} misses" for n in levels], "invalidations", "transfers", "DRAM local",
+               "DRAM remote", "cycles (slowest thread)", "vs first"]
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in simulation.notes)
+    return (f"<section><h2>simulated on {html.escape(simulation.topology)}: {html.escape(simulation.program)}</h2>"
+            f"<p>{simulation.threads} threads, {sum(simulation.accesses_per_thread):,} accesses, quantum "
+            f"{simulation.quantum}, {'inclusive' if simulation.inclusive else 'independent levels'}; cycles are "
+            "estimated memory cycles from the latency table (pinwise simulate)</p>"
+            + (f"<ul>{notes}</ul>" if notes else "") + _table(headers, rows)
+            + '<div class="plots">' + _image(comparison_figure(simulation), "placements compared by simulation")
+            + "</div></section>")
