@@ -110,3 +110,20 @@ def test_a_killed_trace_leaves_no_valgrind(tmp_path, signum):
         assert "Traceback" not in err
         assert "marked partial" in err and output.exists()  # what was gathered is kept, and says so
     assert not folders_of(process.pid) or signum == signal.SIGKILL  # kill -9's: gone at the next start (above)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_killed_simulation_leaves_no_valgrind(signum):
+    need("valgrind")
+    process = subprocess.Popen([PINWISE, "simulate", "-t", "pack:1 core:2 pu:1", "--",
+                                *in_a_shell("sleep 32.3; :")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    wait_until_running("^sleep 32.3")
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    time.sleep(0.3)
+    assert not left_running("sleep 32.3"), "Valgrind (or the program it runs) outlived pinwise simulate"
+    assert process.returncode != 0
+    if signum != signal.SIGKILL:
+        assert "Traceback" not in err and "interrupted" in err
+        assert not folders_of(process.pid)
