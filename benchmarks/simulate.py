@@ -5,7 +5,8 @@
    `valgrind --tool=cachegrind --cache-sim=yes` (one core's D1/LL, and instruction caches) on the
    same program, interleaved, best of --runs (interference only adds time). Two programs: the
    neighbour pattern (half of its accesses are atomic increments on lines two threads share: the
-   simulator's coherence path) and private work (64 KiB per thread: L1 misses that hit L2). Target
+   simulator's coherence path), private work of 64 KiB per thread (L1 misses that hit L2) and of
+   16 KiB (L1 hits, the simulator's fast path). Target
    (issue 18): 8 placements in <= 3x cachegrind's time.
 2. Ranking: the contending pairs (the blog's program) with the pairs together and apart, simulated
    on this machine's own topology and measured natively (pinwise run, medians of --pair-runs
@@ -48,6 +49,7 @@ def main() -> int:
     programs = {
         "neighbour, 8 threads": [patterns, "neighbour", "-n", "8", "-i", "5000"],
         "private 64 KiB, 8 threads": [patterns, "private", "-n", "8", "-i", "5000", "-z", "64"],
+        "private 16 KiB, 8 threads": [patterns, "private", "-n", "8", "-i", "5000", "-z", "16"],
     }
     out = table(f"one pass of pinwise simulate vs cachegrind, best of {args.runs} ({cpu_model()})",
                 ["program", "cachegrind s", "1 placement s", "4 placements s", "8 placements s", "8 / cachegrind",

@@ -656,20 +656,29 @@ static void feed(Int t, UWord entry)
 /* The buffered accesses, in turns of --ps-quantum per thread, until every buffer is empty. */
 static void drain(void)
 {
+   Int* active = zeroed("ps.drain", n_threads, sizeof(Int));
    SizeT* done = zeroed("ps.drain", n_threads, sizeof(SizeT));
-   Bool more = True;
-   while (more) {
-      more = False;
-      for (Int t = 0; t < n_threads; t++) {
+   Int n_active = 0;
+   for (Int t = 0; t < n_threads; t++)
+      if (buffered[t]) active[n_active++] = t;
+   while (n_active > 0) {
+      for (Int a = 0; a < n_active;) {
+         Int t = active[a];
          SizeT end = done[t] + (SizeT)clo_quantum;
          if (end > buffered[t]) end = buffered[t];
-         for (SizeT i = done[t]; i < end; i++) feed(t, buffer[t][i]);
+         const UWord* entries = buffer[t];
+         for (SizeT i = done[t]; i < end; i++) feed(t, entries[i]);
          done[t] = end;
-         if (end < buffered[t]) more = True;
+         if (end == buffered[t]) {
+            buffered[t] = 0;
+            active[a] = active[--n_active];  /* the order of the others stays a rotation */
+         } else {
+            a++;
+         }
       }
    }
-   for (Int t = 0; t < n_threads; t++) buffered[t] = 0;
    total_buffered = 0;
+   VG_(free)(active);
    VG_(free)(done);
 }
 
