@@ -3,8 +3,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Debian packages the tests and benchmarks compare against or need: hwloc (lstopo), likwid
 # (likwid-pin), scotch (gmap), LEMON (exact matching, built into the kernels), gcc/g++ with
-# OpenMP for the test programs, chromium (renders the HTML report in a test).
-APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev
+# OpenMP for the test programs, chromium (renders the HTML report in a test), Open MPI (the engine
+# of pinwise mpi: its launcher, and the headers the PMPI recorder is built against).
+APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev \
+	openmpi-bin libopenmpi-dev
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
 .PHONY: demo test deps install clean screenshot

@@ -60,7 +60,8 @@ README_EXAMPLES = examples(README.read_text())
 
 def test_the_readme_has_examples_of_every_command():
     commands = {command.split("pinwise ", 1)[1].split()[0] for command, _ in README_EXAMPLES if "pinwise " in command}
-    assert {"topo", "run", "trace", "analyze", "map", "bench", "report", "auto", "pin", "workload", "simulate"} <= commands
+    assert {"topo", "run", "trace", "analyze", "map", "bench", "report", "auto", "pin", "workload", "simulate",
+            "mpi"} <= commands
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def folder(tmp_path_factory):
 def test_readme_example_runs_as_printed(folder, number):
     command, expected = README_EXAMPLES[number]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "COLUMNS": "200"}
+           "COLUMNS": "200", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # CI is root
     result = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True,
                             stdin=subprocess.DEVNULL, timeout=900)
     printed = result.stdout + result.stderr

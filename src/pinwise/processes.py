@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 
-from .errors import Terminated
+from .errors import PinwiseError, Terminated
 
 _PR_SET_PDEATHSIG = 1
 
@@ -132,6 +132,30 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def run_in_group(command: list[str], what: str, **popen_options) -> int:
+    """Run ``command`` in a process group of its own and wait for it; whatever ends pinwise (a
+    signal, kill -9 through the GroupGuard) ends the group too, and what it left running is killed
+    when it ends. Returns its exit status; ``what`` names it in the error if it cannot start."""
+    import subprocess
+
+    with GroupGuard() as guard:
+        with signals_held():
+            try:
+                process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
+                                           **popen_options)
+            except OSError as err:
+                raise PinwiseError(f"cannot start {what}: {err.strerror}") from None
+            guard.watch(process.pid)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            kill_group(process.pid)
+            process.wait()
+            raise
+        finally:
+            kill_group(process.pid)
 
 
 def _owner_alive(name: str) -> bool:

@@ -246,7 +246,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
     ``stdout`` is where the program's output goes (default: pinwise's)."""
     from .pinning.launcher import find_program
-    from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+    from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
 
     if not placements:
@@ -276,22 +276,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         if show:
             print(f"simulating {len(plans)} placement{'s' if len(plans) > 1 else ''} of {' '.join(argv)} on "
                   f"{topology.source or 'the topology'} under Valgrind ...", file=sys.stderr)
-        with GroupGuard() as guard:
-            with signals_held():
-                try:
-                    process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                               start_new_session=True, preexec_fn=die_with_parent())
-                except OSError as err:
-                    raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
-                guard.watch(process.pid)
-            try:
-                returncode = process.wait()
-            except KeyboardInterrupt:
-                kill_group(process.pid)
-                process.wait()
-                raise
-            finally:
-                kill_group(process.pid)
+        returncode = run_in_group(command, "Valgrind", env=env, stdin=subprocess.DEVNULL, stdout=stdout)
         if not out.exists():
             raise PinwiseError(f"{argv[0]} ended with status {returncode} before the simulator wrote anything")
         threads, accesses, results = parse_result(out.read_text(), machine, names, plans)

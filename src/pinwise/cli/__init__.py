@@ -384,6 +384,39 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     sim.set_defaults(handler="measuring:cmd_simulate")
 
+    mpi = commands.add_parser("mpi", help="MPI jobs: who sends how much to whom, across ranks",
+                              description="MPI jobs, through their real launcher (mpirun, mpiexec, srun).")
+    mpi_commands = mpi.add_subparsers(dest="mpi_command", metavar="MPI_COMMAND", parser_class=_Parser)
+    mpi_trace = mpi_commands.add_parser(
+        "trace", help="record bytes and messages between ranks with a PMPI library in every rank",
+        description="Run the job with pinwise's PMPI recorder preloaded into every rank: bytes and messages "
+                    "per destination for point-to-point calls, collectives decomposed into a stated algorithm's "
+                    "traffic and kept as totals. Writes the comm file of pinwise trace with \"kind\": \"mpi\". "
+                    "Example: pinwise mpi trace -o comm.json -- mpirun -np 8 ./app")
+    mpi_trace.add_argument("--output", "-o", default="comm.json", type=_OUTPUT_FILE,
+                           help="communication matrix to write (default comm.json)")
+    mpi_trace.add_argument("job", nargs=argparse.REMAINDER, help="-- launcher, its options, program and arguments")
+    mpi_trace.set_defaults(handler="measuring:cmd_mpi_trace")
+    mpi_map = mpi_commands.add_parser(
+        "map", help="place the ranks on a cluster from their matrix, as a rankfile or Slurm/MPICH options",
+        description="Map the ranks of a matrix (pinwise mpi trace) onto a cluster whose top level is the network, "
+                    "with any policy of pinwise map. Example: pinwise mpi map comm.json --cluster 'node:4 pack:2 "
+                    "core:8 pu:2' --policy locality --format openmpi -o rankfile")
+    mpi_map.add_argument("comm", metavar="COMM_FILE", help="communication matrix (pinwise mpi trace, or any)")
+    mpi_map.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 pu:2'")
+    mpi_map.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
+    mpi_map.add_argument("--node-topology", metavar="T",
+                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
+    mpi_map.add_argument("--policy", "-p", default="locality", metavar="NAME",
+                         help="a policy of pinwise map (default locality): " + policies.help_text())
+    mpi_map.add_argument("--format", "-f", choices=("table", "openmpi", "slurm", "mpich", "json"), default="table",
+                         help="table (default); openmpi: a rankfile (mpirun --rankfile); slurm: SLURM_HOSTFILE lines "
+                              "and srun's --cpu-bind; mpich: a machinefile and -bind-to user:; json")
+    mpi_map.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE, help="write the chosen format to FILE")
+    mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
+    mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
+    mpi.set_defaults(handler="measuring:cmd_mpi_help", mpi_parser=mpi)
+
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")
     pin.add_argument("--pid", type=_whole(1, 1 << 22), required=True, help="process to pin")
@@ -415,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         module, _, function = args.handler.partition(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
     except PinwiseError as err:
-        print(f"pinwise: error: {err} (see pinwise {args.command} --help)", file=sys.stderr)
+        command = args.command + (f" {args.mpi_command}" if getattr(args, "mpi_command", None) else "")
+        print(f"pinwise: error: {err} (see pinwise {command} --help)", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)

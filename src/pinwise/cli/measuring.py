@@ -424,3 +424,74 @@ def ranking_text(result) -> str:
 def _short_list(cpus: list[int]) -> str:
     text = ",".join(map(str, cpus))
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def cmd_mpi_help(args: argparse.Namespace) -> int:
+    args.mpi_parser.print_help()
+    return 0
+
+
+def cmd_mpi_trace(args: argparse.Namespace) -> int:
+    from ..mpi import mpi_trace
+
+    job = args.job[1:] if args.job[:1] == ["--"] else args.job
+    comm = mpi_trace(job, args.output)
+    extra = comm.info.extra
+    sent = int(sum(sum(row) for row in extra["bytes_sent"]))
+    messages = int(sum(sum(row) for row in extra["messages"])) // 2
+    collectives = ", ".join(f"{name} {v['calls']} x" for name, v in extra["collectives"].items())
+    print(f"wrote {args.output}: {comm.threads} ranks, {sent:,} bytes in {messages:,} messages"
+          + (f"; collectives: {collectives}" if collectives else "") + (" [partial]" if comm.info.partial else ""),
+          file=sys.stderr)
+    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    return 0 if not comm.info.partial else 1
+
+
+def cmd_mpi_map(args: argparse.Namespace) -> int:
+    from ..files import write_text_atomic
+    from ..mapping import compute_mapping, mapping_cost
+    from ..mpi import find_cluster, format_placement, rank_places
+
+    comm = read_comm_file(args.comm)
+    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
+    if comm.threads > cluster.topology.nb_pus:
+        raise PinwiseError(f"{comm.threads} ranks and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} nodes: "
+                           "give a larger cluster (pinwise places one rank per PU)")
+    plan = compute_mapping(args.policy, comm, cluster.topology, seed=args.seed, creator="policy")
+    if plan is None:
+        raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
+    places = rank_places(plan, cluster)
+    matrix = comm.matrix
+    node_of = [cluster.hosts.index(p.host) for p in places]
+    total = matrix.sum() / 2
+    inside = sum(matrix[i, j] for i in range(comm.threads) for j in range(i + 1, comm.threads)
+                 if node_of[i] == node_of[j])
+    links = [(i, j) for i in range(comm.threads) for j in range(i + 1, comm.threads) if matrix[i, j] > 0]
+    links_inside = sum(1 for i, j in links if node_of[i] == node_of[j])
+    summary = (f"{comm.threads} ranks on {len(set(node_of))} of {len(cluster.hosts)} nodes ({cluster.node.shape} "
+               f"each), policy {args.policy}: {inside / total:.0%} of the bytes and {links_inside} of {len(links)} "
+               f"communicating pairs inside a node; cost {mapping_cost(matrix, cluster.topology, plan.pus).hops:,.0f}"
+               if total else f"{comm.threads} ranks, no communication")
+    text = None if args.format == "table" else format_placement(places, args.format)
+    if args.output:
+        write_text_atomic(args.output, text if text is not None else format_placement(places, "openmpi"))
+        print(f"wrote {args.output}", file=sys.stderr)
+    if text is not None:
+        sys.stdout.write(text)
+        print(summary, file=sys.stderr)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..report.terminal import WIDE
+
+    console = Console(highlight=False, width=max(WIDE, Console().width))
+    console.print(Text(summary), soft_wrap=True)
+    table = Table()
+    for column in ("rank", "host", "CPU", "socket:core"):
+        table.add_column(column, justify="right" if column != "host" else "left")
+    for p in places:
+        table.add_row(str(p.rank), p.host, str(p.cpu), f"{p.socket}:{p.core}")
+    console.print(table)
+    return 0

@@ -1,0 +1,333 @@
+"""`pinwise mpi trace`: who sends how much to whom in an MPI job, measured with a PMPI library.
+
+The job runs through its real launcher (mpirun/mpiexec of Open MPI or MPICH, srun) with
+libpinwise_pmpi.so preloaded into every rank (native/mpi/pmpi_recorder.c: what it counts and how
+collectives are decomposed). Each rank writes its row at MPI_Finalize (or MPI_Abort); pinwise
+merges the rows into the comm file format of `pinwise trace`: the symmetric matrix M[i][j] = bytes
+sent i->j plus j->i, with ``"kind": "mpi"``, the messages matrix (same rule), the directed bytes
+and the collectives' totals beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from .comm import CommMatrix, TraceInfo, write_comm
+from .errors import PinwiseError
+from .pinning.launcher import NATIVE_DIR
+from .topology import Topology
+
+RECORDER = NATIVE_DIR / "libpinwise_pmpi.so"
+#: Launchers whose ranks do not inherit the environment unless told: Open MPI's mpirun/mpiexec
+#: forwards only what `-x NAME` names (to remote daemons; local ranks inherit anyway).
+OPEN_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "oshrun")
+
+
+def is_open_mpi(launcher: str) -> bool:
+    """Whether this mpirun/mpiexec is Open MPI's (MPICH's Hydra forwards the environment itself)."""
+    try:
+        text = subprocess.run([launcher, "--version"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "Open MPI" in text or "OpenRTE" in text
+
+
+def launch_command(argv: list[str], variables: list[str]) -> list[str]:
+    """The launcher's command with what makes ``variables`` reach every rank."""
+    launcher = shutil.which(argv[0])
+    if launcher is None:
+        raise PinwiseError(f"launcher {argv[0]!r} not found on PATH (Debian: apt-get install openmpi-bin)")
+    name = Path(argv[0]).name
+    if name in OPEN_MPI_LAUNCHERS and is_open_mpi(launcher):
+        forwarded = [part for variable in variables for part in ("-x", variable)]
+        return [argv[0], *forwarded, *argv[1:]]
+    return list(argv)
+
+
+def read_rows(folder: Path) -> tuple[int, dict[int, dict]]:
+    """Every rank's row file: world size and, per rank, bytes, messages, collectives, complete."""
+    rows: dict[int, dict] = {}
+    size = None
+    for path in sorted(folder.glob("rank-*.txt")):
+        lines = path.read_text().splitlines()
+        try:
+            if lines[0] != "pinwise-mpi 1":
+                raise ValueError("not a pinwise-mpi row")
+            _, rank, _, ranks = lines[1].split()
+            rank, ranks = int(rank), int(ranks)
+            row = {"bytes": [int(v) for v in lines[2].split()[1:]], "messages": [int(v) for v in lines[3].split()[1:]],
+                   "collectives": {}, "complete": False}
+            for line in lines[4:]:
+                words = line.split()
+                if words[0] == "collective":
+                    row["collectives"][words[1]] = (int(words[2]), int(words[3]))
+                elif words[0] == "complete":
+                    row["complete"] = words[1] == "1"
+            if len(row["bytes"]) != ranks or len(row["messages"]) != ranks:
+                raise ValueError("a row of the wrong length")
+        except (IndexError, ValueError) as err:
+            raise PinwiseError(f"the recorder's row {path.name} cannot be read ({err})") from None
+        if size is not None and ranks != size:
+            raise PinwiseError(f"the recorder's rows disagree on the number of ranks ({size} and {ranks})")
+        size = ranks
+        rows[rank] = row
+    if size is None:
+        raise PinwiseError("no rank wrote its row: did the program call MPI_Finalize? (is it an MPI program linked "
+                           "against the MPI the launcher runs?)")
+    return size, rows
+
+
+def merge(size: int, rows: dict[int, dict], command: list[str], exit_status: int, seconds: float) -> CommMatrix:
+    directed = np.zeros((size, size))
+    messages = np.zeros((size, size))
+    collectives: dict[str, dict[str, int]] = {}
+    for rank, row in rows.items():
+        directed[rank] = row["bytes"]
+        messages[rank] = row["messages"]
+        for name, (calls, payload) in row["collectives"].items():
+            total = collectives.setdefault(name, {"calls": 0, "bytes": 0})
+            total["calls"] += calls
+            total["bytes"] += payload
+    missing = sorted(set(range(size)) - set(rows))
+    aborted = sorted(rank for rank, row in rows.items() if not row["complete"])
+    symmetric = directed + directed.T
+    np.fill_diagonal(symmetric, 0)
+    both = messages + messages.T
+    np.fill_diagonal(both, 0)
+    extra = {"kind": "mpi", "ranks": size, "messages": both.astype(int).tolist(),
+             "bytes_sent": directed.astype(int).tolist(), "collectives": collectives,
+             "collective_algorithms": {"bcast": "binomial tree", "reduce": "binomial tree",
+                                       "allreduce": "reduce to 0 then bcast (binomial trees)", "gather": "linear",
+                                       "scatter": "linear", "allgather": "ring", "alltoall": "linear",
+                                       "barrier": "none (no payload)"}}
+    if missing:
+        extra["ranks_without_a_row"] = missing
+    if aborted:
+        extra["ranks_aborted"] = aborted
+    info = TraceInfo(command=tuple(command), tool="pinwise-pmpi 1", partial=bool(missing or aborted or exit_status),
+                     exit_status=exit_status, seconds=round(seconds, 3),
+                     extra=MappingProxyType(extra))
+    return CommMatrix(symmetric, info=info)  # no memory accesses or instructions: bytes are not those
+
+
+def mpi_trace(argv: list[str], output: str) -> CommMatrix:
+    """Run the job through its launcher with the recorder in every rank; write and return the matrix."""
+    from .processes import run_in_group, temporary_folder
+
+    if not argv:
+        raise PinwiseError("no job given: write the launcher and the program after --, e.g. "
+                           "pinwise mpi trace -o comm.json -- mpirun -np 4 ./app")
+    if not RECORDER.exists():
+        raise PinwiseError("pinwise was built without its MPI recorder (no MPI development files were found): "
+                           "apt-get install libopenmpi-dev (or MPICH's), then reinstall pinwise")
+    with temporary_folder("mpi") as tmp:
+        rows = Path(tmp, "rows")
+        rows.mkdir()
+        env = dict(os.environ)
+        env["PINWISE_MPI_DIR"] = str(rows)
+        env["LD_PRELOAD"] = ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD")]))
+        command = launch_command(argv, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
+        start = time.perf_counter()
+        status = run_in_group(command, argv[0], env=env)
+        seconds = time.perf_counter() - start
+        size, found = read_rows(rows)
+    comm = merge(size, found, list(argv), status, seconds)
+    write_comm(comm, output)
+    extra = comm.info.extra
+    if comm.info.partial:
+        why = [f"exit status {status}"] if status else []
+        if "ranks_without_a_row" in extra:
+            why.append(f"ranks {extra['ranks_without_a_row']} wrote no row")
+        if "ranks_aborted" in extra:
+            why.append(f"ranks {extra['ranks_aborted']} aborted")
+        print(f"pinwise: warning: the job did not end cleanly ({'; '.join(why)}): {output} holds what was "
+              "recorded, marked partial", file=sys.stderr)
+    return comm
+
+
+# ---- the cluster and the mapping of ranks ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cluster:
+    """Identical nodes under a network level: ``topology`` is the whole cluster (one Group per
+    node above the node's own tree, so the network is the top level of the cost model),
+    ``node`` one node's topology, ``hosts`` their names."""
+
+    hosts: tuple[str, ...]
+    node: Topology
+    topology: Topology
+
+    @property
+    def pus_per_node(self) -> int:
+        return self.node.nb_pus
+
+
+def cluster_of(hosts: list[str], node: Topology) -> Cluster:
+    from .topology import load_topology
+
+    if not hosts:
+        raise PinwiseError("a cluster needs at least one node")
+    if len(set(hosts)) != len(hosts):
+        raise PinwiseError(f"hosts named twice: {', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))}")
+    whole = load_topology(f"group:{len(hosts)} {node.shape}") if len(hosts) > 1 else load_topology(node.shape)
+    return Cluster(tuple(hosts), node, whole)
+
+
+def parse_cluster(text: str) -> Cluster:
+    """``node:4 pack:2 core:8 pu:2``: N nodes (named node0, node1, ...) of the topology after it."""
+    from .topology import load_topology
+
+    words = text.split()
+    if not words or not words[0].lower().startswith("node:"):
+        raise PinwiseError(f"--cluster {text!r}: start with node:N, then one node's levels, e.g. 'node:4 pack:2 "
+                           "core:8 pu:2'")
+    try:
+        count = int(words[0].split(":", 1)[1])
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 100_000:
+        raise PinwiseError(f"--cluster {text!r}: node:N needs a whole number of nodes from 1 to 100000")
+    if len(words) < 2:
+        raise PinwiseError(f"--cluster {text!r}: give one node's levels after node:{count}, e.g. pack:2 core:8 pu:2")
+    return cluster_of([f"node{i}" for i in range(count)], load_topology(" ".join(words[1:])))
+
+
+def read_hostfile(path: str) -> list[str]:
+    """Host names of an Open MPI or MPICH hostfile (``host slots=N``, ``host:N``, ``# comments``)."""
+    from .files import read_input
+
+    hosts = []
+    for number, line in enumerate(read_input(path, "hostfile").splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        host = line.split()[0].split(":", 1)[0]
+        if not host or any(c in host for c in "=,"):
+            raise PinwiseError(f"hostfile {path!r}, line {number}: {line!r} does not start with a host name")
+        if host not in hosts:
+            hosts.append(host)
+    if not hosts:
+        raise PinwiseError(f"hostfile {path!r} names no host")
+    return hosts
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list: ``node[1-3,7],gpu01`` -> node1 node2 node3 node7 gpu01."""
+    hosts, depth, part = [], 0, ""
+    parts = []
+    for char in text:
+        if char == "," and depth == 0:
+            parts.append(part)
+            part = ""
+            continue
+        depth += char == "["
+        depth -= char == "]"
+        part += char
+    parts.append(part)
+    for part in filter(None, (p.strip() for p in parts)):
+        if "[" not in part:
+            hosts.append(part)
+            continue
+        prefix, _, rest = part.partition("[")
+        ranges, _, suffix = rest.partition("]")
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            width = len(low)
+            try:
+                for n in range(int(low), int(high or low) + 1):
+                    hosts.append(f"{prefix}{n:0{width}d}{suffix}")
+            except ValueError:
+                raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: cannot read {item!r}") from None
+    return hosts
+
+
+def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str | None) -> Cluster:
+    """The cluster from --cluster, or --hostfile (each node like --node-topology, default this
+    machine), or Slurm's allocation (SLURM_JOB_NODELIST) when running inside one."""
+    from .topology import load_topology
+
+    if cluster is not None and hostfile is not None:
+        raise PinwiseError("give --cluster or --hostfile, not both")
+    if cluster is not None:
+        if node_topology is not None:
+            raise PinwiseError("--node-topology goes with --hostfile or Slurm; --cluster names the node's levels itself")
+        return parse_cluster(cluster)
+    node = load_topology(node_topology)
+    if hostfile is not None:
+        return cluster_of(read_hostfile(hostfile), node)
+    if os.environ.get("SLURM_JOB_NODELIST"):
+        return cluster_of(expand_hostlist(os.environ["SLURM_JOB_NODELIST"]), node)
+    raise PinwiseError("no cluster given: --cluster 'node:4 pack:2 core:8 pu:2', --hostfile FILE, or run inside a "
+                       "Slurm allocation")
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int
+    host: str
+    cpu: int          # the node's OS CPU number
+    socket: int       # logical package index in the node
+    core: int         # logical core index within its package
+
+
+def rank_places(plan, cluster: Cluster) -> list[RankPlace]:
+    from .topology.model import ObjType
+
+    per_node = cluster.pus_per_node
+    order = cluster.node.logical_order(allowed_only=False)
+    places = []
+    for rank, pu in enumerate(plan.pus):
+        node, local = divmod(pu, per_node)
+        cpu = order[local]
+        obj = cluster.node.pu(cpu)
+        package = obj.enclosing(ObjType.PACKAGE)
+        core = obj.enclosing(ObjType.CORE)
+        socket = package.logical_index if package is not None else 0
+        cores_before = 0
+        if package is not None and core is not None:
+            cores = [c for c in cluster.node.objects(ObjType.CORE) if c.cpuset <= package.cpuset]
+            cores_before = [c.logical_index for c in cores].index(core.logical_index)
+        places.append(RankPlace(rank, cluster.hosts[node], cpu, socket, cores_before))
+    return places
+
+
+def format_placement(places: list[RankPlace], fmt: str) -> str:
+    """The placement as the launcher takes it: an Open MPI rankfile, Slurm's arbitrary
+    distribution (a host per rank for SLURM_HOSTFILE, and the --cpu-bind list), MPICH's machinefile
+    and -bind-to user: list, or JSON."""
+    if fmt == "openmpi":
+        return "".join(f"rank {p.rank}={p.host} slot={p.socket}:{p.core}\n" for p in places)
+    if fmt == "json":
+        import json
+
+        return json.dumps({"ranks": [p.__dict__ for p in places]}, indent=2) + "\n"
+    per_host: dict[str, list[int]] = {}
+    for p in places:
+        per_host.setdefault(p.host, []).append(p.cpu)
+    lists = {tuple(cpus) for cpus in per_host.values()}
+    hosts = "".join(f"{p.host}\n" for p in places)
+    if fmt == "slurm":
+        if len(lists) > 1:
+            raise PinwiseError("the nodes' CPU lists differ, and srun --cpu-bind=map_cpu applies one list to every "
+                               "node: use --format openmpi (mpirun --rankfile) or json")
+        cpus = ",".join(map(str, next(iter(lists))))
+        return (f"# SLURM_HOSTFILE (one host per rank):\n{hosts}"
+                f"# srun --distribution=arbitrary --cpu-bind=map_cpu:{cpus}\n")
+    if fmt == "mpich":
+        if len(lists) > 1:
+            raise PinwiseError("the nodes' CPU lists differ, and mpiexec -bind-to user: applies one list to every "
+                               "node: use --format openmpi or json")
+        cpus = ",".join(map(str, next(iter(lists))))
+        return "# machinefile (one line per rank):\n" + "".join(f"{p.host}:1\n" for p in places) + \
+            f"# mpiexec -f machinefile -bind-to user:{cpus}\n"
+    raise PinwiseError(f"unknown format {fmt!r}: openmpi, slurm, mpich or json")

@@ -1,0 +1,175 @@
+"""`pinwise mpi trace` on the real engine: Debian's Open MPI (`mpirun --oversubscribe` on this
+machine) runs a ring program of our own whose traffic is known to the byte, with the PMPI recorder
+preloaded into every rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import PROGRAMS, assert_clean_failure, run_pinwise
+
+from pinwise.mpi import RECORDER
+from pinwise.pinning.launcher import NATIVE_DIR
+
+pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None
+                                or not RECORDER.exists(),
+                                reason="Open MPI (make deps installs openmpi-bin and libopenmpi-dev) and pinwise's "
+                                       "recorder are needed")
+#: mpirun refuses root unless told; these say it is meant (CI runs as root).
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@pytest.fixture(scope="module")
+def ring():
+    exe = NATIVE_DIR / "bin" / "mpi_ring"  # built with the package where MPI is (pinwise-mpi-ring on PATH)
+    if not exe.exists():
+        pytest.skip("pinwise was built without MPI")
+    return exe
+
+
+def traced(tmp_path, *job: str) -> dict:
+    out = tmp_path / "comm.json"
+    result = run_pinwise("mpi", "trace", "-o", str(out), "--", "mpirun", "--oversubscribe", *job,
+                         env={**os.environ, **ROOT_OK}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "next: pinwise analyze" in result.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("ranks", [3, 4])
+def test_a_ring_is_recorded_to_the_byte(tmp_path, ring, ranks):
+    """Each rank sends 8 messages of 1000 bytes to the next, two through each of Send, Isend,
+    Sendrecv and a persistent request: M[i][i+1] = 8000 bytes (plus the reverse, 0), 0 elsewhere."""
+    document = traced(tmp_path, "-np", str(ranks), str(ring), "1000", "8")
+    assert document["kind"] == "mpi" and document["threads"] == document["ranks"] == ranks
+    expected = np.zeros((ranks, ranks))
+    for i in range(ranks):
+        expected[i, (i + 1) % ranks] += 8000
+        expected[(i + 1) % ranks, i] += 8000
+    assert np.array_equal(np.array(document["matrix"]), expected)
+    sent = np.array(document["bytes_sent"])
+    assert all(sent[i, (i + 1) % ranks] == 8000 for i in range(ranks)) and sent.sum() == 8000 * ranks
+    assert np.array_equal(np.array(document["messages"]), (expected > 0) * 8)
+    assert document["collectives"] == {} and not document.get("partial")
+
+
+def test_collectives_are_kept_as_totals_and_decomposed_as_stated(tmp_path, ring):
+    """One Bcast of 1024 bytes from rank 0 and one Allreduce of 8 doubles, on 4 ranks, beside a
+    ring of 2 x 1024: binomial trees (0 sends to 2 then 1, 2 to 3; the reduction goes up the same
+    tree), as the file says."""
+    document = traced(tmp_path, "-np", "4", str(ring), "1024", "2", "collectives")
+    assert document["collectives"] == {"bcast": {"calls": 1, "bytes": 1024}, "allreduce": {"calls": 1, "bytes": 64}}
+    assert document["collective_algorithms"]["bcast"] == "binomial tree"
+    sent = np.zeros((4, 4))
+    for i in range(4):
+        sent[i, (i + 1) % 4] += 2048  # the ring
+    for parent, child in ((0, 2), (0, 1), (2, 3)):
+        sent[parent, child] += 1024 + 64  # bcast and allreduce's broadcast down the tree
+        sent[child, parent] += 64  # allreduce's reduction up the tree
+    assert np.array_equal(np.array(document["bytes_sent"]), sent)
+    assert np.array_equal(np.array(document["matrix"]), sent + sent.T)
+
+
+def test_the_matrix_feeds_analyze_and_map(tmp_path, ring):
+    traced(tmp_path, "-np", "4", str(ring), "4096", "4")
+    analysis = run_pinwise("analyze", str(tmp_path / "comm.json"), "--json", check=True)
+    assert json.loads(analysis.stdout)["pattern"] == "neighbour"
+    mapped = run_pinwise("map", str(tmp_path / "comm.json"), "-t", "pack:2 core:2 pu:1", "-p", "locality", "-f",
+                         "cpulist", check=True).stdout.strip().split(",")
+    assert len(mapped) == 4
+
+
+def test_bad_jobs(tmp_path):
+    assert_clean_failure(run_pinwise("mpi", "trace", "-o", str(tmp_path / "x.json")), "no job given")
+    assert_clean_failure(run_pinwise("mpi", "trace", "-o", str(tmp_path / "x.json"), "--", "no-such-launcher-xyz"),
+                         "not found")
+    not_mpi = run_pinwise("mpi", "trace", "-o", str(tmp_path / "x.json"), "--", "mpirun", "--oversubscribe", "-np",
+                          "2", "true", env={**os.environ, **ROOT_OK}, timeout=300)
+    # the launcher's own lines may come first (Open MPI warns on some machines); pinwise's is one line, last
+    assert not_mpi.returncode != 0 and "Traceback" not in not_mpi.stderr
+    last = not_mpi.stderr.strip().splitlines()[-1]
+    assert last.startswith("pinwise: error: no rank wrote its row") and "MPI_Finalize" in last
+    assert not (tmp_path / "x.json").exists()
+
+
+def ring_matrix(ranks: int, path) -> str:
+    matrix = np.zeros((ranks, ranks))
+    for i in range(ranks):
+        matrix[i, (i + 1) % ranks] = matrix[(i + 1) % ranks, i] = 8192
+    np.savetxt(path, matrix, fmt="%d", delimiter=",")
+    return str(path)
+
+
+def test_ring_neighbours_share_nodes_on_a_cluster(tmp_path):
+    ring8 = ring_matrix(8, tmp_path / "ring8.csv")
+    result = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "json", check=True)
+    places = json.loads(result.stdout)["ranks"]
+    host = [p["host"] for p in places]
+    inside = sum(host[i] == host[(i + 1) % 8] for i in range(8))
+    assert inside == 4 and "4 of 8 communicating pairs inside a node" in result.stderr
+    assert sorted(set(host)) == ["node0", "node1", "node2", "node3"]
+    rankfile = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "openmpi",
+                           check=True).stdout.splitlines()
+    assert rankfile[0].startswith("rank 0=node") and all(" slot=0:" in line for line in rankfile)
+    slurm = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "slurm",
+                        check=True).stdout.splitlines()
+    assert slurm[1:9] == host and slurm[-1].startswith("# srun --distribution=arbitrary --cpu-bind=map_cpu:")
+    mpich = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "mpich",
+                        check=True).stdout.splitlines()
+    assert mpich[1:9] == [f"{h}:1" for h in host] and "-bind-to user:" in mpich[-1]
+
+
+def test_a_rankfile_is_accepted_by_mpirun_and_each_rank_runs_where_it_says(tmp_path, ring):
+    where = tmp_path / "where"
+    subprocess.run(["mpicc", "-O2", "-o", str(where), str(PROGRAMS / "mpi_where.c")], check=True, capture_output=True)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2\n")
+    rankfile = tmp_path / "rankfile"
+    run_pinwise("mpi", "map", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile), "-f", "openmpi",
+                "-o", str(rankfile), check=True)
+    wanted = {}
+    for line in rankfile.read_text().splitlines():
+        rank, slot = line.split()[1].split("=")[0], line.split("slot=")[1]
+        wanted[int(rank)] = int(slot.split(":")[1])
+    ran = subprocess.run(["mpirun", "--rankfile", str(rankfile), "-np", "2", str(where)], capture_output=True,
+                         text=True, env={**os.environ, **ROOT_OK}, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    found = {int(line.split()[1]): line.split()[3] for line in ran.stdout.splitlines() if line.startswith("rank ")}
+    from pinwise.topology import load_topology
+
+    cores = load_topology(None).logical_order(allowed_only=False)
+    assert found == {rank: str(cores[core]) for rank, core in wanted.items()}  # one core each, one PU per core here
+
+
+def test_hostfiles_and_slurm_allocations_name_the_nodes(tmp_path):
+    from pinwise.mpi import expand_hostlist
+
+    assert expand_hostlist("node[1-3,7],gpu01") == ["node1", "node2", "node3", "node7", "gpu01"]
+    assert expand_hostlist("n[08-10]") == ["n08", "n09", "n10"]
+    ring8 = ring_matrix(8, tmp_path / "ring8.csv")
+    inside = run_pinwise("mpi", "map", ring8, "--node-topology", "pack:1 core:2 pu:1", "-f", "json", check=True,
+                         env={**os.environ, "SLURM_JOB_NODELIST": "n[1-4]"})
+    assert sorted({p["host"] for p in json.loads(inside.stdout)["ranks"]}) == ["n1", "n2", "n3", "n4"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two nodes\nalpha slots=4\nbeta:4\n")
+    mapped = run_pinwise("mpi", "map", ring8, "--hostfile", str(hostfile), "--node-topology", "pack:2 core:2 pu:1",
+                         "-f", "json", check=True)
+    assert sorted({p["host"] for p in json.loads(mapped.stdout)["ranks"]}) == ["alpha", "beta"]
+
+
+def test_bad_maps(tmp_path):
+    ring8 = ring_matrix(8, tmp_path / "ring8.csv")
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "node:2 pack:1 core:2 pu:1"), "larger cluster")
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "pack:2"), "start with node:N")
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "node:x pack:2"), "whole number")
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, env={k: v for k, v in os.environ.items()
+                                                               if k != "SLURM_JOB_NODELIST"}), "no cluster given")
+    empty = tmp_path / "empty-hosts"
+    empty.write_text("# nothing\n")
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, "--hostfile", str(empty)), "names no host",
+                         "pinwise mpi map --help")
