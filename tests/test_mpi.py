@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import PROGRAMS, assert_clean_failure, run_pinwise
+from conftest import PINWISE, PROGRAMS, assert_clean_failure, run_pinwise
 
 from pinwise.mpi import RECORDER
 from pinwise.pinning.launcher import NATIVE_DIR
@@ -173,3 +173,60 @@ def test_bad_maps(tmp_path):
     empty.write_text("# nothing\n")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--hostfile", str(empty)), "names no host",
                          "pinwise mpi map --help")
+
+
+def no_aslr(*command: str) -> list[str]:
+    """Without address-space randomisation, inherited by mpirun and its daemons: Open MPI 4.1's
+    orted maps hwloc's shared topology at a fixed address, which a randomised layout sometimes
+    takes (a segfault in hwloc_shmem_topology_write, about one launch in four here)."""
+    return ["setarch", os.uname().machine, "-R", *command]
+
+
+def ran(result: subprocess.CompletedProcess) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("│").split("│")] for line in result.stderr.splitlines()
+            if line.startswith("│")]
+
+
+def test_mpi_run_places_every_rank_and_reads_back_where_it_ran(tmp_path):
+    threads = tmp_path / "threads"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(threads), str(PROGRAMS / "threads.c")], check=True)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2\n")
+    comm = ring_matrix(2, tmp_path / "ring2.csv")
+    result = subprocess.run(no_aslr(PINWISE, "mpi", "run", "--comm", comm, "--hostfile", str(hostfile), "--verify",
+                                    "--", "mpirun", "-np", "2", str(threads), "0"),
+                            capture_output=True, text=True, input="", env={**os.environ, **ROOT_OK}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "rankfile: rank 0=localhost slot=0:" in result.stderr
+    rows = ran(result)
+    assert len(rows) == 2 and all(row[3] == row[4] and row[5] == "yes" for row in rows)
+    assert {row[4] for row in rows} == {"0", "1"}  # the two ranks of the ring on the two cores
+    assert "2 threads in 2 ranks, all where asked" in result.stderr
+
+
+def test_a_hybrid_job_on_two_nodes_has_every_thread_where_asked(tmp_path):
+    """Two "nodes" (host aliases of this machine, launched by Open MPI's rsh agent set to a local
+    command, so mpirun's multi-node path runs: a rankfile naming both hosts, a daemon per host),
+    2 ranks x 2 threads: each rank on a node of its own, its threads on the node's two CPUs."""
+    threads = tmp_path / "threads"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(threads), str(PROGRAMS / "threads.c")], check=True)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("nodea slots=2\nnodeb slots=2\n")
+    comm = ring_matrix(2, tmp_path / "ring2.csv")
+    command = no_aslr(PINWISE, "mpi", "run", "--comm", comm, "--hostfile", str(hostfile), "--threads-per-rank", "2",
+                      "--verify", "--", "mpirun", "--hostfile", str(hostfile), "--mca", "plm_rsh_agent",
+                      str(PROGRAMS / "local_rsh.sh"), "--mca", "btl", "self,tcp", "-np", "2", str(threads), "1")
+    for _ in range(3):  # Open MPI's own daemons on one machine now and then fail to start: its message, not ours
+        result = subprocess.run(command, capture_output=True, text=True, input="", env={**os.environ, **ROOT_OK},
+                                timeout=300)
+        if "ORTE was unable to reliably start one or more daemons" not in result.stderr:
+            break
+    assert result.returncode == 0, result.stderr
+    assert "rankfile: rank 0=node" in result.stderr and "rank 1=node" in result.stderr
+    hosts = {part.split("=")[1].split()[0] for part in result.stderr.split("rankfile: ")[1].splitlines()[0].split("; ")}
+    assert hosts == {"nodea", "nodeb"}
+    rows = ran(result)
+    assert len(rows) == 4 and all(row[3] == row[4] and row[5] == "yes" for row in rows)
+    for rank in ("0", "1"):
+        assert sorted(row[4] for row in rows if row[0] == rank) == ["0", "1"]  # its threads on its node's 2 CPUs
+    assert "4 threads in 2 ranks, all where asked" in result.stderr

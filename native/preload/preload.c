@@ -2,6 +2,9 @@
  *
  * `pinwise run` loads this file with LD_PRELOAD and describes the placement in the environment:
  *
+ *   PINWISE_PLAN_BY_RANK  in an MPI rank: one plan per rank of MPI_COMM_WORLD, separated by '|'; the
+ *                   rank (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID) picks its own,
+ *                   which then stands for PINWISE_PLAN, and the log becomes PINWISE_LOG.rankN.
  *   PINWISE_PLAN    slots separated by ';', each a CPU list: "0;2;1,3". Slot k is for the k-th
  *                   thread of the process in creation order, the main thread being thread 0;
  *                   past the last slot the plan wraps round.
@@ -439,10 +442,46 @@ static void after_fork_in_child(void)
     }
 }
 
+/* An MPI rank's own plan out of PINWISE_PLAN_BY_RANK ("plan of rank 0|plan of rank 1|..."),
+   the rank read from the launcher's variables; NULL when this process is no rank of it. */
+static const char *plan_of_rank(const char *by_rank, char *out, size_t size, long *rank_out)
+{
+    static const char *const rank_variables[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    const char *rank_text = NULL;
+    for (size_t i = 0; i < sizeof rank_variables / sizeof *rank_variables && rank_text == NULL; i++)
+        rank_text = getenv(rank_variables[i]);
+    if (rank_text == NULL)
+        return NULL;
+    char *end = NULL;
+    long rank = strtol(rank_text, &end, 10);
+    if (end == rank_text || rank < 0)
+        return NULL;
+    const char *field = by_rank;
+    for (long r = 0; r < rank && field != NULL; r++) {
+        field = strchr(field, '|');
+        if (field != NULL)
+            field++;
+    }
+    if (field == NULL)
+        return NULL;
+    size_t len = strcspn(field, "|");
+    if (len == 0 || len >= size)
+        return NULL;
+    memcpy(out, field, len);
+    out[len] = '\0';
+    *rank_out = rank;
+    return out;
+}
+
 __attribute__((constructor)) static void pinwise_init(void)
 {
     real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     const char *text = getenv("PINWISE_PLAN");
+    static char rank_plan[8192];
+    long rank = -1;
+    const char *by_rank = getenv("PINWISE_PLAN_BY_RANK");
+    if (by_rank != NULL)
+        text = plan_of_rank(by_rank, rank_plan, sizeof rank_plan, &rank);
     const char *observe_text = getenv("PINWISE_OBSERVE");
     observe_only = observe_text != NULL && strcmp(observe_text, "1") == 0;
     if (text == NULL && !observe_only)
@@ -481,6 +520,11 @@ __attribute__((constructor)) static void pinwise_init(void)
             memcpy(log_path + used, log_text, len + 1);
         else
             log_path[0] = '\0'; /* a path longer than PATH_MAX: no log rather than a wrong file */
+        if (rank >= 0 && log_path[0]) { /* one log per MPI rank: LOG.rankN */
+            size_t at = strlen(log_path);
+            if ((size_t)snprintf(log_path + at, sizeof log_path - at, ".rank%ld", rank) >= sizeof log_path - at)
+                log_path[0] = '\0';
+        }
     }
 
     const char *memory_text = getenv("PINWISE_MEMPOLICY");

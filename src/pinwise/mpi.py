@@ -280,24 +280,27 @@ class RankPlace:
     core: int         # logical core index within its package
 
 
-def rank_places(plan, cluster: Cluster) -> list[RankPlace]:
+def socket_and_core(node: Topology, cpu: int) -> tuple[int, int]:
+    """A node CPU's package (logical index) and core within that package, as a rankfile names them."""
     from .topology.model import ObjType
 
+    obj = node.pu(cpu)
+    package, core = obj.enclosing(ObjType.PACKAGE), obj.enclosing(ObjType.CORE)
+    if package is None or core is None:
+        return (package.logical_index if package is not None else 0), 0
+    cores = [c.logical_index for c in node.objects(ObjType.CORE) if c.cpuset <= package.cpuset]
+    return package.logical_index, cores.index(core.logical_index)
+
+
+def rank_places(plan, cluster: Cluster) -> list[RankPlace]:
     per_node = cluster.pus_per_node
     order = cluster.node.logical_order(allowed_only=False)
     places = []
     for rank, pu in enumerate(plan.pus):
         node, local = divmod(pu, per_node)
         cpu = order[local]
-        obj = cluster.node.pu(cpu)
-        package = obj.enclosing(ObjType.PACKAGE)
-        core = obj.enclosing(ObjType.CORE)
-        socket = package.logical_index if package is not None else 0
-        cores_before = 0
-        if package is not None and core is not None:
-            cores = [c for c in cluster.node.objects(ObjType.CORE) if c.cpuset <= package.cpuset]
-            cores_before = [c.logical_index for c in cores].index(core.logical_index)
-        places.append(RankPlace(rank, cluster.hosts[node], cpu, socket, cores_before))
+        socket, core = socket_and_core(cluster.node, cpu)
+        places.append(RankPlace(rank, cluster.hosts[node], cpu, socket, core))
     return places
 
 
@@ -331,3 +334,83 @@ def format_placement(places: list[RankPlace], fmt: str) -> str:
         return "# machinefile (one line per rank):\n" + "".join(f"{p.host}:1\n" for p in places) + \
             f"# mpiexec -f machinefile -bind-to user:{cpus}\n"
     raise PinwiseError(f"unknown format {fmt!r}: openmpi, slurm, mpich or json")
+
+
+# ---- running a job with its placement ----------------------------------------------------------
+
+def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank: int, seed: int | None = None):
+    """Per rank, the cluster PUs its threads get (``threads_per_rank`` each, thread k of the rank
+    on the k-th), chosen by ``policy`` on the ranks' matrix. With several threads per rank the
+    matrix is expanded, thread by thread, with a rank's threads bound together by more than all
+    the traffic, so the policy keeps them under one object."""
+    from .mapping import compute_mapping
+
+    ranks, k = comm.threads, threads_per_rank
+    if ranks * k > cluster.topology.nb_pus:
+        raise PinwiseError(f"{ranks} ranks x {k} threads and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
+                           "nodes: give a larger cluster or fewer threads per rank")
+    matrix = comm.matrix
+    if k > 1:
+        expanded = np.kron(np.asarray(matrix, dtype=float), np.ones((k, k)) / (k * k))
+        together = max(1.0, float(np.asarray(matrix).sum())) * 10
+        for r in range(ranks):
+            block = slice(r * k, (r + 1) * k)
+            expanded[block, block] = together
+        np.fill_diagonal(expanded, 0)
+        matrix = expanded
+    plan = compute_mapping(policy, matrix, cluster.topology, seed=seed, creator="policy")
+    if plan is None:
+        raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
+    pus = list(plan.pus)
+    return [pus[r * k:(r + 1) * k] for r in range(ranks)]
+
+
+def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], verify: bool):
+    """Launch ``argv`` (Open MPI's mpirun) with a rankfile putting each rank on its node and
+    cores, and pinwise's preload library pinning each rank's threads to its PUs; returns the
+    exit status and, with ``verify``, per rank the threads' records (where each ran)."""
+    from .pinning.launcher import PRELOAD_LIBRARY
+    from .pinning.log import parse_log
+    from .processes import run_in_group, temporary_folder
+
+    if not argv or Path(argv[0]).name not in OPEN_MPI_LAUNCHERS or shutil.which(argv[0]) is None \
+            or not is_open_mpi(shutil.which(argv[0])):
+        raise PinwiseError("pinwise mpi run drives Open MPI's mpirun: write it after --, e.g. "
+                           "pinwise mpi run ... -- mpirun -np 4 ./app")
+    per_node = cluster.pus_per_node
+    order = cluster.node.logical_order(allowed_only=False)
+    lines, plans = [], []
+    for rank, pus in enumerate(per_rank):
+        hosts = {pu // per_node for pu in pus}
+        if len(hosts) != 1:
+            raise PinwiseError(f"rank {rank}'s threads would span nodes: fewer threads per rank")
+        cpus = [order[pu % per_node] for pu in pus]
+        sockets: dict[int, list[int]] = {}
+        for cpu in cpus:
+            socket, core = socket_and_core(cluster.node, cpu)
+            if core not in sockets.setdefault(socket, []):
+                sockets[socket].append(core)
+        if len(sockets) != 1:
+            raise PinwiseError(f"rank {rank}'s PUs span packages, which a rankfile slot cannot name: fewer threads "
+                               "per rank")
+        (socket, cores), = sockets.items()
+        cores.sort()
+        if cores != list(range(cores[0], cores[-1] + 1)):
+            raise PinwiseError(f"rank {rank}'s cores {cores} are not contiguous, and Open MPI's rankfile takes a "
+                               "range (slot=S:A-B): fewer threads per rank, or another policy")
+        span = f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else f"{cores[0]}"
+        lines.append(f"rank {rank}={cluster.hosts[hosts.pop()]} slot={socket}:{span}")
+        plans.append(";".join(map(str, cpus)))
+    with temporary_folder("mpirun") as tmp:
+        rankfile = Path(tmp, "rankfile")
+        rankfile.write_text("\n".join(lines) + "\n")
+        log = Path(tmp, "threads.log")
+        command = [argv[0], "--rankfile", str(rankfile), "-x", f"LD_PRELOAD={PRELOAD_LIBRARY}",
+                   "-x", f"PINWISE_PLAN_BY_RANK={'|'.join(plans)}", "-x", f"PINWISE_LOG={log}", *argv[1:]]
+        status = run_in_group(command, argv[0])
+        found = {}
+        if verify:
+            for rank in range(len(per_rank)):
+                path = Path(f"{log}.rank{rank}")
+                found[rank] = parse_log(path.read_text(errors="replace")) if path.exists() else ()
+    return status, lines, found

@@ -98,6 +98,20 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
     _add_topology_option(parser)
 
 
+def _mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = False) -> None:
+    if comm_option:  # before the job, which takes the rest of the line
+        parser.add_argument("--comm", required=True, metavar="FILE",
+                            help="communication matrix of the ranks (pinwise mpi trace, or any)")
+    else:
+        parser.add_argument("comm", metavar="COMM_FILE", help="communication matrix (pinwise mpi trace, or any)")
+    parser.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 pu:2'")
+    parser.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
+    parser.add_argument("--node-topology", metavar="T",
+                        help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
+    parser.add_argument("--policy", "-p", default="locality", metavar="NAME",
+                        help="a policy of pinwise map (default locality): " + policies.help_text())
+
+
 def _add_export_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("exports (as hyperfine's)")
     group.add_argument("--export-csv", metavar="FILE", type=_OUTPUT_FILE,
@@ -402,19 +416,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Map the ranks of a matrix (pinwise mpi trace) onto a cluster whose top level is the network, "
                     "with any policy of pinwise map. Example: pinwise mpi map comm.json --cluster 'node:4 pack:2 "
                     "core:8 pu:2' --policy locality --format openmpi -o rankfile")
-    mpi_map.add_argument("comm", metavar="COMM_FILE", help="communication matrix (pinwise mpi trace, or any)")
-    mpi_map.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 pu:2'")
-    mpi_map.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
-    mpi_map.add_argument("--node-topology", metavar="T",
-                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
-    mpi_map.add_argument("--policy", "-p", default="locality", metavar="NAME",
-                         help="a policy of pinwise map (default locality): " + policies.help_text())
+    _mpi_placement_options(mpi_map)
     mpi_map.add_argument("--format", "-f", choices=("table", "openmpi", "slurm", "mpich", "json"), default="table",
                          help="table (default); openmpi: a rankfile (mpirun --rankfile); slurm: SLURM_HOSTFILE lines "
                               "and srun's --cpu-bind; mpich: a machinefile and -bind-to user:; json")
     mpi_map.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE, help="write the chosen format to FILE")
     mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
+    mpi_run = mpi_commands.add_parser(
+        "run", help="launch the job through mpirun with its ranks and their threads placed, and show where they ran",
+        description="Map the ranks as pinwise mpi map does, then run the job through Open MPI's mpirun with a "
+                    "rankfile (each rank on its node and cores) and pinwise's preload library in every rank (each "
+                    "thread of a rank on its own PU). Example: pinwise mpi run --comm comm.json --hostfile hosts "
+                    "--threads-per-rank 2 --verify -- mpirun -np 4 ./app")
+    _mpi_placement_options(mpi_run, comm_option=True)
+    mpi_run.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
+                         help="PUs per rank for its threads (hybrid MPI + OpenMP/pthreads; default 1)")
+    mpi_run.add_argument("--verify", action="store_true",
+                         help="read back from every rank where each of its threads ran, and fail if one ran elsewhere")
+    mpi_run.add_argument("job", nargs=argparse.REMAINDER, help="-- mpirun, its options, program and arguments")
+    mpi_run.set_defaults(handler="measuring:cmd_mpi_run")
     mpi.set_defaults(handler="measuring:cmd_mpi_help", mpi_parser=mpi)
 
     pin = commands.add_parser("pin", help="pin the threads of a running process",

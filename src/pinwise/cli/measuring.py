@@ -495,3 +495,40 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
         table.add_row(str(p.rank), p.host, str(p.cpu), f"{p.socket}:{p.core}")
     console.print(table)
     return 0
+
+
+def cmd_mpi_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..mpi import find_cluster, rank_plans, run_placed
+    from ..report.terminal import WIDE
+
+    job = args.job[1:] if args.job[:1] == ["--"] else args.job
+    comm = read_comm_file(args.comm)
+    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
+    per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank)
+    status, rankfile, found = run_placed(job, cluster, per_rank, args.verify)
+    print("rankfile: " + "; ".join(rankfile), file=sys.stderr)
+    if not args.verify:
+        return status
+    console = Console(stderr=True, highlight=False, width=max(WIDE, Console().width))
+    console.print("where every thread of every rank ran (read back from the ranks):")
+    table = Table()
+    for column in ("rank", "pid", "thread", "asked", "ran on", "where asked?"):
+        table.add_column(column, justify="right" if column != "where asked?" else "left")
+    wrong = missing = 0
+    for rank, records in found.items():
+        if not records:
+            missing += 1
+            table.add_row(str(rank), "-", "-", "-", "-", "no record (did the rank start?)")
+        for t in records:
+            ok = t.ran_where_asked
+            wrong += not ok
+            table.add_row(str(rank), str(t.pid), str(t.index), ",".join(map(str, t.requested)), str(t.start_cpu),
+                          "yes" if ok else "NO")
+    console.print(table)
+    threads = sum(len(r) for r in found.values())
+    print(f"pinwise: {threads} threads in {len(found)} ranks, " + ("all where asked" if not wrong and not missing else
+          f"{wrong} off their CPUs, {missing} ranks without a record"), file=sys.stderr)
+    return status or (1 if wrong or missing else 0)
