@@ -4,9 +4,10 @@ PY := $(VENV)/bin/python
 # Debian packages the tests and benchmarks compare against or need: hwloc (lstopo), likwid
 # (likwid-pin), scotch (gmap), LEMON (exact matching, built into the kernels), gcc/g++ with
 # OpenMP for the test programs, chromium (renders the HTML report in a test), Open MPI (the engine
-# of pinwise mpi: its launcher, and the headers the PMPI recorder is built against).
+# of pinwise mpi: its launcher, and the headers the PMPI recorder is built against), Slurm and
+# munge (a one-node Slurm that a test starts in a folder of its own).
 APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev \
-	openmpi-bin libopenmpi-dev
+	openmpi-bin libopenmpi-dev slurm-wlm munge
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
 .PHONY: demo test deps install clean screenshot
