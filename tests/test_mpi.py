@@ -197,7 +197,7 @@ def test_mpi_run_places_every_rank_and_reads_back_where_it_ran(tmp_path):
                                     "--", "mpirun", "-np", "2", str(threads), "0"),
                             capture_output=True, text=True, input="", env={**os.environ, **ROOT_OK}, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "rankfile: rank 0=localhost slot=0:" in result.stderr
+    assert "placement: rank 0=localhost slot=0:" in result.stderr
     rows = ran(result)
     assert len(rows) == 2 and all(row[3] == row[4] and row[5] == "yes" for row in rows)
     assert {row[4] for row in rows} == {"0", "1"}  # the two ranks of the ring on the two cores
@@ -222,8 +222,8 @@ def test_a_hybrid_job_on_two_nodes_has_every_thread_where_asked(tmp_path):
         if "ORTE was unable to reliably start one or more daemons" not in result.stderr:
             break
     assert result.returncode == 0, result.stderr
-    assert "rankfile: rank 0=node" in result.stderr and "rank 1=node" in result.stderr
-    hosts = {part.split("=")[1].split()[0] for part in result.stderr.split("rankfile: ")[1].splitlines()[0].split("; ")}
+    assert "placement: rank 0=node" in result.stderr and "rank 1=node" in result.stderr
+    hosts = {part.split("=")[1].split()[0] for part in result.stderr.split("placement: ")[1].splitlines()[0].split("; ")}
     assert hosts == {"nodea", "nodeb"}
     rows = ran(result)
     assert len(rows) == 4 and all(row[3] == row[4] and row[5] == "yes" for row in rows)

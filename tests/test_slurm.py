@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,14 @@ from conftest import PINWISE, PROGRAMS
 from pinwise.pinning.launcher import NATIVE_DIR
 
 RING = NATIVE_DIR / "bin" / "mpi_ring"
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie (a daemon's parent may never reap it)."""
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text(errors="replace").lower()
+    except OSError:
+        return False
 
 
 def free_port() -> int:
@@ -76,11 +85,20 @@ def slurm(tmp_path_factory):
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
         pytest.skip(f"Slurm could not start here: {err}")
     yield env
-    for pid_file in reversed(pid_files):
+    subprocess.run(["scancel", "--full", "--user", "root"], capture_output=True, env=env, timeout=30)
+    for pid_file in reversed(pid_files):  # SIGTERM, then SIGKILL: no daemon of the test outlives it
         try:
-            os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+            pid = int(pid_file.read_text().split()[0])
         except (OSError, ValueError):
-            pass
+            continue
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                break
+            deadline = time.time() + 5
+            while time.time() < deadline and alive(pid):
+                time.sleep(0.1)
 
 
 def test_srun_jobs_are_traced_and_placed_by_slurm(tmp_path, slurm):
@@ -108,3 +126,16 @@ def test_srun_jobs_are_traced_and_placed_by_slurm(tmp_path, slurm):
     assert placed.returncode == 0, placed.stderr
     found = {int(line.split()[1]): line.split()[3] for line in placed.stdout.splitlines() if line.startswith("rank ")}
     assert found == {rank: cpu for rank, cpu in enumerate(cpus)}
+
+
+def test_mpi_run_through_srun_has_every_thread_where_asked(tmp_path, slurm):
+    """Inside an allocation (salloc: the nodes from SLURM_JOB_NODELIST), 2 ranks of the ring run
+    through srun: each task on its host by SLURM_HOSTFILE, each thread pinned by pinwise."""
+    comm = tmp_path / "ring.csv"
+    np.savetxt(comm, [[0, 1000], [1000, 0]], fmt="%d", delimiter=",")
+    job = subprocess.run(["salloc", "-n", "2", PINWISE, "mpi", "run", "--comm", str(comm), "--verify", "--", "srun",
+                          "-n", "2", "--mpi=pmix", str(RING)], capture_output=True, text=True, env=slurm, timeout=120)
+    assert job.returncode == 0, job.stderr + job.stdout
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in job.stderr.splitlines() if line.startswith("│")]
+    assert {row[0] for row in rows} == {"0", "1"} and all(row[3] == row[4] and row[5] == "yes" for row in rows)
+    assert "all where asked" in job.stderr

@@ -366,16 +366,20 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
 
 
 def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], verify: bool):
-    """Launch ``argv`` (Open MPI's mpirun) with a rankfile putting each rank on its node and
-    cores, and pinwise's preload library pinning each rank's threads to its PUs; returns the
-    exit status and, with ``verify``, per rank the threads' records (where each ran)."""
+    """Launch ``argv`` with each rank on its node and pinwise's preload library pinning each
+    rank's threads to its PUs: Open MPI's mpirun with a rankfile (which binds each rank to its
+    cores), or Slurm's srun with SLURM_HOSTFILE and --distribution=arbitrary. Returns the exit
+    status, the placement's lines (rankfile form) and, with ``verify``, per rank the threads'
+    records (where each ran)."""
     from .pinning.launcher import PRELOAD_LIBRARY
     from .pinning.log import parse_log
     from .processes import run_in_group, temporary_folder
 
-    if not argv or Path(argv[0]).name not in OPEN_MPI_LAUNCHERS or shutil.which(argv[0]) is None \
-            or not is_open_mpi(shutil.which(argv[0])):
-        raise PinwiseError("pinwise mpi run drives Open MPI's mpirun: write it after --, e.g. "
+    launcher = Path(argv[0]).name if argv else ""
+    slurm = launcher == "srun"
+    if not argv or shutil.which(argv[0]) is None or not slurm and (
+            launcher not in OPEN_MPI_LAUNCHERS or not is_open_mpi(shutil.which(argv[0]))):
+        raise PinwiseError("pinwise mpi run drives Open MPI's mpirun or Slurm's srun: write it after --, e.g. "
                            "pinwise mpi run ... -- mpirun -np 4 ./app")
     per_node = cluster.pus_per_node
     order = cluster.node.logical_order(allowed_only=False)
@@ -402,12 +406,21 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         lines.append(f"rank {rank}={cluster.hosts[hosts.pop()]} slot={socket}:{span}")
         plans.append(";".join(map(str, cpus)))
     with temporary_folder("mpirun") as tmp:
-        rankfile = Path(tmp, "rankfile")
-        rankfile.write_text("\n".join(lines) + "\n")
         log = Path(tmp, "threads.log")
-        command = [argv[0], "--rankfile", str(rankfile), "-x", f"LD_PRELOAD={PRELOAD_LIBRARY}",
-                   "-x", f"PINWISE_PLAN_BY_RANK={'|'.join(plans)}", "-x", f"PINWISE_LOG={log}", *argv[1:]]
-        status = run_in_group(command, argv[0])
+        variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
+                     "PINWISE_LOG": str(log)}
+        if slurm:  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds nothing)
+            hostfile = Path(tmp, "hostfile")
+            hostfile.write_text("".join(line.split("=")[1].split()[0] + "\n" for line in lines))
+            command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
+            env = {**os.environ, **variables, "SLURM_HOSTFILE": str(hostfile)}
+            status = run_in_group(command, argv[0], env=env)
+        else:
+            rankfile = Path(tmp, "rankfile")
+            rankfile.write_text("\n".join(lines) + "\n")
+            command = [argv[0], "--rankfile", str(rankfile),
+                       *[part for name, value in variables.items() for part in ("-x", f"{name}={value}")], *argv[1:]]
+            status = run_in_group(command, argv[0])
         found = {}
         if verify:
             for rank in range(len(per_rank)):

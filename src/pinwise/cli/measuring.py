@@ -509,7 +509,7 @@ def cmd_mpi_run(args: argparse.Namespace) -> int:
     cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
     per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank)
     status, rankfile, found = run_placed(job, cluster, per_rank, args.verify)
-    print("rankfile: " + "; ".join(rankfile), file=sys.stderr)
+    print("placement: " + "; ".join(rankfile), file=sys.stderr)
     if not args.verify:
         return status
     console = Console(stderr=True, highlight=False, width=max(WIDE, Console().width))
