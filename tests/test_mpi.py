@@ -230,3 +230,17 @@ def test_a_hybrid_job_on_two_nodes_has_every_thread_where_asked(tmp_path):
     for rank in ("0", "1"):
         assert sorted(row[4] for row in rows if row[0] == rank) == ["0", "1"]  # its threads on its node's 2 CPUs
     assert "4 threads in 2 ranks, all where asked" in result.stderr
+
+
+def test_hybrid_maps_give_each_rank_k_pus_under_one_package(tmp_path):
+    ring4 = ring_matrix(4, tmp_path / "ring4.csv")
+    cluster = ("--cluster", "node:2 pack:2 core:4 pu:1", "--threads-per-rank", "2")
+    places = json.loads(run_pinwise("mpi", "map", ring4, *cluster, "-f", "json", check=True).stdout)["ranks"]
+    assert all(len(p["cpus"]) == 2 for p in places)
+    assert len({(p["host"], c) for p in places for c in p["cpus"]}) == 8  # no PU given twice
+    rankfile = run_pinwise("mpi", "map", ring4, *cluster, "-f", "openmpi", check=True).stdout.splitlines()
+    assert all(line.split("slot=")[1].count("-") == 1 for line in rankfile)  # a range of two cores
+    slurm = run_pinwise("mpi", "map", ring4, *cluster, "-f", "slurm", check=True).stdout.splitlines()
+    assert "--cpu-bind=mask_cpu:0x" in slurm[-1]
+    assert_clean_failure(run_pinwise("mpi", "map", ring4, "--cluster", "node:2 pack:2 core:4 pu:1",
+                                     "--threads-per-rank", "5"), "larger cluster")

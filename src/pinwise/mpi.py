@@ -275,9 +275,17 @@ def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str |
 class RankPlace:
     rank: int
     host: str
-    cpu: int          # the node's OS CPU number
+    cpu: int          # the node's OS CPU number (the first, with several threads per rank)
     socket: int       # logical package index in the node
     core: int         # logical core index within its package
+    cpus: tuple[int, ...] = ()    # every CPU of the rank, one per thread (with --threads-per-rank)
+    last_core: int | None = None  # the last core of a rank's range in its package
+
+    @property
+    def slot(self) -> str:
+        """The rankfile slot: SOCKET:CORE, or SOCKET:FIRST-LAST for several cores."""
+        last = self.core if self.last_core is None else self.last_core
+        return f"{self.socket}:{self.core}" if last == self.core else f"{self.socket}:{self.core}-{last}"
 
 
 def socket_and_core(node: Topology, cpu: int) -> tuple[int, int]:
@@ -292,15 +300,31 @@ def socket_and_core(node: Topology, cpu: int) -> tuple[int, int]:
     return package.logical_index, cores.index(core.logical_index)
 
 
-def rank_places(plan, cluster: Cluster) -> list[RankPlace]:
+def rank_places(per_rank: list[list[int]], cluster: Cluster) -> list[RankPlace]:
+    """Where each rank goes, from its cluster PUs (:func:`rank_plans`): its host, its CPUs on that
+    host, and the rankfile's socket and core range. A rank must stay in one node, and in one
+    package with contiguous cores (what a rankfile slot can name)."""
     per_node = cluster.pus_per_node
     order = cluster.node.logical_order(allowed_only=False)
     places = []
-    for rank, pu in enumerate(plan.pus):
-        node, local = divmod(pu, per_node)
-        cpu = order[local]
-        socket, core = socket_and_core(cluster.node, cpu)
-        places.append(RankPlace(rank, cluster.hosts[node], cpu, socket, core))
+    for rank, pus in enumerate(per_rank):
+        nodes = {pu // per_node for pu in pus}
+        if len(nodes) != 1:
+            raise PinwiseError(f"rank {rank}'s threads would span nodes: fewer threads per rank")
+        cpus = tuple(order[pu % per_node] for pu in pus)
+        sockets: dict[int, set[int]] = {}
+        for cpu in cpus:
+            socket, core = socket_and_core(cluster.node, cpu)
+            sockets.setdefault(socket, set()).add(core)
+        if len(sockets) != 1:
+            raise PinwiseError(f"rank {rank}'s PUs span packages, which a rankfile slot cannot name: fewer threads "
+                               "per rank")
+        (socket, cores), = sockets.items()
+        cores = sorted(cores)
+        if cores != list(range(cores[0], cores[-1] + 1)):
+            raise PinwiseError(f"rank {rank}'s cores {cores} are not contiguous, and a rankfile slot takes a range "
+                               "(S:A-B): fewer threads per rank, or another policy")
+        places.append(RankPlace(rank, cluster.hosts[nodes.pop()], cpus[0], socket, cores[0], cpus, cores[-1]))
     return places
 
 
@@ -309,28 +333,30 @@ def format_placement(places: list[RankPlace], fmt: str) -> str:
     distribution (a host per rank for SLURM_HOSTFILE, and the --cpu-bind list), MPICH's machinefile
     and -bind-to user: list, or JSON."""
     if fmt == "openmpi":
-        return "".join(f"rank {p.rank}={p.host} slot={p.socket}:{p.core}\n" for p in places)
+        return "".join(f"rank {p.rank}={p.host} slot={p.slot}\n" for p in places)
     if fmt == "json":
         import json
 
         return json.dumps({"ranks": [p.__dict__ for p in places]}, indent=2) + "\n"
-    per_host: dict[str, list[int]] = {}
+    per_host: dict[str, list[tuple[int, ...]]] = {}
     for p in places:
-        per_host.setdefault(p.host, []).append(p.cpu)
-    lists = {tuple(cpus) for cpus in per_host.values()}
+        per_host.setdefault(p.host, []).append(p.cpus or (p.cpu,))
+    lists = {tuple(sets) for sets in per_host.values()}
     hosts = "".join(f"{p.host}\n" for p in places)
+    several = any(len(cpus) > 1 for cpus in (p.cpus for p in places))
+    if fmt in ("slurm", "mpich") and len(lists) > 1:
+        raise PinwiseError(f"the nodes' CPU lists differ, and {'srun --cpu-bind' if fmt == 'slurm' else 'mpiexec -bind-to'}"
+                           " applies one list to every node: use --format openmpi (mpirun --rankfile) or json")
+    sets = next(iter(lists)) if lists else ()
     if fmt == "slurm":
-        if len(lists) > 1:
-            raise PinwiseError("the nodes' CPU lists differ, and srun --cpu-bind=map_cpu applies one list to every "
-                               "node: use --format openmpi (mpirun --rankfile) or json")
-        cpus = ",".join(map(str, next(iter(lists))))
-        return (f"# SLURM_HOSTFILE (one host per rank):\n{hosts}"
-                f"# srun --distribution=arbitrary --cpu-bind=map_cpu:{cpus}\n")
+        if several:
+            masks = ",".join(hex(sum(1 << c for c in cpus)) for cpus in sets)
+            binding = f"--cpu-bind=mask_cpu:{masks}"
+        else:
+            binding = "--cpu-bind=map_cpu:" + ",".join(str(cpus[0]) for cpus in sets)
+        return f"# SLURM_HOSTFILE (one host per rank):\n{hosts}# srun --distribution=arbitrary {binding}\n"
     if fmt == "mpich":
-        if len(lists) > 1:
-            raise PinwiseError("the nodes' CPU lists differ, and mpiexec -bind-to user: applies one list to every "
-                               "node: use --format openmpi or json")
-        cpus = ",".join(map(str, next(iter(lists))))
+        cpus = ",".join("+".join(map(str, cpus)) for cpus in sets)
         return "# machinefile (one line per rank):\n" + "".join(f"{p.host}:1\n" for p in places) + \
             f"# mpiexec -f machinefile -bind-to user:{cpus}\n"
     raise PinwiseError(f"unknown format {fmt!r}: openmpi, slurm, mpich or json")
@@ -381,30 +407,9 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
             launcher not in OPEN_MPI_LAUNCHERS or not is_open_mpi(shutil.which(argv[0]))):
         raise PinwiseError("pinwise mpi run drives Open MPI's mpirun or Slurm's srun: write it after --, e.g. "
                            "pinwise mpi run ... -- mpirun -np 4 ./app")
-    per_node = cluster.pus_per_node
-    order = cluster.node.logical_order(allowed_only=False)
-    lines, plans = [], []
-    for rank, pus in enumerate(per_rank):
-        hosts = {pu // per_node for pu in pus}
-        if len(hosts) != 1:
-            raise PinwiseError(f"rank {rank}'s threads would span nodes: fewer threads per rank")
-        cpus = [order[pu % per_node] for pu in pus]
-        sockets: dict[int, list[int]] = {}
-        for cpu in cpus:
-            socket, core = socket_and_core(cluster.node, cpu)
-            if core not in sockets.setdefault(socket, []):
-                sockets[socket].append(core)
-        if len(sockets) != 1:
-            raise PinwiseError(f"rank {rank}'s PUs span packages, which a rankfile slot cannot name: fewer threads "
-                               "per rank")
-        (socket, cores), = sockets.items()
-        cores.sort()
-        if cores != list(range(cores[0], cores[-1] + 1)):
-            raise PinwiseError(f"rank {rank}'s cores {cores} are not contiguous, and Open MPI's rankfile takes a "
-                               "range (slot=S:A-B): fewer threads per rank, or another policy")
-        span = f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else f"{cores[0]}"
-        lines.append(f"rank {rank}={cluster.hosts[hosts.pop()]} slot={socket}:{span}")
-        plans.append(";".join(map(str, cpus)))
+    places = rank_places(per_rank, cluster)
+    lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
+    plans = [";".join(map(str, p.cpus)) for p in places]
     with temporary_folder("mpirun") as tmp:
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),

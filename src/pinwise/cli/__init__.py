@@ -421,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="table (default); openmpi: a rankfile (mpirun --rankfile); slurm: SLURM_HOSTFILE lines "
                               "and srun's --cpu-bind; mpich: a machinefile and -bind-to user:; json")
     mpi_map.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE, help="write the chosen format to FILE")
+    mpi_map.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
+                         help="PUs per rank for its threads (hybrid MPI + OpenMP; default 1): a rank's K PUs in one "
+                              "package, named by a core range in the rankfile")
     mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
     mpi_run = mpi_commands.add_parser(

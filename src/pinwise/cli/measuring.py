@@ -448,30 +448,26 @@ def cmd_mpi_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_mpi_map(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ..files import write_text_atomic
-    from ..mapping import compute_mapping, mapping_cost
-    from ..mpi import find_cluster, format_placement, rank_places
+    from ..mapping import mapping_cost
+    from ..mpi import find_cluster, format_placement, rank_places, rank_plans
 
     comm = read_comm_file(args.comm)
     cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
-    if comm.threads > cluster.topology.nb_pus:
-        raise PinwiseError(f"{comm.threads} ranks and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} nodes: "
-                           "give a larger cluster (pinwise places one rank per PU)")
-    plan = compute_mapping(args.policy, comm, cluster.topology, seed=args.seed, creator="policy")
-    if plan is None:
-        raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
-    places = rank_places(plan, cluster)
-    matrix = comm.matrix
-    node_of = [cluster.hosts.index(p.host) for p in places]
-    total = matrix.sum() / 2
-    inside = sum(matrix[i, j] for i in range(comm.threads) for j in range(i + 1, comm.threads)
-                 if node_of[i] == node_of[j])
-    links = [(i, j) for i in range(comm.threads) for j in range(i + 1, comm.threads) if matrix[i, j] > 0]
-    links_inside = sum(1 for i, j in links if node_of[i] == node_of[j])
-    summary = (f"{comm.threads} ranks on {len(set(node_of))} of {len(cluster.hosts)} nodes ({cluster.node.shape} "
-               f"each), policy {args.policy}: {inside / total:.0%} of the bytes and {links_inside} of {len(links)} "
-               f"communicating pairs inside a node; cost {mapping_cost(matrix, cluster.topology, plan.pus).hops:,.0f}"
-               if total else f"{comm.threads} ranks, no communication")
+    per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank, args.seed)
+    places = rank_places(per_rank, cluster)
+    matrix = np.asarray(comm.matrix)
+    node_of = np.array([cluster.hosts.index(p.host) for p in places])
+    rows, cols = np.nonzero(np.triu(matrix, 1))
+    same = node_of[rows] == node_of[cols]
+    total = float(matrix[rows, cols].sum())
+    inside = float(matrix[rows, cols][same].sum())
+    cost = mapping_cost(matrix, cluster.topology, [pus[0] for pus in per_rank]).hops
+    summary = (f"{comm.threads} ranks on {len(set(node_of.tolist()))} of {len(cluster.hosts)} nodes ({cluster.node.shape} "
+               f"each), policy {args.policy}: {inside / total:.0%} of the bytes and {int(same.sum())} of {len(rows)} "
+               f"communicating pairs inside a node; cost {cost:,.0f}" if total else f"{comm.threads} ranks, no communication")
     text = None if args.format == "table" else format_placement(places, args.format)
     if args.output:
         write_text_atomic(args.output, text if text is not None else format_placement(places, "openmpi"))
@@ -489,10 +485,10 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
     console = Console(highlight=False, width=max(WIDE, Console().width))
     console.print(Text(summary), soft_wrap=True)
     table = Table()
-    for column in ("rank", "host", "CPU", "socket:core"):
+    for column in ("rank", "host", "CPUs", "socket:core"):
         table.add_column(column, justify="right" if column != "host" else "left")
     for p in places:
-        table.add_row(str(p.rank), p.host, str(p.cpu), f"{p.socket}:{p.core}")
+        table.add_row(str(p.rank), p.host, ",".join(map(str, p.cpus)), p.slot)
     console.print(table)
     return 0
 
