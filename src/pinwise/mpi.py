@@ -27,6 +27,9 @@ from .pinning.launcher import NATIVE_DIR
 from .topology import Topology
 
 RECORDER = NATIVE_DIR / "libpinwise_pmpi.so"
+#: Where a rank finds its number; a launcher started from inside a rank (srun in a job step) must
+#: not pass its own on, or it would take the plan of that rank.
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 #: Launchers whose ranks do not inherit the environment unless told: Open MPI's mpirun/mpiexec
 #: forwards only what `-x NAME` names (to remote daemons; local ranks inherit anyway).
 OPEN_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "oshrun")
@@ -133,7 +136,7 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     with temporary_folder("mpi") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
         env["PINWISE_MPI_DIR"] = str(rows)
         env["LD_PRELOAD"] = ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD")]))
         command = launch_command(argv, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
@@ -418,7 +421,8 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text("".join(line.split("=")[1].split()[0] + "\n" for line in lines))
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
-            env = {**os.environ, **variables, "SLURM_HOSTFILE": str(hostfile)}
+            env = {**{k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}, **variables,
+                   "SLURM_HOSTFILE": str(hostfile)}
             status = run_in_group(command, argv[0], env=env)
         else:
             rankfile = Path(tmp, "rankfile")
