@@ -58,3 +58,7 @@ def test_demo_quick_writes_the_report(tmp_path):
     for step in ("1. the machine", "2. tracing", "3. analysis in plain words", "4. mapping", "5. benchmarking",
                  "in plain words:", "report:"):
         assert step in result.stdout
+
+
+def test_the_old_thread_option_is_refused_with_the_new_one_named():
+    assert_clean_failure(run_pinwise("workload", "run", "pairs", "-t", "4", "--print"), "-t 4", "thread count is -n")

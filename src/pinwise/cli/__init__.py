@@ -463,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the usage error names the command's own help
-        parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
+        parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
     warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
     warnings.simplefilter("always", UserWarning)
