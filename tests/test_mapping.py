@@ -11,11 +11,12 @@ import subprocess
 import networkx as nx
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import PINWISE, assert_clean_failure, compile_program, in_rounds, run_pinwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinwise import PinwiseError
+from pinwise import PinwiseError, _kernels
 from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm, write_comm
 from pinwise.mapping import compute_mapping, mapping_cost
 from pinwise.patterns import analyze
@@ -122,6 +123,57 @@ def test_partition_repair_meets_exact_sizes():
     weights = random_matrix(rng, 40).astype(np.int64)
     part = balanced_partition(weights, [13, 11, 9, 7])
     assert np.bincount(part, minlength=4).tolist() == [13, 11, 9, 7]
+
+
+def halo_2d(rows, cols, rng):
+    """Each cell of a periodic grid talks to its 4 neighbours (weight 10), on shuffled ids, sparse."""
+    grid = np.arange(rows * cols).reshape(rows, cols)
+    shuffle = rng.permutation(rows * cols)
+    a = np.concatenate([grid.ravel(), grid.ravel()])
+    b = np.concatenate([np.roll(grid, -1, axis=0).ravel(), np.roll(grid, -1, axis=1).ravel()])
+    matrix = sp.csr_matrix((np.full(len(a), 10), (shuffle[a], shuffle[b])), shape=(rows * cols, rows * cols))
+    return (matrix + matrix.T).tocsr()
+
+
+@pytest.mark.parametrize("sizes", [[16] * 16, [20, 12, 17, 15, 9, 23, 31, 1, 8, 16, 16, 16, 16, 16, 16, 24]])
+def test_sparse_partition_repair_meets_exact_sizes(sizes):
+    weights = halo_2d(16, 16, np.random.default_rng(2))
+    part = balanced_partition(weights, sizes)
+    assert np.bincount(part, minlength=len(sizes)).tolist() == sizes
+    # the repair moves few vertices: the cut stays close to a grid's (16 blocks of 4x4: 128 edges cut)
+    upper = sp.triu(weights, 1).tocoo()
+    assert (part[upper.row] != part[upper.col]).sum() <= 2 * 128 * (1 if sizes[0] == 16 else 2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_grouping_inside_parts_never_mixes_parts(seed):
+    rng = np.random.default_rng(seed)
+    weights = halo_2d(12, 12, rng)
+    part = rng.integers(0, 5, 144)
+    labels = _kernels.greedy_groups(weights.indptr.astype(np.int64), weights.indices.astype(np.int64),
+                                    weights.data.astype(float), 144, 4, part.astype(np.int64))
+    for group in range(labels.max() + 1):
+        members = np.nonzero(labels == group)[0]
+        assert 1 <= len(members) <= 4 and len(set(part[members])) == 1
+    for p in range(5):  # every part is cut into as few groups as its size allows
+        assert len(set(labels[part == p])) == -(-int((part == p).sum()) // 4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_locality_on_a_wide_top_level_partitions_first(seed, monkeypatch):
+    """Clusters the size of a node, on shuffled ids, land whole on one node, with the partition
+    path of large problems (forced here on 128 threads) as without it."""
+    from pinwise.mapping import grouping
+
+    topology = parse_synthetic("group:8 pack:2 core:4 pu:2")  # a cluster of 8 nodes, as mpi builds it
+    matrix, clusters = planted(np.random.default_rng(seed), 128, 16)
+    greedy = compute_mapping("locality", matrix, topology)
+    monkeypatch.setattr(grouping, "PARTITION_FROM", 64)
+    partitioned = compute_mapping("locality", sp.csr_matrix(matrix), topology)
+    assert sorted(partitioned.pus) == list(range(128))
+    for cluster in clusters:
+        assert len({enclosing(topology, partitioned.pus[t], "group").logical_index for t in cluster}) == 1
+    assert mapping_cost(matrix, topology, partitioned.pus).hops <= mapping_cost(matrix, topology, greedy.pus).hops * 1.02
 
 
 # -- planted answers -------------------------------------------------------------------------------

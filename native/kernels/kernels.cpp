@@ -158,15 +158,24 @@ py::array_t<int32_t> max_weight_matching(IntArray weights)
 }
 
 // One grouping level on a sparse symmetric graph (CSR). Returns the group of each element.
-py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, DoubleArray data_in, int64_t n, int64_t size)
+// `part` (empty, or one label per element) confines every group to one part: only elements of the
+// seed's part join it, and a group closes early when its part has no free element left.
+py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, DoubleArray data_in, int64_t n, int64_t size,
+                                   IntArray part_in)
 {
     if (size < 1)
         throw std::invalid_argument("group size must be at least 1");
     if (indptr_in.size() != n + 1 || indices_in.size() != data_in.size())
         throw std::invalid_argument("malformed CSR arrays");
+    if (part_in.size() != 0 && part_in.size() != n)
+        throw std::invalid_argument("part needs one label per element");
     const int64_t *indptr = indptr_in.data();
     const int64_t *indices = indices_in.data();
     const double *data = data_in.data();
+    const int64_t *part = part_in.size() ? part_in.data() : nullptr;
+    for (int64_t i = 0; part && i < n; i++)
+        if (part[i] < 0 || part[i] >= n)
+            throw std::invalid_argument("part labels must lie in [0, n)");
     py::array_t<int32_t> labels_out(n);
     int32_t *labels = labels_out.mutable_data();
     {
@@ -185,6 +194,20 @@ py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, Doub
             by_total[i] = i;
         std::stable_sort(by_total.begin(), by_total.end(), [&](int64_t a, int64_t b) { return total[a] > total[b]; });
         size_t next_seed = 0;
+        // With parts: the elements of each part, heaviest first, and a cursor per part.
+        std::vector<int64_t> part_start, part_order, part_next;
+        if (part) {
+            part_start.assign(n + 1, 0);
+            for (int64_t i = 0; i < n; i++)
+                part_start[part[i] + 1]++;
+            for (int64_t p = 0; p < n; p++)
+                part_start[p + 1] += part_start[p];
+            part_next.assign(part_start.begin(), part_start.end() - 1);
+            part_order.resize(n);
+            for (int64_t v : by_total)
+                part_order[part_next[part[v]]++] = v;
+            part_next.assign(part_start.begin(), part_start.end() - 1);
+        }
         using Entry = std::pair<double, int64_t>;  // (gain, -index) so that ties prefer low indices
         int32_t group = 0;
         int64_t remaining = n;
@@ -198,7 +221,7 @@ py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, Doub
                 remaining--;
                 for (int64_t k = indptr[v]; k < indptr[v + 1]; k++) {
                     int64_t u = indices[k];
-                    if (assigned[u] || data[k] <= 0)
+                    if (assigned[u] || data[k] <= 0 || (part && part[u] != part[v]))
                         continue;
                     if (gain[u] == 0.0)
                         touched.push_back(u);
@@ -208,7 +231,8 @@ py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, Doub
             };
             while (assigned[by_total[next_seed]])
                 next_seed++;
-            take(by_total[next_seed]);
+            const int64_t seed = by_total[next_seed];
+            take(seed);
             for (int64_t member = 1; member < size && remaining > 0; member++) {
                 int64_t pick = -1;
                 while (!candidates.empty()) {
@@ -220,7 +244,14 @@ py::array_t<int32_t> greedy_groups(IntArray indptr_in, IntArray indices_in, Doub
                         break;
                     }
                 }
-                if (pick < 0) {  // nobody talks to the group: the heaviest free element joins
+                if (pick < 0 && part) {  // nobody talks to the group: the heaviest free element of its part
+                    int64_t p = part[seed];
+                    while (part_next[p] < part_start[p + 1] && assigned[part_order[part_next[p]]])
+                        part_next[p]++;
+                    if (part_next[p] == part_start[p + 1])
+                        break;  // the part is used up: the group closes smaller
+                    pick = part_order[part_next[p]];
+                } else if (pick < 0) {  // nobody talks to the group: the heaviest free element joins
                     while (assigned[by_total[next_seed]])
                         next_seed++;
                     pick = by_total[next_seed];
@@ -303,6 +334,6 @@ PYBIND11_MODULE(_kernels, module)
     module.def("have_exact_matching", &have_exact_matching);
     module.def("max_weight_matching", &max_weight_matching, py::arg("weights"));
     module.def("greedy_groups", &greedy_groups, py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("n"),
-               py::arg("size"));
+               py::arg("size"), py::arg("part") = py::array_t<int64_t>(0));
     module.def("refine_swaps", &refine_swaps, py::arg("m"), py::arg("dist"), py::arg("slot_of"), py::arg("max_passes") = 20);
 }

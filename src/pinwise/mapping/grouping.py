@@ -5,11 +5,16 @@ Locality follows EagerMap (Cruz et al.): bottom-up over the levels of the tree, 
 grouped greedily into groups of the level's arity (seed: the heaviest free element; then the
 element with the most communication to the group), groups become the elements of the next level
 with their communication summed; then the groups are placed top-down on the topology. Small
-problems (T <= REFINE_LIMIT) are then improved by a swap local search on the cost model.
+problems (T <= REFINE_LIMIT) are then improved by a swap local search on the cost model. Large
+problems on a wide top level (a cluster's nodes) are cut at that level by a balanced partition first
+(METIS), and grouped inside each part: greedy grouping alone only sees each thread's neighbourhood,
+and on a 3D halo of 65,536 ranks over 512 nodes it cut 1.7x more links between nodes than METIS.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -21,6 +26,8 @@ from ..topology.model import ObjType, TopoObject, walk
 from .tree import SlotTree
 
 REFINE_LIMIT = 256
+#: from this many threads, a top level of more than two objects is cut by a partition first
+PARTITION_FROM = 8192
 
 
 def _csr(matrix) -> sp.csr_matrix:
@@ -30,34 +37,57 @@ def _csr(matrix) -> sp.csr_matrix:
     return csr
 
 
-def group_hierarchy(matrix, arities: list[int]):
+def group_hierarchy(matrix, arities: list[int], part: np.ndarray | None = None):
     """EagerMap's bottom-up grouping. Returns the top elements; an element is a thread (int) or a
-    list of elements."""
+    list of elements. With ``part`` (a label per thread) no group mixes two parts."""
     elements: list = list(range(matrix.shape[0]))
     current = _csr(matrix)
+    labels_part = np.empty(0, dtype=np.int64) if part is None else np.asarray(part, dtype=np.int64)
     for arity in arities:
         if len(elements) <= 1:
             break
         labels = _kernels.greedy_groups(current.indptr.astype(np.int64), current.indices.astype(np.int64),
-                                        current.data, current.shape[0], arity)
+                                        current.data, current.shape[0], arity, labels_part)
         count = int(labels.max()) + 1
         groups: list[list] = [[] for _ in range(count)]
         for element, label in zip(elements, labels):
             groups[label].append(element)
+        if part is not None:
+            group_part = np.empty(count, dtype=np.int64)
+            group_part[labels] = labels_part
+            labels_part = group_part
         aggregate = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), count))
         current = _csr(aggregate.T @ current @ aggregate)
         elements = groups
     return elements
 
 
-def _size(element) -> int:
-    return 1 if isinstance(element, (int, np.integer)) else sum(_size(e) for e in element)
+def _sizes(elements: list) -> dict[int, int]:
+    """Thread count of every list element, by id (an int element is one thread)."""
+    sizes: dict[int, int] = {}
+
+    def size(element) -> int:
+        if isinstance(element, (int, np.integer)):
+            return 1
+        total = sum(size(e) for e in element)
+        sizes[id(element)] = total
+        return total
+
+    for element in elements:
+        size(element)
+    return sizes
 
 
 def place_hierarchy(tree: SlotTree, elements: list) -> list[int]:
-    """Top-down: each element goes whole into the child object with the most free slots that can
-    hold it; an element too big for any child is opened into its parts."""
+    """Top-down: each element, largest first, goes whole into the child object with the most free
+    slots (the first such child on ties) if it fits there; an element too big for every child is
+    opened into its parts, which queue behind the elements of their size."""
     placement: dict[int, int] = {}
+    sizes = _sizes(elements)
+    counter = itertools.count()
+
+    def size(element) -> int:
+        return 1 if isinstance(element, (int, np.integer)) else sizes[id(element)]
 
     def place(node: TopoObject, items: list) -> None:
         if node.type == ObjType.PU:
@@ -66,25 +96,25 @@ def place_hierarchy(tree: SlotTree, elements: list) -> list[int]:
                     placement[thread] = node.os_index
             return
         children = tree.children(node)
-        free = {id(c): tree.capacity(c) for c in children}
-        assigned: dict[int, list] = {id(c): [] for c in children}
-        queue = sorted(items, key=_size, reverse=True)
+        free = [tree.capacity(c) for c in children]
+        roomiest = [(-f, c) for c, f in enumerate(free)]  # a heap: most free slots, then child order
+        heapq.heapify(roomiest)
+        assigned: list[list] = [[] for _ in children]
+        queue = [(-size(item), next(counter), item) for item in items]
+        heapq.heapify(queue)
         while queue:
-            item = queue.pop(0)
-            size = _size(item)
-            fitting = [c for c in children if free[id(c)] >= size]
-            if fitting:
-                target = max(fitting, key=lambda c: free[id(c)])
-            elif not isinstance(item, (int, np.integer)):
-                queue = sorted(queue + list(item), key=_size, reverse=True)
+            negative, _, item = heapq.heappop(queue)
+            target = roomiest[0][1]
+            if free[target] < -negative and not isinstance(item, (int, np.integer)):
+                for part in item:
+                    heapq.heappush(queue, (-size(part), next(counter), part))
                 continue
-            else:
-                target = max(children, key=lambda c: free[id(c)])
-            assigned[id(target)].append(item)
-            free[id(target)] -= size
-        for child in children:
-            if assigned[id(child)]:
-                place(child, assigned[id(child)])
+            assigned[target].append(item)
+            free[target] += negative
+            heapq.heapreplace(roomiest, (-free[target], target))
+        for child, mine in zip(children, assigned):
+            if mine:
+                place(child, mine)
 
     place(tree.topology.root, elements)
     return [placement[t] for t in range(tree.threads)]
@@ -133,8 +163,26 @@ def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) 
 
 
 def locality(matrix, tree: SlotTree) -> list[int]:
-    elements = group_hierarchy(matrix, tree.level_arities())
+    arities = tree.level_arities()
+    top = tree.children(tree.topology.root)
+    if tree.threads >= PARTITION_FROM and len(top) > 2:
+        return place_hierarchy(tree, partitioned_groups(matrix, tree, top, arities))
+    elements = group_hierarchy(matrix, arities)
     return refine(matrix, tree, place_hierarchy(tree, elements))
+
+
+def partitioned_groups(matrix, tree: SlotTree, top: list[TopoObject], arities: list[int]) -> list:
+    """For large problems on a wide top level (the nodes of a cluster): greedy grouping sees only
+    its neighbourhood, so the top level is cut by a balanced partition (METIS, recursive bisection,
+    exact sizes: one part per top object) and EagerMap groups each part below it."""
+    from .pairing import balanced_partition, integer_weights, part_sizes
+
+    part = balanced_partition(integer_weights(matrix, sparse=True), part_sizes(tree, top, tree.threads))
+    elements = group_hierarchy(matrix, arities[:-1], part)
+    items: list[list] = [[] for _ in top]
+    for element in elements:
+        items[part[next(_threads(element))]].append(element)
+    return [item for item in items if item]
 
 
 def inverted(matrix) -> np.ndarray:

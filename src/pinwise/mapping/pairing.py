@@ -24,16 +24,24 @@ from .tree import SlotTree
 INTEGER_SCALE = float(1 << 40)
 
 
-def integer_weights(matrix) -> np.ndarray:
-    """Matching and METIS want integers: counts stay as they are, other values are scaled."""
-    dense = matrix.toarray() if sp.issparse(matrix) else np.array(matrix, dtype=np.float64)
-    np.fill_diagonal(dense, 0)
-    top = dense.max() if dense.size else 0
+def integer_weights(matrix, sparse: bool = False):
+    """Matching and METIS want integers: counts stay as they are, other values are scaled. With
+    ``sparse`` a scipy sparse matrix stays sparse (CSR, no diagonal); otherwise the result is dense."""
+    if sparse and sp.issparse(matrix):
+        weights = sp.csr_matrix(matrix, dtype=np.float64)
+        weights.setdiag(0)
+        weights.eliminate_zeros()
+        values = weights.data
+    else:
+        weights = matrix.toarray() if sp.issparse(matrix) else np.array(matrix, dtype=np.float64)
+        np.fill_diagonal(weights, 0)
+        values = weights
+    top = values.max() if values.size else 0
     if top <= 0:
-        return np.zeros(dense.shape, dtype=np.int64)
-    if np.all(np.mod(dense, 1) == 0) and top < INTEGER_SCALE:
-        return dense.astype(np.int64)
-    return np.rint(dense / top * 1e9).astype(np.int64)
+        return weights.astype(np.int64) * 0
+    if not (np.all(np.mod(values, 1) == 0) and top < INTEGER_SCALE):
+        values[...] = np.rint(values / top * 1e9)
+    return weights.astype(np.int64)
 
 
 def max_weight_matching(matrix) -> list[tuple[int, ...]]:
@@ -154,9 +162,10 @@ def part_sizes(tree: SlotTree, parts: list[TopoObject], count: int) -> list[int]
     return sizes.tolist()
 
 
-def balanced_partition(weights: np.ndarray, sizes: list[int], vertex_weights: np.ndarray | None = None) -> np.ndarray:
+def balanced_partition(weights, sizes: list[int], vertex_weights: np.ndarray | None = None) -> np.ndarray:
     """k-way partition with METIS (recursive bisection), then a repair step that moves the vertex
-    losing least until every part has exactly its size (METIS only bounds the imbalance)."""
+    losing least until every part has exactly its size (METIS only bounds the imbalance).
+    ``weights``: integer weights, dense or scipy sparse."""
     n, k = weights.shape[0], len(sizes)
     vw = np.ones(n, dtype=np.int64) if vertex_weights is None else vertex_weights.astype(np.int64)
     used = [p for p, size in enumerate(sizes) if size > 0]
@@ -166,57 +175,72 @@ def balanced_partition(weights: np.ndarray, sizes: list[int], vertex_weights: np
         return np.zeros(n, dtype=np.int64)
     import pymetis
 
-    upper = sp.csr_matrix(weights)  # both triangles: METIS wants every edge from both ends
-    upper.eliminate_zeros()
-    if upper.nnz == 0:
+    graph = sp.csr_matrix(weights)  # both triangles: METIS wants every edge from both ends
+    graph.eliminate_zeros()
+    if graph.nnz == 0:
         part = np.repeat(np.arange(k), sizes)[:n]
     else:
         options = pymetis.Options(seed=1)
         fractions = np.array(sizes, dtype=np.float64) / max(1, sum(sizes))
         _, membership = pymetis.part_graph(
-            k, pymetis.CSRAdjacency(upper.indptr, upper.indices), eweights=upper.data.astype(np.int64),
+            k, pymetis.CSRAdjacency(graph.indptr, graph.indices), eweights=graph.data.astype(np.int64),
             vweights=vw, recursive=True, options=options, tpwgts=fractions.tolist())
         part = np.array(membership, dtype=np.int64)
-    return _repair(weights, part, sizes, vw)
+    return _repair(graph.astype(np.float64), part, np.array(sizes), vw)
 
 
-def _repair(weights: np.ndarray, part: np.ndarray, sizes: list[int], vw: np.ndarray) -> np.ndarray:
-    """Move vertices out of over-full parts into parts with room, best gain first. Every move
-    lowers the total overflow, so this ends; with vertex weights (pairs) odd sizes may be out of
-    reach, and the closest partition is returned."""
+def _repair(graph: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray, vw: np.ndarray) -> np.ndarray:
+    """Move vertices out of over-full parts into parts with room until every part has its size.
+    Each round, every over-full part gives up the member that loses least (the most connection to
+    the target minus the connection it leaves; a target without a neighbour is the part with the
+    most room). Every move lowers the total overflow, so this ends; with vertex weights (pairs)
+    odd sizes may be out of reach, and the closest partition is returned. Sparse throughout: the
+    connections are computed only for the members of over-full parts."""
     k = len(sizes)
-    dense = weights.toarray() if sp.issparse(weights) else weights
     load = np.bincount(part, weights=vw, minlength=k)
-    # connection[v, p]: weight from v to part p
-    connection = np.stack([dense[:, part == p].sum(axis=1) for p in range(k)], axis=1).astype(np.float64)
     while True:
-        best = None
-        room = np.array(sizes, dtype=np.float64) - load
-        for source in (p for p in range(k) if load[p] > sizes[p]):
-            members = np.nonzero(part == source)[0]
-            gains = connection[members] - connection[members, source][:, None]
-            feasible = vw[members][:, None] <= room[None, :]
-            feasible[:, source] = False
-            if not feasible.any():
-                continue
-            gains = np.where(feasible, gains, -np.inf)
-            flat = int(np.argmax(gains))
-            row, target = divmod(flat, k)
-            if best is None or gains[row, target] > best[0]:
-                best = (gains[row, target], members[row], source, target)
-        if best is None:
+        over = load > sizes
+        if not over.any():
             return part
-        _, v, source, target = best
-        part[v] = target
-        load[source] -= vw[v]
-        load[target] += vw[v]
-        connection[:, source] -= dense[:, v]
-        connection[:, target] += dense[:, v]
+        room = sizes - load
+        members = np.nonzero(over[part])[0]
+        rows = graph[members]
+        connection = sp.csr_matrix((rows.data, part[rows.indices], rows.indptr), shape=(len(members), k))
+        connection.sum_duplicates()
+        own = np.asarray(connection[np.arange(len(members)), part[members]]).ravel()
+        # default target: the part with most room (no connection there)
+        widest = int(np.argmax(room))
+        target = np.full(len(members), widest)
+        gain = np.where(vw[members] <= room[widest], -own, -np.inf)
+        coo = connection.tocoo()
+        fits = (vw[members][coo.row] <= room[coo.col]) & (coo.col != part[members][coo.row])
+        better = coo.data[fits] - own[coo.row[fits]]
+        order = np.lexsort((-better, coo.row[fits]))
+        first = np.r_[True, coo.row[fits][order][1:] != coo.row[fits][order][:-1]] if order.size else np.zeros(0, bool)
+        best_rows, best_cols, best_gain = coo.row[fits][order][first], coo.col[fits][order][first], better[order][first]
+        improve = best_gain > gain[best_rows]
+        target[best_rows[improve]] = best_cols[improve]
+        gain[best_rows[improve]] = best_gain[improve]
+        # one candidate per over-full part: its member losing least; applied best first
+        owners = part[members]
+        order = np.lexsort((-gain, owners))
+        first = np.r_[True, owners[order][1:] != owners[order][:-1]]
+        moved = False
+        for index in sorted(order[first], key=lambda i: -gain[i]):
+            v, source, t = members[index], owners[index], target[index]
+            if not np.isfinite(gain[index]) or vw[v] > sizes[t] - load[t] or load[source] <= sizes[source]:
+                continue
+            part[v] = t
+            load[source] -= vw[v]
+            load[t] += vw[v]
+            moved = True
+        if not moved:
+            return part
 
 
 def gp(matrix, tree: SlotTree) -> list[int]:
     packages = tree.domain_objects(ObjType.PACKAGE)
-    part = balanced_partition(integer_weights(matrix), part_sizes(tree, packages, tree.threads))
+    part = balanced_partition(integer_weights(matrix, sparse=True), part_sizes(tree, packages, tree.threads))
     placement = [0] * tree.threads
     for p, package in enumerate(packages):
         slots = [pu for pu in tree.pus if pu in package.cpuset for _ in range(tree.per_pu)]
