@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # of pinwise mpi: its launcher, and the headers the PMPI recorder is built against), Slurm and
 # munge (a one-node Slurm that a test starts in a folder of its own).
 APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev \
-	openmpi-bin libopenmpi-dev slurm-wlm munge
+	openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
 .PHONY: demo test deps install clean screenshot

@@ -1,8 +1,9 @@
 """`pinwise mpi trace`: who sends how much to whom in an MPI job, measured with a PMPI library.
 
-The job runs through its real launcher (mpirun/mpiexec of Open MPI or MPICH, srun) with
-libpinwise_pmpi.so preloaded into every rank (native/mpi/pmpi_recorder.c: what it counts and how
-collectives are decomposed). Each rank writes its row at MPI_Finalize (or MPI_Abort); pinwise
+The job runs through its real launcher (mpirun/mpiexec of Open MPI or MPICH, srun) with the
+recorder preloaded into every rank (native/mpi/pmpi_recorder.c: what it counts and how collectives
+are decomposed), built once per MPI since their ABIs differ: libpinwise_pmpi.so for Open MPI,
+libpinwise_pmpi_mpich.so for MPICH, chosen by the library the program is linked against. Each rank writes its row at MPI_Finalize (or MPI_Abort); pinwise
 merges the rows into the comm file format of `pinwise trace`: the symmetric matrix M[i][j] = bytes
 sent i->j plus j->i, with ``"kind": "mpi"``, the messages matrix (same rule), the directed bytes
 and the collectives' totals beside it.
@@ -27,33 +28,82 @@ from .pinning.launcher import NATIVE_DIR
 from .topology import Topology
 
 RECORDER = NATIVE_DIR / "libpinwise_pmpi.so"
+#: The recorder built for each MPI (their ABIs differ: one build per MPI, see native/CMakeLists.txt).
+RECORDERS = MappingProxyType({"openmpi": RECORDER, "mpich": NATIVE_DIR / "libpinwise_pmpi_mpich.so"})
+MPI_NAMES = MappingProxyType({"openmpi": "Open MPI", "mpich": "MPICH", "slurm": "Slurm"})
 #: Where a rank finds its number; a launcher started from inside a rank (srun in a job step) must
 #: not pass its own on, or it would take the plan of that rank.
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
-#: Launchers whose ranks do not inherit the environment unless told: Open MPI's mpirun/mpiexec
-#: forwards only what `-x NAME` names (to remote daemons; local ranks inherit anyway).
-OPEN_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "oshrun")
+#: The names Open MPI's and MPICH's launchers go by (Debian: the plain names are alternatives).
+MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "oshrun", "mpirun.openmpi", "mpiexec.openmpi", "mpirun.mpich",
+                 "mpiexec.mpich", "mpiexec.hydra")
 
 
-def is_open_mpi(launcher: str) -> bool:
-    """Whether this mpirun/mpiexec is Open MPI's (MPICH's Hydra forwards the environment itself)."""
+def launcher_kind(argv: list[str]) -> str | None:
+    """Which launcher starts the job: ``openmpi`` (Open MPI's mpirun/mpiexec), ``mpich`` (MPICH's
+    Hydra mpiexec), ``slurm`` (srun), or None for anything else. Asked of the launcher itself
+    (``--version``), since Debian's mpirun is whichever MPI the alternatives point to."""
+    if not argv or shutil.which(argv[0]) is None:
+        return None
+    name = Path(argv[0]).name
+    if name == "srun":
+        return "slurm"
+    if name not in MPI_LAUNCHERS:
+        return None
     try:
-        text = subprocess.run([launcher, "--version"], capture_output=True, text=True, timeout=30,
+        text = subprocess.run([shutil.which(argv[0]), "--version"], capture_output=True, text=True, timeout=30,
                               stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "Open MPI" in text or "OpenRTE" in text
+        return None
+    if "Open MPI" in text or "OpenRTE" in text:
+        return "openmpi"
+    return "mpich" if "HYDRA" in text else None
 
 
-def launch_command(argv: list[str], variables: list[str]) -> list[str]:
-    """The launcher's command with what makes ``variables`` reach every rank."""
-    launcher = shutil.which(argv[0])
-    if launcher is None:
+def program_mpi(argv: list[str]) -> str | None:
+    """The MPI the job's program is linked against (``openmpi`` or ``mpich``), read from the first
+    argument after the launcher that names an executable file; None when that is not known (a
+    script, a wrapper, no such file)."""
+    for word in argv[1:]:
+        if word.startswith("-"):
+            continue
+        path = word if "/" in word else shutil.which(word)
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            with open(path, "rb") as handle:
+                head = handle.read(4 << 20)  # the dynamic section sits near the start of an ELF file
+            if not head.startswith(b"\x7fELF"):
+                return None
+            if b"libmpich.so" in head:
+                return "mpich"
+            return "openmpi" if b"libmpi.so" in head else None
+    return None
+
+
+def job_mpi(argv: list[str], kind: str | None) -> str:
+    """The MPI whose recorder the ranks need: the program's, else the launcher's, else Open MPI
+    (Debian's default MPI, which srun jobs here use)."""
+    return program_mpi(argv) or (kind if kind in RECORDERS else "openmpi")
+
+
+def warn_mismatch(kind: str | None, mpi: str) -> None:
+    """A program of one MPI started by the other's launcher runs as separate one-rank worlds."""
+    if kind in RECORDERS and kind != mpi:
+        print(f"pinwise: warning: the program is linked against {MPI_NAMES[mpi]} but the launcher is "
+              f"{MPI_NAMES[kind]}'s: each rank will start a world of its own (use {MPI_NAMES[mpi]}'s launcher, "
+              f"e.g. {'mpirun.openmpi' if mpi == 'openmpi' else 'mpiexec.mpich'})", file=sys.stderr)
+
+
+def launch_command(argv: list[str], env: dict[str, str], variables: list[str]) -> list[str]:
+    """The launcher's command with what makes ``variables`` (set in ``env``) reach every rank:
+    Open MPI's mpirun forwards to remote daemons only what ``-x NAME`` names; MPICH's Hydra
+    forwards the whole environment, and ``-genv`` says it explicitly."""
+    if shutil.which(argv[0]) is None:
         raise PinwiseError(f"launcher {argv[0]!r} not found on PATH (Debian: apt-get install openmpi-bin)")
-    name = Path(argv[0]).name
-    if name in OPEN_MPI_LAUNCHERS and is_open_mpi(launcher):
-        forwarded = [part for variable in variables for part in ("-x", variable)]
-        return [argv[0], *forwarded, *argv[1:]]
+    kind = launcher_kind(argv)
+    if kind == "openmpi":
+        return [argv[0], *[part for variable in variables for part in ("-x", variable)], *argv[1:]]
+    if kind == "mpich":
+        return [argv[0], *[part for variable in variables for part in ("-genv", variable, env[variable])], *argv[1:]]
     return list(argv)
 
 
@@ -130,16 +180,21 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     if not argv:
         raise PinwiseError("no job given: write the launcher and the program after --, e.g. "
                            "pinwise mpi trace -o comm.json -- mpirun -np 4 ./app")
-    if not RECORDER.exists():
-        raise PinwiseError("pinwise was built without its MPI recorder (no MPI development files were found): "
-                           "apt-get install libopenmpi-dev (or MPICH's), then reinstall pinwise")
+    kind = launcher_kind(argv)
+    mpi = job_mpi(argv, kind)
+    warn_mismatch(kind, mpi)
+    recorder = RECORDERS[mpi]
+    if not recorder.exists():
+        package = "libopenmpi-dev" if mpi == "openmpi" else "libmpich-dev"
+        raise PinwiseError(f"pinwise was built without its {MPI_NAMES[mpi]} recorder (no {MPI_NAMES[mpi]} development "
+                           f"files were found): apt-get install {package}, then reinstall pinwise")
     with temporary_folder("mpi") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
         env["PINWISE_MPI_DIR"] = str(rows)
-        env["LD_PRELOAD"] = ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD")]))
-        command = launch_command(argv, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
+        env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
+        command = launch_command(argv, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
         start = time.perf_counter()
         status = run_in_group(command, argv[0], env=env)
         seconds = time.perf_counter() - start
@@ -397,19 +452,20 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
 def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], verify: bool):
     """Launch ``argv`` with each rank on its node and pinwise's preload library pinning each
     rank's threads to its PUs: Open MPI's mpirun with a rankfile (which binds each rank to its
-    cores), or Slurm's srun with SLURM_HOSTFILE and --distribution=arbitrary. Returns the exit
-    status, the placement's lines (rankfile form) and, with ``verify``, per rank the threads'
-    records (where each ran)."""
+    cores), MPICH's mpiexec with a machinefile of one ``host:1`` line per rank (Hydra starts rank
+    i on line i's host), or Slurm's srun with SLURM_HOSTFILE and --distribution=arbitrary. Returns
+    the exit status, the placement's lines (rankfile form) and, with ``verify``, per rank the
+    threads' records (where each ran)."""
     from .pinning.launcher import PRELOAD_LIBRARY
     from .pinning.log import parse_log
     from .processes import run_in_group, temporary_folder
 
-    launcher = Path(argv[0]).name if argv else ""
-    slurm = launcher == "srun"
-    if not argv or shutil.which(argv[0]) is None or not slurm and (
-            launcher not in OPEN_MPI_LAUNCHERS or not is_open_mpi(shutil.which(argv[0]))):
-        raise PinwiseError("pinwise mpi run drives Open MPI's mpirun or Slurm's srun: write it after --, e.g. "
-                           "pinwise mpi run ... -- mpirun -np 4 ./app")
+    kind = launcher_kind(argv)
+    if kind is None:
+        raise PinwiseError("pinwise mpi run drives Open MPI's mpirun, MPICH's mpiexec or Slurm's srun: write it "
+                           "after --, e.g. pinwise mpi run ... -- mpirun -np 4 ./app")
+    if kind != "slurm":
+        warn_mismatch(kind, job_mpi(argv, kind))
     places = rank_places(per_rank, cluster)
     lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
     plans = [";".join(map(str, p.cpus)) for p in places]
@@ -417,19 +473,28 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
                      "PINWISE_LOG": str(log)}
-        if slurm:  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds nothing)
+        clean = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+        if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds nothing)
             hostfile = Path(tmp, "hostfile")
-            hostfile.write_text("".join(line.split("=")[1].split()[0] + "\n" for line in lines))
+            hostfile.write_text("".join(f"{p.host}\n" for p in places))
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
-            env = {**{k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}, **variables,
-                   "SLURM_HOSTFILE": str(hostfile)}
-            status = run_in_group(command, argv[0], env=env)
+            status = run_in_group(command, argv[0], env={**clean, **variables, "SLURM_HOSTFILE": str(hostfile)})
+        elif kind == "mpich":  # Hydra: rank i on line i's host; each thread pinned by pinwise
+            taken = [word for word in argv[1:] if word in ("-f", "-hostfile", "-machinefile", "-hosts", "-host")]
+            if taken:
+                raise PinwiseError(f"mpiexec {taken[0]} names the hosts, and so does pinwise's machinefile (one line "
+                                   "per rank, from the map): leave it out after --")
+            machinefile = Path(tmp, "machinefile")
+            machinefile.write_text("".join(f"{p.host}:1\n" for p in places))
+            command = [argv[0], "-f", str(machinefile),
+                       *[part for name, value in variables.items() for part in ("-genv", name, value)], *argv[1:]]
+            status = run_in_group(command, argv[0], env=clean)
         else:
             rankfile = Path(tmp, "rankfile")
             rankfile.write_text("\n".join(lines) + "\n")
             command = [argv[0], "--rankfile", str(rankfile),
                        *[part for name, value in variables.items() for part in ("-x", f"{name}={value}")], *argv[1:]]
-            status = run_in_group(command, argv[0])
+            status = run_in_group(command, argv[0], env=clean)
         found = {}
         if verify:
             for rank in range(len(per_rank)):

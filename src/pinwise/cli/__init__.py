@@ -427,17 +427,20 @@ def build_parser() -> argparse.ArgumentParser:
     mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
     mpi_run = mpi_commands.add_parser(
-        "run", help="launch the job through mpirun with its ranks and their threads placed, and show where they ran",
-        description="Map the ranks as pinwise mpi map does, then run the job through Open MPI's mpirun with a "
-                    "rankfile (each rank on its node and cores) and pinwise's preload library in every rank (each "
-                    "thread of a rank on its own PU). Example: pinwise mpi run --comm comm.json --hostfile hosts "
-                    "--threads-per-rank 2 --verify -- mpirun -np 4 ./app")
+        "run", help="launch the job through mpirun/mpiexec/srun with its ranks and their threads placed, and show "
+                    "where they ran",
+        description="Map the ranks as pinwise mpi map does, then run the job through its launcher with each rank on "
+                    "its node (Open MPI's mpirun: a rankfile; MPICH's mpiexec: a machinefile of one host per rank; "
+                    "Slurm's srun: SLURM_HOSTFILE and --distribution=arbitrary) and pinwise's preload library in "
+                    "every rank (each thread of a rank on its own PU). Example: pinwise mpi run --comm comm.json "
+                    "--hostfile hosts --threads-per-rank 2 --verify -- mpirun -np 4 ./app")
     _mpi_placement_options(mpi_run, comm_option=True)
     mpi_run.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
                          help="PUs per rank for its threads (hybrid MPI + OpenMP/pthreads; default 1)")
     mpi_run.add_argument("--verify", action="store_true",
                          help="read back from every rank where each of its threads ran, and fail if one ran elsewhere")
-    mpi_run.add_argument("job", nargs=argparse.REMAINDER, help="-- mpirun, its options, program and arguments")
+    mpi_run.add_argument("job", nargs=argparse.REMAINDER,
+                         help="-- mpirun, mpiexec or srun, its options, program and arguments")
     mpi_run.set_defaults(handler="measuring:cmd_mpi_run")
     mpi.set_defaults(handler="measuring:cmd_mpi_help", mpi_parser=mpi)
 
