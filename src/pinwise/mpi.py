@@ -93,13 +93,12 @@ def warn_mismatch(kind: str | None, mpi: str) -> None:
               f"e.g. {'mpirun.openmpi' if mpi == 'openmpi' else 'mpiexec.mpich'})", file=sys.stderr)
 
 
-def launch_command(argv: list[str], env: dict[str, str], variables: list[str]) -> list[str]:
-    """The launcher's command with what makes ``variables`` (set in ``env``) reach every rank:
-    Open MPI's mpirun forwards to remote daemons only what ``-x NAME`` names; MPICH's Hydra
-    forwards the whole environment, and ``-genv`` says it explicitly."""
+def launch_command(argv: list[str], kind: str | None, env: dict[str, str], variables: list[str]) -> list[str]:
+    """The command of launcher ``kind`` (:func:`launcher_kind`) with what makes ``variables`` (set
+    in ``env``) reach every rank: Open MPI's mpirun forwards to remote daemons only what ``-x
+    NAME`` names; MPICH's Hydra forwards the whole environment, and ``-genv`` says it explicitly."""
     if shutil.which(argv[0]) is None:
         raise PinwiseError(f"launcher {argv[0]!r} not found on PATH (Debian: apt-get install openmpi-bin)")
-    kind = launcher_kind(argv)
     if kind == "openmpi":
         return [argv[0], *[part for variable in variables for part in ("-x", variable)], *argv[1:]]
     if kind == "mpich":
@@ -194,7 +193,7 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
         env["PINWISE_MPI_DIR"] = str(rows)
         env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
-        command = launch_command(argv, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
+        command = launch_command(argv, kind, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
         start = time.perf_counter()
         status = run_in_group(command, argv[0], env=env)
         seconds = time.perf_counter() - start
