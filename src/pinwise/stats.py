@@ -15,7 +15,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+# scipy.stats is imported in the functions that use it: it takes 0.5-1 s to import, which the
+# commands that only format numbers with this module (simulate, map, mpi) should not pay.
 
 #: Below this many runs the t-test's normality assumption must be checked (Speedup-Test).
 LARGE_SAMPLE = 30
@@ -105,6 +107,8 @@ def mean_test(baseline, candidate, confidence: float = 0.95) -> MeanTest:
     mean(baseline) / mean(candidate). Below LARGE_SAMPLE runs each sample must pass Shapiro-Wilk
     normality, then an F-test on the variances chooses Student's t (equal) or Welch's t; from
     LARGE_SAMPLE runs on, Welch's t (central limit theorem). No conclusion otherwise."""
+    from scipy import stats
+
     x = np.asarray(baseline, dtype=np.float64)
     y = np.asarray(candidate, dtype=np.float64)
     alpha = risk(confidence)
@@ -137,6 +141,8 @@ def median_test(baseline, candidate, confidence: float = 0.95) -> MedianTest:
     candidate is not faster; speedup = median(baseline) / median(candidate). It reads as a test of
     medians when both samples have the same shape (Kolmogorov-Smirnov on the centred samples),
     otherwise as P(baseline > candidate) > 1/2. Also the p-value of the opposite side ("slower")."""
+    from scipy import stats
+
     x = np.asarray(baseline, dtype=np.float64)
     y = np.asarray(candidate, dtype=np.float64)
     alpha = risk(confidence)
@@ -153,6 +159,8 @@ def speedup_interval(baseline, candidate, statistic: str = "mean", confidence: f
                      seed: int = 0, resamples: int = 2000) -> Interval:
     """Bootstrap confidence interval (percentile, seeded) of baseline/candidate for the mean or
     the median: both samples resampled independently."""
+    from scipy import stats
+
     x = np.asarray(baseline, dtype=np.float64)
     y = np.asarray(candidate, dtype=np.float64)
     centre = np.mean if statistic == "mean" else np.median
@@ -250,6 +258,8 @@ def overall(speedups: list[float], significant: list[bool], confidence: float = 
     """Across programs, as Mazouz et al.'s Tables 1-3: the geometric mean of the speedups,
     (prod_i s_i)^(1/n), and the share of programs significantly faster with its exact
     (Clopper-Pearson) binomial confidence interval (Touati et al. 2013, section 5)."""
+    from scipy import stats
+
     n = len(speedups)
     geo = float(stats.gmean(speedups)) if n else math.nan
     k = int(sum(significant))
