@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PINWISE, PROGRAMS, assert_clean_failure, run_pinwise
 
-from pinwise.mpi import RECORDER
+from pinwise.mpi import RECORDER, job_ranks
 from pinwise.pinning.launcher import NATIVE_DIR
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None
@@ -244,3 +244,20 @@ def test_hybrid_maps_give_each_rank_k_pus_under_one_package(tmp_path):
     assert "--cpu-bind=mask_cpu:0x" in slurm[-1]
     assert_clean_failure(run_pinwise("mpi", "map", ring4, "--cluster", "node:2 pack:2 core:4 pu:1",
                                      "--threads-per-rank", "5"), "larger cluster")
+
+
+@pytest.mark.parametrize("argv, count", [
+    (["mpirun", "-np", "4", "./app"], 4), (["mpiexec", "-n", "2", "ls", "-n", "9"], 2), (["srun", "-n4", "x"], 4),
+    (["srun", "--ntasks=3", "x"], 3), (["mpirun", "--hostfile", "h", "-x", "A", "-c", "2", "a"], 2),
+    (["mpirun", "ls", "-n", "5"], None), (["mpirun", "-np", "2", "a", ":", "-np", "2", "b"], None),
+    (["srun", "ls"], None)])
+def test_the_rank_count_of_a_job_command(argv, count):
+    assert job_ranks(argv) == count
+
+
+def test_mpi_run_refuses_a_job_of_another_size_than_the_matrix(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=4\n")
+    result = run_pinwise("mpi", "run", "--comm", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile),
+                         "--", "mpirun", "-np", "4", "true", env={**os.environ, **ROOT_OK}, input="")
+    assert_clean_failure(result, "the job starts 4 ranks but the matrix has 2")

@@ -85,6 +85,35 @@ def job_mpi(argv: list[str], kind: str | None) -> str:
     return program_mpi(argv) or (kind if kind in RECORDERS else "openmpi")
 
 
+#: The options that say how many ranks a launcher starts (mpirun/mpiexec of both MPIs, srun).
+RANK_COUNT_OPTIONS = ("-n", "-np", "--np", "-c", "--n", "--ntasks")
+
+
+def job_ranks(argv: list[str]) -> int | None:
+    """How many ranks the job's command starts, when it says (``-n 4``, ``-np 4``, ``--ntasks=4``,
+    srun's ``-n4``); None when it leaves the count to the launcher, or starts several programs
+    (MPMD, ``a : b``), whose counts add up."""
+    words = argv[1:]
+    if ":" in words:
+        return None
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        name, _, value = word.partition("=")
+        if name in RANK_COUNT_OPTIONS and value:
+            text = value
+        elif word in RANK_COUNT_OPTIONS and i + 1 < len(words):
+            text = words[i + 1]
+        elif word.startswith("-n") and word[2:].isdigit():
+            text = word[2:]
+        else:
+            if not word.startswith("-") and shutil.which(word) is not None:
+                break  # the program: what follows is its own
+            continue
+        return int(text) if text.isdigit() else None
+    return None
+
+
 def warn_mismatch(kind: str | None, mpi: str) -> None:
     """A program of one MPI started by the other's launcher runs as separate one-rank worlds."""
     if kind in RECORDERS and kind != mpi:
@@ -465,6 +494,10 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
                            "after --, e.g. pinwise mpi run ... -- mpirun -np 4 ./app")
     if kind != "slurm":
         warn_mismatch(kind, job_mpi(argv, kind))
+    count = job_ranks(argv)
+    if count is not None and count != len(per_rank):
+        raise PinwiseError(f"the job starts {count} ranks but the matrix has {len(per_rank)}: the placement is made for "
+                           "the ranks of the matrix, so run the job with as many (or trace it again with this count)")
     places = rank_places(per_rank, cluster)
     lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
     plans = [";".join(map(str, p.cpus)) for p in places]
