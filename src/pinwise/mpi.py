@@ -3,10 +3,10 @@
 The job runs through its real launcher (mpirun/mpiexec of Open MPI or MPICH, srun) with the
 recorder preloaded into every rank (native/mpi/pmpi_recorder.c: what it counts and how collectives
 are decomposed), built once per MPI since their ABIs differ: libpinwise_pmpi.so for Open MPI,
-libpinwise_pmpi_mpich.so for MPICH, chosen by the library the program is linked against. Each rank writes its row at MPI_Finalize (or MPI_Abort); pinwise
-merges the rows into the comm file format of `pinwise trace`: the symmetric matrix M[i][j] = bytes
-sent i->j plus j->i, with ``"kind": "mpi"``, the messages matrix (same rule), the directed bytes
-and the collectives' totals beside it.
+libpinwise_pmpi_mpich.so for MPICH, chosen by the library the program is linked against. Each rank
+writes its row at MPI_Finalize (or MPI_Abort); pinwise merges the rows into the comm file format of
+`pinwise trace`: the symmetric matrix M[i][j] = bytes sent i->j plus j->i, with ``"kind": "mpi"``,
+the messages matrix (same rule), the directed bytes and the collectives' totals beside it.
 """
 
 from __future__ import annotations
@@ -496,8 +496,9 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         warn_mismatch(kind, job_mpi(argv, kind))
     count = job_ranks(argv)
     if count is not None and count != len(per_rank):
-        raise PinwiseError(f"the job starts {count} ranks but the matrix has {len(per_rank)}: the placement is made for "
-                           "the ranks of the matrix, so run the job with as many (or trace it again with this count)")
+        raise PinwiseError(f"the job starts {count} ranks but the matrix has {len(per_rank)}: the placement is made "
+                           "for the ranks of the matrix, so run the job with as many (or trace it again with this "
+                           "count)")
     places = rank_places(per_rank, cluster)
     lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
     plans = [";".join(map(str, p.cpus)) for p in places]
@@ -506,7 +507,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
                      "PINWISE_LOG": str(log)}
         clean = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-        if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds nothing)
+        if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text("".join(f"{p.host}\n" for p in places))
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
