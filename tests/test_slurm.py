@@ -139,3 +139,22 @@ def test_mpi_run_through_srun_has_every_thread_where_asked(tmp_path, slurm):
     rows = [[c.strip() for c in line.strip("│").split("│")] for line in job.stderr.splitlines() if line.startswith("│")]
     assert {row[0] for row in rows} == {"0", "1"} and all(row[3] == row[4] and row[5] == "yes" for row in rows)
     assert "all where asked" in job.stderr
+
+
+def test_an_mpich_job_through_srun_is_traced_with_the_mpich_recorder(tmp_path, slurm):
+    """The ring built against MPICH, under srun with the PMI MPICH speaks (pmi2): the MPICH recorder
+    is chosen from the program and the matrix is exact. Without a PMI (--mpi=none) each task is
+    a world of one rank 0: pinwise says so instead of keeping one of their rows."""
+    ring = NATIVE_DIR / "bin" / "mpi_ring_mpich"
+    if not ring.exists():
+        pytest.skip("pinwise was built without MPICH")
+    out = tmp_path / "comm.json"
+    traced = subprocess.run([PINWISE, "mpi", "trace", "-o", str(out), "--", "srun", "-n", "2", "--mpi=pmi2", str(ring),
+                             "1000", "2"], capture_output=True, text=True, env=slurm, timeout=300)
+    assert traced.returncode == 0, traced.stderr
+    assert np.array_equal(np.array(json.loads(out.read_text())["bytes_sent"]), [[0, 2000], [2000, 0]])
+    alone = subprocess.run([PINWISE, "mpi", "trace", "-o", str(tmp_path / "alone.json"), "--", "srun", "-n", "2",
+                            "--mpi=none", str(ring), "1000", "2"], capture_output=True, text=True, env=slurm, timeout=300)
+    assert alone.returncode != 0 and "Traceback" not in alone.stderr
+    assert "did not join one world" in alone.stderr and "--mpi=pmi2 for MPICH" in alone.stderr
+    assert not (tmp_path / "alone.json").exists()

@@ -11,7 +11,8 @@
  *     Bcast for Allreduce, ring for Allgather) and also kept as totals (calls and bytes of the
  *     payload per collective), since a library may use other algorithms.
  * At MPI_Finalize (and when MPI_Abort is called) the rank writes its row to
- * $PINWISE_MPI_DIR/rank-<world rank>.txt:
+ * $PINWISE_MPI_DIR/rank-<world rank>-<pid>.txt (the pid: processes that failed to join one world
+ * and each call themselves rank 0 show up as several rows for one rank, not as one):
  *     pinwise-mpi 1
  *     rank R size P
  *     bytes b0 b1 ... b(P-1)
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int world_rank = -1, world_size = 0;
 static unsigned long long *bytes_to = NULL, *messages_to = NULL;
@@ -93,7 +95,7 @@ static void write_row(int complete)
     if (dir == NULL || bytes_to == NULL)
         return;
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/rank-%d.txt", dir, world_rank);
+    snprintf(path, sizeof path, "%s/rank-%d-%ld.txt", dir, world_rank, (long)getpid());
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *out = fopen(tmp, "w");
     if (out == NULL)

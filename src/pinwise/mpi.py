@@ -158,6 +158,10 @@ def read_rows(folder: Path) -> tuple[int, dict[int, dict]]:
                 raise ValueError("a row of the wrong length")
         except (IndexError, ValueError) as err:
             raise PinwiseError(f"the recorder's row {path.name} cannot be read ({err})") from None
+        if rank in rows:
+            raise PinwiseError(f"several processes each wrote the row of rank {rank} in a world of {ranks}: the ranks "
+                               "did not join one world (a program of one MPI under the other's launcher, or srun "
+                               "without the PMI its MPI speaks: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH)")
         if size is not None and ranks != size:
             raise PinwiseError(f"the recorder's rows disagree on the number of ranks ({size} and {ranks})")
         size = ranks
