@@ -168,8 +168,19 @@ def test_locality_on_a_wide_top_level_partitions_first(seed, monkeypatch):
     topology = parse_synthetic("group:8 pack:2 core:4 pu:2")  # a cluster of 8 nodes, as mpi builds it
     matrix, clusters = planted(np.random.default_rng(seed), 128, 16)
     greedy = compute_mapping("locality", matrix, topology)
+    original, calls = grouping.partitioned_groups, []
+
+    def counted(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(grouping, "partitioned_groups", counted)
     monkeypatch.setattr(grouping, "PARTITION_FROM", 64)
+    compute_mapping("locality", matrix, topology)
+    assert not calls  # the planted noise makes the matrix dense: no partition for dense graphs
+    monkeypatch.setattr(grouping, "PARTITION_DEGREE", 128)
     partitioned = compute_mapping("locality", sp.csr_matrix(matrix), topology)
+    assert len(calls) == 1
     assert sorted(partitioned.pus) == list(range(128))
     for cluster in clusters:
         assert len({enclosing(topology, partitioned.pus[t], "group").logical_index for t in cluster}) == 1

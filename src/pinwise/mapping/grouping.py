@@ -26,8 +26,11 @@ from ..topology.model import ObjType, TopoObject, walk
 from .tree import SlotTree
 
 REFINE_LIMIT = 256
-#: from this many threads, a top level of more than two objects is cut by a partition first
+#: from this many threads, a top level of more than two objects is cut by a partition first, when
+#: the graph is sparse (at most this many neighbours per thread on average: METIS on a dense graph,
+#: such as distance's inverted matrix, costs more than it saves)
 PARTITION_FROM = 8192
+PARTITION_DEGREE = 64
 
 
 def _csr(matrix) -> sp.csr_matrix:
@@ -165,10 +168,14 @@ def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) 
 def locality(matrix, tree: SlotTree) -> list[int]:
     arities = tree.level_arities()
     top = tree.children(tree.topology.root)
-    if tree.threads >= PARTITION_FROM and len(top) > 2:
+    if tree.threads >= PARTITION_FROM and len(top) > 2 and _nonzeros(matrix) <= PARTITION_DEGREE * tree.threads:
         return place_hierarchy(tree, partitioned_groups(matrix, tree, top, arities))
     elements = group_hierarchy(matrix, arities)
     return refine(matrix, tree, place_hierarchy(tree, elements))
+
+
+def _nonzeros(matrix) -> int:
+    return int(matrix.nnz) if sp.issparse(matrix) else int(np.count_nonzero(matrix))
 
 
 def partitioned_groups(matrix, tree: SlotTree, top: list[TopoObject], arities: list[int]) -> list:
