@@ -204,20 +204,21 @@ def _repair(graph: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray, vw: np.nd
             return part
         room = sizes - load
         members = np.nonzero(over[part])[0]
-        rows = graph[members]
-        connection = sp.csr_matrix((rows.data, part[rows.indices], rows.indptr), shape=(len(members), k))
+        adjacent = graph[members]
+        connection = sp.csr_matrix((adjacent.data, part[adjacent.indices], adjacent.indptr), shape=(len(members), k))
         connection.sum_duplicates()
         own = np.asarray(connection[np.arange(len(members)), part[members]]).ravel()
         # default target: the part with most room (no connection there)
         widest = int(np.argmax(room))
         target = np.full(len(members), widest)
         gain = np.where(vw[members] <= room[widest], -own, -np.inf)
+        # better: a neighbouring part with room, the one this member has the most connection to
         coo = connection.tocoo()
         fits = (vw[members][coo.row] <= room[coo.col]) & (coo.col != part[members][coo.row])
-        better = coo.data[fits] - own[coo.row[fits]]
-        order = np.lexsort((-better, coo.row[fits]))
-        first = np.r_[True, coo.row[fits][order][1:] != coo.row[fits][order][:-1]] if order.size else np.zeros(0, bool)
-        best_rows, best_cols, best_gain = coo.row[fits][order][first], coo.col[fits][order][first], better[order][first]
+        rows, cols, better = coo.row[fits], coo.col[fits], coo.data[fits] - own[coo.row[fits]]
+        order = np.lexsort((-better, rows))
+        first = np.r_[True, rows[order][1:] != rows[order][:-1]] if order.size else np.zeros(0, bool)
+        best_rows, best_cols, best_gain = rows[order][first], cols[order][first], better[order][first]
         improve = best_gain > gain[best_rows]
         target[best_rows[improve]] = best_cols[improve]
         gain[best_rows[improve]] = best_gain[improve]
