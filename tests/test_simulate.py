@@ -135,6 +135,40 @@ def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
     assert "L1d: none in the topology: 32KiB 8-way per core assumed" in result.stdout
 
 
+@pytest.mark.parametrize("topology, inclusive, split", [
+    # one thread per core in every placement: one group for their L1s and L2s; no inclusive
+    # eviction, so it never splits
+    ("pack:2 l3:1(size=4MiB) l2:2 core:2 pu:1", False, False),
+    # an L3 of 16 KiB under 4 x 64 KiB of private data, inclusive: its evictions take lines out of
+    # the L1s and L2s below differently per placement, so members split off the group
+    ("pack:2 l3:1(size=16KiB) l2:2(size=4KiB) core:2 pu:1", True, True),
+    # SMT: placements that put the same threads together in cores group apart from the others
+    ("pack:2 l3:1(size=64KiB) l2:1(size=8KiB) core:2 pu:2", True, None),
+])
+def test_placements_simulated_together_count_exactly_as_each_alone(topology, inclusive, split):
+    """Placements whose threads share the L1s alike simulate those caches once (ps_main.c,
+    groups): the tool also simulates each placement alone in the same run (so on the same
+    accesses) and every count must agree, including after members split off."""
+    from pinwise.bench import build_candidates
+    from pinwise.simulate import simulate
+
+    machine = load_topology(topology)
+    candidates = build_candidates(["compact", "scatter", "close", "spread"], ["a=0,2,4,6", "b=2,0,6,4", "c=0,1,2,3"],
+                                  machine, 4, None)
+    placements = [(c.name, c.plan) for c in candidates]
+    for program in (["private", "-n", "4", "-i", "20", "-z", "16"], ["neighbour", "-n", "4", "-i", "200"]):
+        # raises if any placement counted differently grouped and alone
+        result = simulate([PATTERNS, *program], machine, placements, inclusive=inclusive, progress=False,
+                          stdout=subprocess.DEVNULL, check_groups=True)
+        distinct = len({tuple(p.cpus) for p in result.placements})
+        assert result.cache_groups >= 1 + len(placements)  # the alone ones, and at least one group
+        grouped = result.cache_groups - len(placements)
+        if split is False:
+            assert grouped == 1 < distinct  # shared by all, and nothing split
+        elif split is True and program[0] == "private":
+            assert grouped > 1  # split off the first group
+
+
 def test_the_machine_model_follows_the_topology():
     model = machine_model(load_topology("pack:2 l3:1(size=8MiB) l2:2 core:2 pu:2"))
     assert [level.name for level in model.levels] == ["L1d", "L2", "L3"]

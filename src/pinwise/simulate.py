@@ -202,6 +202,7 @@ class Simulation:
     placements: list[PlacementResult]
     notes: list[str] = field(default_factory=list)
     program: str = ""
+    cache_groups: int = 0   # how many simulated the caches apart (placements sharing their L1s alike share a group)
 
     def to_document(self) -> dict:
         return {
@@ -242,17 +243,20 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
 
 def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Plan]], *, quantum: int = 1,
              inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
-             stdout=None) -> Simulation:
+             stdout=None, check_groups: bool = False) -> Simulation:
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
-    ``stdout`` is where the program's output goes (default: pinwise's)."""
+    ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
+    tool also simulates every placement alone and the counts must agree with the grouped ones
+    (a self-test of the sharing between placements, see ps_main.c)."""
     from .pinning.launcher import find_program
     from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
 
     if not placements:
         raise PinwiseError("nothing to simulate: give --policies and/or --placement")
-    if len(placements) > 64:
-        raise PinwiseError(f"{len(placements)} placements: the simulator takes 64 at most in one pass")
+    most = 32 if check_groups else 64
+    if len(placements) > most:
+        raise PinwiseError(f"{len(placements)} placements: the simulator takes {most} at most in one pass")
     if quantum < 0:
         raise PinwiseError(f"--quantum must be 0 or more, not {quantum}")
     valgrind = check_tracer()
@@ -271,7 +275,8 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         env = tool_environment(Path(tmp))
         command = [valgrind, "--tool=pwsim", "-q", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
-                   f"--ps-inclusive={'yes' if inclusive else 'no'}", program, *argv[1:]]
+                   f"--ps-inclusive={'yes' if inclusive else 'no'}",
+                   *(["--ps-check-groups=yes"] if check_groups else []), program, *argv[1:]]
         show = sys.stderr.isatty() if progress is None else progress
         if show:
             print(f"simulating {len(plans)} placement{'s' if len(plans) > 1 else ''} of {' '.join(argv)} on "
@@ -279,11 +284,16 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         returncode = run_in_group(command, "Valgrind", env=env, stdin=subprocess.DEVNULL, stdout=stdout)
         if not out.exists():
             raise PinwiseError(f"{argv[0]} ended with status {returncode} before the simulator wrote anything")
-        threads, accesses, results = parse_result(out.read_text(), machine, names, plans)
+        text = out.read_text()
+        threads, accesses, results = parse_result(text, machine, names, plans)
+    trailer = dict(line.split() for line in text.splitlines() if line.startswith(("groups ", "check ")))
+    if check_groups and trailer.get("check") != "0":
+        raise PinwiseError(f"the simulator's self-check failed: {trailer.get('check', 'no')} placements counted "
+                           "differently grouped and alone")
     if returncode != 0:
         notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
     return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes,
-                      " ".join(argv))
+                      " ".join(argv), int(trailer.get("groups", 0)))
 
 
 def read_simulation(path: str) -> Simulation:
