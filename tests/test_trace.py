@@ -157,7 +157,9 @@ SMALL_WINDOW_DRIFT = 0.10
                                      ["--pw-window=1000000000", "--pw-model=mazouz"]])
 def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     """The tool's line cache and stamps only save work: with one-slot-pair caches (every lookup
-    evicts) and stamps reused after two, the handoff program gives the same matrix.
+    evicts), stamps reused after two, and every pending count settled each 1,000 accesses (by
+    default each 2^31, so that the reads and writes sharing a word never overflow), the handoff
+    program gives the same matrix.
 
     The workers run strictly one after another, so over one whole-run window their entries are
     deterministic and must be equal. Main's row also holds the pthread_create/join handshake,
@@ -167,7 +169,7 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     exe = compile_program("handoff.c", build_dir)
     env = tool_environment(tmp_path)
     matrices = []
-    for debug in ([], ["--pw-cache-bits=1", "--pw-max-stamp=2"], ["--pw-cache-bits=4"]):
+    for debug in ([], ["--pw-cache-bits=1", "--pw-max-stamp=2"], ["--pw-cache-bits=4"], ["--pw-settle-every=1000"]):
         out = tmp_path / f"trace{len(matrices)}.txt"
         subprocess.run(["valgrind", "-q", "--tool=pinwise", "--fair-sched=yes", f"--pw-out={out}", *options, *debug,
                         str(exe), "64", "50"], env=env, check=True, capture_output=True, timeout=300)

@@ -110,6 +110,8 @@ static Bool clo_stack = False;         /* also trace accesses addressed from the
 #define MAX_STAMP ((1LL << (64 - KEY_SHIFT)) - 2)
 static Long clo_cache_bits = CACHE_BITS;
 static Long clo_max_stamp = MAX_STAMP;
+#define SETTLE_EVERY (1LL << 31)        /* accesses: no half of a pending count reaches 2^32 (see line_cache) */
+static Long clo_settle_every = SETTLE_EVERY;
 
 static Bool pw_process_cmd_line_option(const HChar* arg)
 {
@@ -124,6 +126,7 @@ static Bool pw_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--pw-dump-ms", clo_dump_ms, 0, 100000000) {}
    else if VG_BINT_CLO(arg, "--pw-cache-bits", clo_cache_bits, 1, CACHE_BITS) {}
    else if VG_BINT_CLO(arg, "--pw-max-stamp", clo_max_stamp, 2, MAX_STAMP) {}
+   else if VG_BINT_CLO(arg, "--pw-settle-every", clo_settle_every, 1, SETTLE_EVERY) {}
    else if VG_STR_CLO(arg, "--pw-sharing", sharing) {
       if (VG_(strcmp)(sharing, "write") == 0) clo_write_sharing = True;
       else if (VG_(strcmp)(sharing, "any") == 0) clo_write_sharing = False;
@@ -156,7 +159,9 @@ static void pw_print_debug_usage(void)
 {
    VG_(printf)(
 "    --pw-cache-bits=N        line cache of 2^N slots (the result must not change) [19]\n"
-"    --pw-max-stamp=N         reuse stamps after N (the result must not change) [8388606]\n");
+"    --pw-max-stamp=N         reuse stamps after N (the result must not change) [8388606]\n"
+"    --pw-settle-every=N      settle every pending count each N accesses (the result must not change)\n"
+"                             [2147483648]\n");
 }
 
 /* The fast path. Valgrind runs one thread at a time, and a line's sharers change only when a
@@ -171,19 +176,22 @@ static void pw_print_debug_usage(void)
    Counts still pending are settled before each partial dump and at exit. This is exactly the
    per-access definition, computed inline with one load, compare, add and store per access.
    Reads and writes are pending apart (with --pw-sharing=write they add different events, and a
-   write makes its thread a writer of the line for the others); the entry keeps its line even when
-   only its thread shares it, so that eviction records the thread's writes. */
+   write makes its thread a writer of the line for the others), in the two halves of one word so
+   that one add counts both: reads in the low 32 bits, writes in the high ones; every slot is
+   settled at least every 2^31 accesses (advance_window), so neither half overflows. The entry
+   keeps its line even when only its thread shares it, so that eviction records the thread's
+   writes. */
 #define CACHE_ENTRIES (1 << CACHE_BITS)
 typedef struct LineEntry LineEntry;
 typedef struct {
    ULong      key;      /* line | stamp << KEY_SHIFT; 0: empty (stamps start at 1) */
-   ULong      pending;  /* reads not yet counted (instrumented code adds to it) */
+   ULong      pending;  /* reads + (writes << 32) not yet counted (instrumented code adds to it) */
    LineEntry* line;     /* the line's entry; NULL when its accesses are not traced */
    UInt       owner;    /* the thread whose accesses are pending */
-   UInt       pending_writes;  /* writes not yet counted (a window holds far fewer than 2^32) */
+   UInt       unused;
 } CacheEntry;           /* 32 bytes: what a miss touches sits in one cache line */
 #define PENDING_OFFSET 8
-#define PENDING_WRITES_OFFSET 28
+#define PENDING(reads, writes) ((ULong)(reads) + ((ULong)(writes) << 32))
 static CacheEntry line_cache[CACHE_ENTRIES];
 static UInt shared_slots[CACHE_ENTRIES];          /* slots filled with a shared line, to settle */
 static UInt n_shared_slots = 0;
@@ -758,10 +766,9 @@ static inline UInt slot_of(Addr line_no)
 static void settle_slot(UInt slot)
 {
    CacheEntry* c = &line_cache[slot];
-   if ((c->pending | c->pending_writes) == 0) return;  /* the common case of streaming: nothing to count */
-   if (c->line != NULL) repeat_accesses(c->line, c->pending, c->pending_writes, (UShort)c->owner);
+   if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
+   if (c->line != NULL) repeat_accesses(c->line, c->pending & 0xFFFFFFFF, c->pending >> 32, (UShort)c->owner);
    c->pending = 0;
-   c->pending_writes = 0;
 }
 
 /* Before an access of the running thread to a line outside the fast path (the second line of a
@@ -838,28 +845,35 @@ static void credit_slice(void)
 
 #define CLOCK_CHECK_ACCESSES (1 << 16)  /* time windows: how often the clock is read */
 
+static ULong window_end_at = 0;        /* total_accesses at which the window ends (time windows: the clock is read) */
+static ULong settle_at;                 /* total_accesses at which every slot is settled */
+
+/* Called by instrumented code once total_accesses reaches next_window_at: the sooner of the two. */
 static void advance_window(void)
 {
-   if (clo_mazouz) {  /* one window: the whole run */
-      next_window_at = ~0ULL;
-      return;
+   if (total_accesses >= settle_at) {
+      for (UInt slot = 0; slot < 1U << clo_cache_bits; slot++) settle_slot(slot);
+      settle_at = total_accesses + (ULong)clo_settle_every;
    }
-   if (clo_window_ms == 0) {
-      if (total_accesses >= next_window_at) {
+   if (total_accesses >= window_end_at) {
+      if (clo_mazouz) {  /* one window: the whole run */
+         window_end_at = ~0ULL;
+      } else if (clo_window_ms == 0) {
          /* Valgrind runs one thread at a time, in slices of many accesses: a window must span a
             slice of every live thread to see their sharing, so it grows with their number. */
-         next_window_at = total_accesses + (ULong)clo_window * live_threads;
+         window_end_at = total_accesses + (ULong)clo_window * live_threads;
          close_window();
+      } else {
+         static UInt window_start = 0;
+         UInt now = VG_(read_millisecond_timer)();
+         if (now - window_start >= (UInt)clo_window_ms) {
+            window_start = now;
+            close_window();
+         }
+         window_end_at = total_accesses + CLOCK_CHECK_ACCESSES;
       }
-   } else {
-      static UInt window_start = 0;
-      UInt now = VG_(read_millisecond_timer)();
-      if (now - window_start >= (UInt)clo_window_ms) {
-         window_start = now;
-         close_window();
-      }
-      next_window_at = total_accesses + CLOCK_CHECK_ACCESSES;
    }
+   next_window_at = window_end_at < settle_at ? window_end_at : settle_at;
 }
 
 /* The accesses an instrumented lookup stands for, packed into one argument: reads, writes, and
@@ -900,8 +914,7 @@ static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, ULong packed, Addr i
    Bool shared = e != NULL && (clo_mazouz || e->n > 1);
    if (shared && n_shared_slots == 1U << clo_cache_bits) settle_all(True);
    c->key = first >> KEY_SHIFT ? 0 : first | key_bits;  /* beyond user addresses: never cached */
-   c->pending = first_write ? 0 : (ULong)-1;
-   c->pending_writes = first_write ? (UInt)-1 : 0;
+   c->pending = -PENDING(!first_write, first_write);  /* counted here: the inline add that follows brings it to 0 */
    c->line = e;
    c->owner = (UInt)cur;
    if (shared) shared_slots[n_shared_slots++] = slot;
@@ -1116,14 +1129,12 @@ static Bool looked_up_inline(const Access* a)
    return a->guard == NULL && a->size >= 1 && a->size <= 64;
 }
 
-static void add_pending(IRSB* sb, IRExpr* entry, Int offset, IRType ty, Int amount)
+static void add_pending(IRSB* sb, IRExpr* entry, ULong amount)
 {
-   if (amount == 0) return;
-   IRExpr* at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64((ULong)offset)));
-   IRExpr* old = tmp_of(sb, ty, IRExpr_Load(Iend_LE, ty, at));
-   IRExpr* more = ty == Ity_I64 ? IRExpr_Binop(Iop_Add64, old, u64((ULong)amount))
-                                : IRExpr_Binop(Iop_Add32, old, IRExpr_Const(IRConst_U32((UInt)amount)));
-   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, at, tmp_of(sb, ty, more)));
+   IRExpr* at = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, entry, u64((ULong)PENDING_OFFSET)));
+   IRExpr* old = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, at));
+   IRExpr* more = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, old, u64(amount)));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, at, more));
 }
 
 static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
@@ -1154,8 +1165,7 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
                                                  mkIRExpr_HWord((HWord)a->ip)));
    di->guard = miss;
    addStmtToIRSB(sb, IRStmt_Dirty(di));
-   add_pending(sb, entry, PENDING_OFFSET, Ity_I64, a->reads);
-   add_pending(sb, entry, PENDING_WRITES_OFFSET, Ity_I32, a->writes);
+   add_pending(sb, entry, PENDING(a->reads, a->writes));
 }
 
 static void note_statement_access(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
@@ -1222,7 +1232,9 @@ static void pw_post_clo_init(void)
    index_of_tid = VG_(calloc)("pw.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
    set_stamp();
-   next_window_at = clo_mazouz ? ~0ULL : clo_window_ms > 0 ? CLOCK_CHECK_ACCESSES : (ULong)clo_window;
+   window_end_at = clo_mazouz ? ~0ULL : clo_window_ms > 0 ? CLOCK_CHECK_ACCESSES : (ULong)clo_window;
+   settle_at = (ULong)clo_settle_every;
+   next_window_at = window_end_at < settle_at ? window_end_at : settle_at;
    last_dump_ms = VG_(read_millisecond_timer)();
 }
 
