@@ -170,6 +170,7 @@ typedef struct {
    Int members[MAX_MODELS];
    Int n_members;
    Int resume;                           /* the chunk's first access it has not taken */
+   const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
 } Group;
 
 typedef struct {
@@ -1002,6 +1003,10 @@ static void group_models(void)
    }
    for (Int gi = 0; gi < n_groups; gi++) {
       Group* g = groups[gi];
+      /* --ps-check-groups holds the one-path groups to the general case */
+      Bool one = !models[first[gi]].alone && g->levels == n_levels;
+      for (Int s = 1; s < g->nslots && one; s++) one = path[g->slots[s] * n_levels] == path[g->slots[0] * n_levels];
+      if (one) g->one_path = path + (SizeT)g->slots[0] * n_levels;
       g->tags = zeroed("ps.tags", group_tags(g->levels), sizeof(UWord));
       dir_alloc(&g->dir, 4096);
       for (Int i = 0; i < g->n_members; i++) {
@@ -1027,6 +1032,51 @@ static void group_models(void)
 static UWord* chunk_entry;  /* (line << 1) | write */
 static Int* chunk_thread;
 static Int chunk_used = 0;
+
+/* A group whose threads all share one L1 (OpenMP's proc_bind(primary), or any placement on the
+   PUs of one core) has one path of caches: no line is ever held off it, so no copy is invalidated
+   and none comes from another cache; the directory is not needed and each level is looked up in
+   its set, as cachegrind does. Same counts as simulate (the tests check it against the general
+   case with --ps-check-groups). `ways`, `w`: the thread's L1 set and the way holding the line
+   (w == l1_assoc: none), which run_group found. */
+static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w)
+{
+   const Int* mine = g->one_path;
+   Counts* c = &g->counts;
+   c->accesses[0]++;
+   if (w < l1_assoc) {  /* a write to a line held clean: modified now */
+      UWord value = ways[w] | 1;
+      for (; w > 0; w--) ways[w] = ways[w - 1];
+      ways[0] = value;
+      c->cycles[t] += (ULong)latency_of[0];
+      return;
+   }
+   c->misses[0]++;
+   Int hit = -1;
+   for (Int j = 1; j < n_levels && hit < 0; j++) {
+      c->accesses[j]++;
+      UWord* set = set_of(g->tags, mine[j], line);
+      for (Int v = 0; v < assoc_of[j]; v++)
+         if (SAME(set[v], line)) {
+            touch(g->tags, mine[j], line);
+            hit = j;
+            break;
+         }
+      if (hit < 0) c->misses[j]++;
+   }
+   if (hit >= 0) {
+      c->cycles[t] += (ULong)latency_of[hit];
+   } else {
+      Lookup a = {t, line, is_write, mine, -1, -1, False};
+      for (Int i = 0; i < g->n_members; i++) member_part(&models[g->members[i]], g, &a);  /* DRAM: their nodes */
+   }
+   for (Int j = (hit < 0 ? n_levels : hit) - 1; j >= 0; j--) {  /* from the top: inclusion holds */
+      UWord victim = put_front(g->tags, mine[j], line);
+      if (victim && clo_inclusive)
+         for (Int k = j - 1; k >= 0; k--) remove_from(g->tags, mine[k], victim - 1);
+   }
+   if (is_write) ways[0] |= 1;
+}
 
 /* Group gi takes the chunk from where it is. The common case is done here without the directory:
    the line in the thread's L1, read, or written where it is already modified (M: no other copy
@@ -1054,7 +1104,8 @@ static void run_group(Int gi)
       }
       g->counts.accesses[0] += hits;
       hits = 0;
-      simulate(gi, i, t, entry >> 1, entry & 1);
+      if (g->one_path) one_path_access(g, t, entry >> 1, entry & 1, ways, w);
+      else simulate(gi, i, t, entry >> 1, entry & 1);
    }
    g->counts.accesses[0] += hits;
 }
