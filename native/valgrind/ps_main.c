@@ -42,8 +42,10 @@
    lookup per group instead of one per placement. What the levels above do to the group's is
    identical in every member but for inclusive evictions: a member whose eviction above takes a
    line out of the group's levels leaves the group with a copy of its state (split_off) and goes on
-   alone; the counts stay exact. --ps-check-groups=yes also simulates every placement alone in the
-   same run and says whether the counts agree (a self-test; the test suite runs it).
+   alone; the counts stay exact. A group whose threads all share one L1 has a single path of caches
+   and needs no directory (one_path_access). --ps-check-groups=yes also simulates every placement
+   alone, on the general path, in the same run and says whether the counts agree (a self-test; the
+   test suite runs it).
 
    Output (--ps-out=FILE), plain text:
       pinwise-sim 1
