@@ -139,7 +139,7 @@ def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
     # one thread per core in every placement but primary: one group for their L1s and L2s, one for
     # primary (all threads on one PU: one path, no directory); no inclusive eviction, no split
     ("pack:2 l3:1(size=4MiB) l2:2 core:2 pu:1", False, False),
-    # an L3 of 16 KiB under 4 x 64 KiB of private data, inclusive: its evictions take lines out of
+    # an L3 of 16 KiB under 4 x 16 KiB of private data, inclusive: its evictions take lines out of
     # the L1s and L2s below differently per placement, so members split off the group
     ("pack:2 l3:1(size=16KiB) l2:2(size=4KiB) core:2 pu:1", True, True),
     # SMT: placements that put the same threads together in cores group apart from the others
@@ -154,8 +154,8 @@ def test_placements_simulated_together_count_exactly_as_each_alone(topology, inc
     from pinwise.simulate import simulate
 
     machine = load_topology(topology)
-    candidates = build_candidates(["compact", "scatter", "close", "spread", "primary"], ["a=0,2,4,6", "b=2,0,6,4", "c=0,1,2,3"],
-                                  machine, 4, None)
+    candidates = build_candidates(["compact", "scatter", "close", "spread", "primary"],
+                                  ["a=0,2,4,6", "b=2,0,6,4", "c=0,1,2,3"], machine, 4, None)
     placements = [(c.name, c.plan) for c in candidates]
     for program in (["private", "-n", "4", "-i", "20", "-z", "16"], ["neighbour", "-n", "4", "-i", "200"]):
         # raises if any placement counted differently grouped and alone
