@@ -713,6 +713,25 @@ typedef struct {
    Bool transfer;       /* modified off the thread's path: it comes from there */
 } Lookup;
 
+/* A write: every copy of `line` that directory entry e lists off the writer's path `mine` goes;
+   returns how many. */
+static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UWord line)
+{
+   ULong count = 0;
+   for (Int w = 0; w < mask_words; w++) {
+      ULong bits = MASK(d, e)[w];
+      while (bits) {
+         Int i = w * 64 + __builtin_ctzll(bits);
+         bits &= bits - 1;
+         if (mine[level_of_instance[i]] == i) continue;
+         remove_from(tags, i, line);
+         set_holder(d, e, i, False);
+         count++;
+      }
+   }
+   return count;
+}
+
 /* A member's part of an access: the levels above its group's, and the cost where the group's
    levels did not serve it (a miss there, or a transfer from another L1). */
 static void member_part(Model* m, const Group* g, const Lookup* a)
@@ -764,17 +783,7 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       for (Int j = top; j < filled; j++) set_holder(d, e, mine[j], True);
    }
    if (a->is_write && e >= 0) {
-      for (Int w = 0; w < mask_words; w++) {
-         ULong bits = MASK(d, e)[w];
-         while (bits) {
-            Int i = w * 64 + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (mine[level_of_instance[i]] == i) continue;
-            remove_from(m->tags, i, line);
-            set_holder(d, e, i, False);
-            m->counts.invalidations++;
-         }
-      }
+      m->counts.invalidations += invalidate_off_path(d, e, m->tags, mine, line);
       if (no_holder(d, e)) dir_delete(d, (UWord)e);
    }
 }
@@ -802,17 +811,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
       for (Int j = 0; j < filled; j++) set_holder(d, e, mine[j], True);
    }
    if (a->is_write) {
-      for (Int w = 0; w < mask_words; w++) {
-         ULong bits = MASK(d, e)[w];
-         while (bits) {
-            Int i = w * 64 + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (mine[level_of_instance[i]] == i) continue;
-            remove_from(g->tags, i, line);
-            set_holder(d, e, i, False);
-            g->counts.invalidations++;
-         }
-      }
+      g->counts.invalidations += invalidate_off_path(d, e, g->tags, mine, line);
       set_owner(d, e, mine[0]);
       mark_modified(g->tags, mine[0], line, True);
       set_writer(d, e, mine[0]);
