@@ -9,11 +9,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
 from conftest import assert_clean_failure, compile_program, run_pinwise
 
+from pinwise.bench import build_candidates
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.simulate import machine_model
 from pinwise.topology import load_topology
@@ -150,7 +152,6 @@ def test_placements_simulated_together_count_exactly_as_each_alone(topology, inc
     groups): the tool also simulates each placement alone in the same run (so on the same
     accesses), without the shortcut for placements on one core, and every count must agree,
     including after members split off."""
-    from pinwise.bench import build_candidates
     from pinwise.simulate import simulate
 
     machine = load_topology(topology)
@@ -170,6 +171,39 @@ def test_placements_simulated_together_count_exactly_as_each_alone(topology, inc
             assert grouped > 1  # split off the first group
 
 
+def test_workers_take_every_access_and_end_with_the_run():
+    """--workers (ps_main.c, Workers): processes forked from Valgrind's simulate the groups while
+    the program runs. Every placement still counts every access in its L1, the grouped and alone
+    copies (dealt to different workers) agree, and no worker is left once the run is over."""
+    from pinwise.simulate import simulate
+
+    machine = load_topology("pack:2 l3:1(size=64KiB) l2:1(size=8KiB) core:2 pu:2")
+    candidates = build_candidates(["compact", "scatter", "close", "primary"], ["a=0,2,4,6", "b=0,1,4,5"], machine, 4,
+                                  None)
+    placements = [(c.name, c.plan) for c in candidates]
+    program = [PATTERNS, "neighbour", "-n", "4", "-i", "343"]
+    for workers in (4, 1, 0):  # 0: Valgrind's own process simulates
+        result = simulate(program, machine, placements, progress=False, stdout=subprocess.DEVNULL, check_groups=True,
+                          workers=workers)  # raises if grouped and alone differ
+        l1 = {p.levels["L1d"]["accesses"] for p in result.placements}
+        assert len(l1) == 1 and l1.pop() >= sum(result.accesses_per_thread) > 0
+        assert result.cache_groups > len(placements) + 1  # several groups, so several workers had work
+    time.sleep(0.3)
+    left = subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True, text=True).stdout.split()
+    assert not left, "a simulation worker outlived the run"
+
+
+def test_a_forked_child_is_not_simulated_and_workers_are_not_the_programs_children(tmp_path):
+    from pinwise.simulate import simulate
+
+    program = compile_program("fork_wait.c", tmp_path)
+    machine = load_topology("pack:2 core:2 pu:1")
+    placements = [(c.name, c.plan) for c in build_candidates(["compact", "scatter"], [], machine, 1, None)]
+    result = simulate([str(program)], machine, placements, progress=False, stdout=subprocess.DEVNULL, workers=2)
+    assert not any("exited with status" in note for note in result.notes)  # its second wait() found no child
+    assert result.threads == 1 and sum(result.accesses_per_thread) > 0
+
+
 def test_the_machine_model_follows_the_topology():
     model = machine_model(load_topology("pack:2 l3:1(size=8MiB) l2:2 core:2 pu:2"))
     assert [level.name for level in model.levels] == ["L1d", "L2", "L3"]
@@ -186,6 +220,7 @@ def test_the_machine_model_follows_the_topology():
     (["--policies", "os,compact", "--", "true"], ["policy os places nothing"]),
     (["-t", "nosuchmachine", "--", "true"], ["nosuchmachine"]),
     (["--quantum", "-1", "--", "true"], ["--quantum"]),
+    (["--workers", "5", "--", "true"], ["--workers"]),
     (["--policies", "locality", "--", "true"], ["--comm"]),
     (["--", "no-such-program-xyz"], ["not found"]),
 ])

@@ -47,6 +47,9 @@
    alone, on the general path, in the same run and says whether the counts agree (a self-test; the
    test suite runs it).
 
+   Workers: --ps-workers=N processes, forked before the program starts, simulate the groups while
+   Valgrind's process only collects the accesses (see Workers below); same counts.
+
    Output (--ps-out=FILE), plain text:
       pinwise-sim 1
       threads T
@@ -83,6 +86,7 @@
 #define MAX_PUS 4096
 #define MAX_INSTANCES 4096
 #define MAX_THREADS 65536
+#define MAX_WORKERS 4           /* each takes two of the few file descriptors Valgrind keeps for itself */
 
 static const HChar* clo_config = NULL;
 static const HChar* clo_out = "pinwise-sim.txt";
@@ -90,6 +94,7 @@ static Long clo_quantum = 1;
 static Long clo_buffer = 1 << 22;
 static Bool clo_inclusive = True;
 static Bool clo_check = False;
+static Long clo_workers = 0;
 
 static Bool ps_process_cmd_line_option(const HChar* arg)
 {
@@ -99,6 +104,7 @@ static Bool ps_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--ps-buffer", clo_buffer, 1024, 1LL << 30) {}
    else if VG_BOOL_CLO(arg, "--ps-inclusive", clo_inclusive) {}
    else if VG_BOOL_CLO(arg, "--ps-check-groups", clo_check) {}
+   else if VG_BINT_CLO(arg, "--ps-workers", clo_workers, 0, MAX_WORKERS) {}
    else return False;
    return True;
 }
@@ -111,7 +117,9 @@ static void ps_print_usage(void)
                "    --ps-buffer=N            accesses buffered before they are interleaved [4194304]\n"
                "    --ps-inclusive=yes|no    a line evicted from a cache leaves the caches below it [yes]\n"
                "    --ps-check-groups=yes|no also simulate each placement alone and say whether the counts\n"
-               "                             agree with the grouped simulation (a self-test) [no]\n");
+               "                             agree with the grouped simulation (a self-test) [no]\n"
+               "    --ps-workers=N           processes that simulate the groups of placements while the\n"
+               "                             program runs; 0: this process does [0]\n");
 }
 
 static void ps_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -172,6 +180,7 @@ typedef struct {
    Int members[MAX_MODELS];
    Int n_members;
    Int resume;                           /* the chunk's first access it has not taken */
+   Int worker;                           /* the worker process that simulates it (--ps-workers) */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
 } Group;
 
@@ -196,6 +205,7 @@ typedef struct {
 } Model;
 
 static Model models[MAX_MODELS];
+static Int worker = -1;                  /* in a worker process: its number (--ps-workers); -1 in Valgrind's */
 static Group* groups[MAX_MODELS];
 static Int n_groups;
 
@@ -854,6 +864,7 @@ static Int new_group(Int levels, Int nslots, Int repeat_from, Int* slots)
    g->nslots = nslots;
    g->repeat_from = repeat_from;
    g->slots = slots;
+   g->worker = -1;
    counts_alloc(&g->counts);
    groups[n_groups] = g;
    return n_groups++;
@@ -876,6 +887,7 @@ static Group* split_off(Int k, Int resume)
    h->members[0] = k;
    h->n_members = 1;
    h->resume = resume;
+   h->worker = g->worker;
    for (Int i = 0; i < g->n_members; i++)
       if (g->members[i] == k) {
          g->members[i] = g->members[--g->n_members];
@@ -1111,11 +1123,307 @@ static void run_group(Int gi)
    g->counts.accesses[0] += hits;
 }
 
-static void flush_chunk(void)
+/* Run every group this process simulates over the chunk. */
+static void run_groups(void)
 {
    for (Int gi = 0; gi < n_groups; gi++) groups[gi]->resume = 0;
-   for (Int gi = 0; gi < n_groups; gi++) run_group(gi);  /* one split off during the chunk goes on where it left */
+   for (Int gi = 0; gi < n_groups; gi++)  /* one split off during the chunk goes on where it left */
+      if (groups[gi]->worker == worker) run_group(gi);
+}
+
+/*------------------------------------------------------------*/
+/*--- Workers                                              ---*/
+/*------------------------------------------------------------*/
+
+/* The groups never interact, so --ps-workers=N processes can simulate them while the program
+   runs: this process (Valgrind's) only collects the accesses. Each worker takes some groups
+   (split-offs stay with it), forked before the program starts, with a copy of the models. Two
+   chunk buffers in memory shared with them: this process fills one while the workers take the
+   other; a message on each worker's pipe hands a chunk over (buffer, accesses, threads), the
+   worker's answer on its own pipe says it is done with it. At the end a message with no
+   accesses asks for the counts: the worker writes those of the placements it simulated on its
+   pipe, then an end record, and exits.
+   Workers are grandchildren (the middle process exits at once), so that the program's own
+   wait() for its children never finds them. Their pipes close when this process ends or execs,
+   and a worker that reads the end of its pipe exits: none outlives the run. A process the
+   program forks is not simulated (ps_client_forked). */
+
+/* Valgrind's own, not in the tool interface: sharing memory with another process (Valgrind
+   uses it to talk to vgdb), and moving a file descriptor out of the program's reach. */
+extern SysRes VG_(am_shared_mmap_file_float_valgrind)(SizeT length, UInt prot, Int fd, Off64T offset);
+extern Int VG_(safe_fd)(Int oldfd);
+
+typedef struct {
+   Int buffer, count, threads;           /* count < 0: send the counts and exit */
+} Handover;
+
+static Int n_workers = 0;                /* in Valgrind's process: how many; 0: it simulates */
+static Int to_worker[MAX_WORKERS], from_worker[MAX_WORKERS];  /* a pipe each way per worker */
+static Int worker_in, worker_out;        /* in a worker: its two pipe ends */
+static UWord* shared_entries;            /* 2 x CHUNK */
+static Int* shared_threads;              /* 2 x CHUNK */
+static Int filling = 0;                  /* the buffer being filled */
+static Bool in_flight = False;           /* the other buffer is with the workers */
+static Bool forked_client = False;       /* this process is one the program forked */
+
+static Bool read_all(Int fd, void* data, SizeT size)
+{
+   for (SizeT done = 0; done < size;) {
+      Int got = VG_(read)(fd, (HChar*)data + done, size - done);
+      if (got <= 0) return False;
+      done += got;
+   }
+   return True;
+}
+
+static void write_all(Int fd, const void* data, SizeT size)
+{
+   for (SizeT done = 0; done < size;) {
+      Int put = VG_(write)(fd, (const HChar*)data + done, size - done);
+      if (put <= 0) {
+         if (worker >= 0) VG_(exit)(0);  /* Valgrind's process is gone: nobody wants the counts */
+         VG_(umsg)("pinwise-sim: a simulation worker died\n");
+         VG_(exit)(3);
+      }
+      done += put;
+   }
+}
+
+static void worker_answer(Int w, void* data, SizeT size)
+{
+   if (!read_all(from_worker[w], data, size)) {
+      VG_(umsg)("pinwise-sim: simulation worker %d died\n", w);
+      VG_(exit)(3);
+   }
+}
+
+static void use_buffer(Int b)
+{
+   chunk_entry = shared_entries + (SizeT)b * CHUNK;
+   chunk_thread = shared_threads + (SizeT)b * CHUNK;
+}
+
+/* Hand the filled buffer to the workers, take back the other once they are done with it. */
+static void hand_over(void)
+{
+   Handover h = {filling, chunk_used, n_threads};
+   for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
+   if (in_flight)
+      for (Int w = 0; w < n_workers; w++) {
+         Int done;
+         worker_answer(w, &done, sizeof done);
+      }
+   in_flight = True;
+   filling ^= 1;
+   use_buffer(filling);
    chunk_used = 0;
+}
+
+static void flush_chunk(void)
+{
+   if (forked_client) {
+      chunk_used = 0;
+      return;
+   }
+   if (n_workers > 0) {
+      hand_over();
+      return;
+   }
+   run_groups();
+   chunk_used = 0;
+}
+
+typedef struct {
+   Int model;                            /* -1: the end (then levels holds the worker's groups) */
+   ULong levels[2 * MAX_LEVELS], invalidations, transfers[MAX_CLASSES], dram_local, dram_remote;
+} Record;
+
+static void worker_loop(void)
+{
+   for (;;) {
+      Handover h;
+      if (!read_all(worker_in, &h, sizeof h)) VG_(exit)(0);  /* Valgrind's process is gone */
+      if (h.count < 0) break;
+      grow_threads(h.threads);
+      n_threads = h.threads;
+      use_buffer(h.buffer);
+      chunk_used = h.count;
+      run_groups();
+      write_all(worker_out, &h.buffer, sizeof h.buffer);
+   }
+   Int mine = 0;
+   for (Int gi = 0; gi < n_groups; gi++) mine += groups[gi]->worker == worker;
+   for (Int k = 0; k < n_models; k++) {
+      Model* m = &models[k];
+      if (groups[m->group]->worker != worker) continue;
+      settle(m);
+      Record r;
+      VG_(memset)(&r, 0, sizeof r);
+      r.model = k;
+      for (Int j = 0; j < n_levels; j++) {
+         r.levels[2 * j] = m->counts.accesses[j];
+         r.levels[2 * j + 1] = m->counts.misses[j];
+      }
+      r.invalidations = m->counts.invalidations;
+      for (Int c = 0; c < n_classes; c++) r.transfers[c] = m->transfers[c];
+      r.dram_local = m->dram_local;
+      r.dram_remote = m->dram_remote;
+      write_all(worker_out, &r, sizeof r);
+      write_all(worker_out, m->counts.cycles, (SizeT)n_threads * sizeof(ULong));
+   }
+   Record end;
+   VG_(memset)(&end, 0, sizeof end);
+   end.model = -1;
+   end.levels[0] = (ULong)mine;
+   write_all(worker_out, &end, sizeof end);
+   VG_(exit)(0);
+}
+
+/* At the end: the workers' last chunk, then their counts into this process's models. Returns
+   the groups they simulated. */
+static Int collect_workers(void)
+{
+   flush_chunk();
+   Handover h = {0, -1, n_threads};
+   for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
+   Int groups_seen = 0;
+   for (Int w = 0; w < n_workers; w++) {
+      if (in_flight) {
+         Int done;
+         worker_answer(w, &done, sizeof done);
+      }
+      for (;;) {
+         Record r;
+         worker_answer(w, &r, sizeof r);
+         if (r.model < 0) {
+            groups_seen += (Int)r.levels[0];
+            break;
+         }
+         if (r.model >= n_models) {
+            VG_(umsg)("pinwise-sim: simulation worker %d answered nonsense\n", w);
+            VG_(exit)(3);
+         }
+         Model* m = &models[r.model];
+         for (Int j = 0; j < n_levels; j++) {
+            m->counts.accesses[j] = r.levels[2 * j];
+            m->counts.misses[j] = r.levels[2 * j + 1];
+         }
+         m->counts.invalidations = r.invalidations;
+         for (Int c = 0; c < n_classes; c++) m->transfers[c] = r.transfers[c];
+         m->dram_local = r.dram_local;
+         m->dram_remote = r.dram_remote;
+         worker_answer(w, m->counts.cycles, (SizeT)n_threads * sizeof(ULong));
+      }
+      VG_(close)(to_worker[w]);
+      VG_(close)(from_worker[w]);
+   }
+   in_flight = False;
+   return groups_seen;
+}
+
+/* Memory this process and the workers share: a file in /dev/shm (or beside --ps-out), mapped and
+   unlinked at once. */
+static Bool share_buffers(void)
+{
+   SizeT size = 2 * (SizeT)CHUNK * (sizeof(UWord) + sizeof(Int));
+   HChar name[4096];
+   Int fd = -1;
+   for (Int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+      if (attempt == 0) VG_(snprintf)(name, sizeof name, "/dev/shm/pinwise-sim-%d", VG_(getpid)());
+      else VG_(snprintf)(name, sizeof name, "%s.shared", clo_out);
+      SysRes res = VG_(open)(name, VKI_O_CREAT | VKI_O_EXCL | VKI_O_RDWR, 0600);
+      if (!sr_isError(res)) fd = (Int)sr_Res(res);
+   }
+   if (fd < 0) return False;
+   static HChar zeros[1 << 16];
+   Bool ok = True;
+   for (SizeT done = 0; done < size && ok; done += sizeof zeros) ok = VG_(write)(fd, zeros, sizeof zeros) == (Int)sizeof zeros;
+   SysRes map = VG_(am_shared_mmap_file_float_valgrind)(size, VKI_PROT_READ | VKI_PROT_WRITE, fd, 0);
+   VG_(close)(fd);
+   VG_(unlink)(name);
+   if (!ok || sr_isError(map)) return False;
+   shared_entries = (UWord*)sr_Res(map);
+   shared_threads = (Int*)(shared_entries + 2 * (SizeT)CHUNK);
+   return True;
+}
+
+/* The groups dealt out to the workers, the heaviest first to the least loaded: a group of one
+   path (no directory) weighs 1, another 3. */
+static void deal_groups(void)
+{
+   Int load[MAX_WORKERS] = {0};
+   for (Int weight = 3; weight >= 1; weight -= 2)
+      for (Int gi = 0; gi < n_groups; gi++) {
+         Group* g = groups[gi];
+         if ((g->one_path ? 1 : 3) != weight) continue;
+         Int least = 0;
+         for (Int w = 1; w < n_workers; w++) if (load[w] < load[least]) least = w;
+         g->worker = least;
+         load[least] += weight;
+      }
+}
+
+static void start_workers(void)
+{
+   n_workers = (Int)clo_workers < n_groups ? (Int)clo_workers : n_groups;
+   if (n_workers == 0) return;
+   if (!share_buffers()) {
+      VG_(umsg)("pinwise-sim: no memory to share with workers; simulating in this process\n");
+      n_workers = 0;
+      return;
+   }
+   Int down[MAX_WORKERS][2], up[MAX_WORKERS][2];
+   Bool piped = True;
+   for (Int w = 0; w < n_workers && piped; w++) piped = VG_(pipe)(down[w]) == 0 && VG_(pipe)(up[w]) == 0;
+   if (!piped) {
+      VG_(umsg)("pinwise-sim: cannot make pipes for the workers\n");
+      VG_(exit)(3);
+   }
+   deal_groups();
+   for (Int w = 0; w < n_workers; w++) {
+      Int middle = VG_(fork)();
+      if (middle < 0) {
+         VG_(umsg)("pinwise-sim: cannot start simulation workers\n");
+         VG_(exit)(3);
+      }
+      if (middle == 0) {
+         if (VG_(fork)() == 0) {
+            worker = w;
+            for (Int v = 0; v < n_workers; v++) {  /* only its own two ends: then a closed pipe means gone */
+               if (v != w) VG_(close)(down[v][0]);
+               if (v != w) VG_(close)(up[v][1]);
+               VG_(close)(down[v][1]);
+               VG_(close)(up[v][0]);
+            }
+            worker_in = down[w][0];
+            worker_out = up[w][1];
+            worker_loop();
+         }
+         VG_(exit)(0);
+      }
+      Int status;
+      VG_(waitpid)(middle, &status, 0);
+   }
+   for (Int w = 0; w < n_workers; w++) {
+      VG_(close)(down[w][0]);
+      VG_(close)(up[w][1]);
+      to_worker[w] = VG_(safe_fd)(down[w][1]);  /* out of the program's reach, closed on exec */
+      from_worker[w] = VG_(safe_fd)(up[w][0]);
+   }
+   use_buffer(filling);
+}
+
+/* A process the program forked: not simulated; its copies of the pipes are closed so that the
+   workers still see when Valgrind's process ends. */
+static void ps_client_forked(ThreadId tid)
+{
+   (void)tid;
+   forked_client = True;
+   for (Int w = 0; w < n_workers; w++) {
+      VG_(close)(to_worker[w]);
+      VG_(close)(from_worker[w]);
+   }
+   n_workers = 0;
 }
 
 static inline void feed(Int t, UWord entry)
@@ -1237,6 +1545,7 @@ static void write_result(void)
    out_printf("pinwise-sim %llu\n", 1);
    out_printf("threads %llu\naccesses", (ULong)n_threads);
    for (Int t = 0; t < n_threads; t++) out_printf(" %llu", thread_accesses[t]);
+   Int n_simulated = n_workers > 0 ? collect_workers() : n_groups;
    for (Int k = 0; k < n_models; k++) settle(&models[k]);
    out_printf("\nmodels %llu\n", (ULong)n_placements);
    for (Int k = 0; k < n_placements; k++) {
@@ -1255,7 +1564,7 @@ static void write_result(void)
       if (out_len > (Int)sizeof out_buf - 64) out_flush();
       out_buf[out_len++] = '\n';
    }
-   out_printf("groups %llu\n", (ULong)n_groups);  /* at the end: how many simulated the caches separately */
+   out_printf("groups %llu\n", (ULong)n_simulated);  /* at the end: how many simulated the caches separately */
    if (clo_check) {
       Int differ = 0;
       for (Int k = 0; k < n_placements; k++) differ += !same_counts(&models[k], &models[n_placements + k]);
@@ -1270,17 +1579,21 @@ static void write_result(void)
 static void ps_post_clo_init(void)
 {
    read_config();
-   chunk_entry = VG_(malloc)("ps.chunk", CHUNK * sizeof(UWord));
-   chunk_thread = VG_(malloc)("ps.chunk", CHUNK * sizeof(Int));
    index_of_tid = zeroed("ps.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
+   start_workers();
+   if (n_workers == 0) {
+      chunk_entry = VG_(malloc)("ps.chunk", CHUNK * sizeof(UWord));
+      chunk_thread = VG_(malloc)("ps.chunk", CHUNK * sizeof(Int));
+   }
 }
 
 static void ps_fini(Int exitcode)
 {
    (void)exitcode;
+   if (forked_client) return;  /* see ps_client_forked */
    if (clo_quantum > 0) drain();
-   flush_chunk();
+   if (n_workers == 0) flush_chunk();  /* else write_result collects the last chunk */
    write_result();
 }
 
@@ -1296,6 +1609,7 @@ static void ps_pre_clo_init(void)
    VG_(needs_command_line_options)(ps_process_cmd_line_option, ps_print_usage, ps_print_debug_usage);
    VG_(track_pre_thread_ll_create)(ps_thread_create);
    VG_(track_start_client_code)(ps_start_client_code);
+   VG_(atfork)(NULL, NULL, ps_client_forked);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(ps_pre_clo_init)

@@ -16,6 +16,7 @@ their accesses and interleaves them in turns of ``quantum`` accesses per thread.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -243,11 +244,13 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
 
 def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Plan]], *, quantum: int = 1,
              inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
-             stdout=None, check_groups: bool = False) -> Simulation:
+             stdout=None, check_groups: bool = False, workers: int | None = None) -> Simulation:
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
     ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
     tool also simulates every placement alone and the counts must agree with the grouped ones
-    (a self-test of the sharing between placements, see ps_main.c)."""
+    (a self-test of the sharing between placements, see ps_main.c). ``workers``: processes that
+    simulate while the program runs (default: the CPUs pinwise may use; 0: none, Valgrind's
+    process simulates); the counts are the same either way."""
     from .pinning.launcher import find_program
     from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
@@ -259,6 +262,10 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         raise PinwiseError(f"{len(placements)} placements: the simulator takes {most} at most in one pass")
     if quantum < 0:
         raise PinwiseError(f"--quantum must be 0 or more, not {quantum}")
+    if workers is None:
+        workers = min(4, len(os.sched_getaffinity(0)))
+    if not 0 <= workers <= 4:
+        raise PinwiseError(f"--workers must be between 0 and 4, not {workers}")
     valgrind = check_tracer()
     if not SIM_TOOL.exists():
         raise PinwiseError("pinwise was built without its cache simulator (Valgrind's tool-building files were "
@@ -273,9 +280,9 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
         config.write_text(config_text(machine, plans, latency))
         env = tool_environment(Path(tmp))
-        command = [valgrind, "--tool=pwsim", "-q", "--fair-sched=yes", "--max-threads=4096",
+        command = [valgrind, "--tool=pwsim", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
-                   f"--ps-inclusive={'yes' if inclusive else 'no'}",
+                   f"--ps-inclusive={'yes' if inclusive else 'no'}", f"--ps-workers={workers}",
                    *(["--ps-check-groups=yes"] if check_groups else []), program, *argv[1:]]
         show = sys.stderr.isatty() if progress is None else progress
         if show:

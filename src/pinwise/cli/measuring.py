@@ -366,7 +366,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     candidates = build_candidates(names, args.placement or [], topology, args.threads, comm)
     placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]
     result = simulate(argv, topology, placements, quantum=args.quantum, inclusive=args.inclusive == "yes",
-                      latency=latency, stdout=sys.stderr if args.json else None)  # JSON alone on stdout
+                      latency=latency, stdout=sys.stderr if args.json else None,  # JSON alone on stdout
+                      workers=args.workers)
     if args.output:
         write_json(result, args.output)
         print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
