@@ -173,8 +173,9 @@ def test_placements_simulated_together_count_exactly_as_each_alone(topology, inc
 
 def test_workers_take_every_access_and_end_with_the_run():
     """--workers (ps_main.c, Workers): processes forked from Valgrind's simulate the groups while
-    the program runs. Every placement still counts every access in its L1, the grouped and alone
-    copies (dealt to different workers) agree, and no worker is left once the run is over."""
+    the program runs. In the same run Valgrind's process also simulates them all and the counts
+    must be the same (check_workers), every placement counts every access in its L1, the grouped
+    and alone copies agree, and no worker is left once the run is over."""
     from pinwise.simulate import simulate
 
     machine = load_topology("pack:2 l3:1(size=64KiB) l2:1(size=8KiB) core:2 pu:2")
@@ -184,7 +185,7 @@ def test_workers_take_every_access_and_end_with_the_run():
     program = [PATTERNS, "neighbour", "-n", "4", "-i", "343"]
     for workers in (4, 1, 0):  # 0: Valgrind's own process simulates
         result = simulate(program, machine, placements, progress=False, stdout=subprocess.DEVNULL, check_groups=True,
-                          workers=workers)  # raises if grouped and alone differ
+                          workers=workers, check_workers=True)  # raises if any count differs
         l1 = {p.levels["L1d"]["accesses"] for p in result.placements}
         assert len(l1) == 1 and l1.pop() >= sum(result.accesses_per_thread) > 0
         assert result.cache_groups > len(placements) + 1  # several groups, so several workers had work

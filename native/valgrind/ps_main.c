@@ -48,7 +48,8 @@
    test suite runs it).
 
    Workers: --ps-workers=N processes, forked before the program starts, simulate the groups while
-   Valgrind's process only collects the accesses (see Workers below); same counts.
+   Valgrind's process only collects the accesses (see Workers below); same counts, which
+   --ps-check-workers=yes checks (Valgrind's process simulates every group as well).
 
    Output (--ps-out=FILE), plain text:
       pinwise-sim 1
@@ -64,6 +65,7 @@
       cycles c0 c1 ...               (per thread)
       then:
       groups G                       (groups that simulated caches, split-offs included)
+      workers-check N                (--ps-check-workers: placements the workers counted differently)
       check N                        (--ps-check-groups: placements whose counts differ alone)
 */
 
@@ -94,6 +96,7 @@ static Long clo_quantum = 1;
 static Long clo_buffer = 1 << 22;
 static Bool clo_inclusive = True;
 static Bool clo_check = False;
+static Bool clo_check_workers = False;
 static Long clo_workers = 0;
 
 static Bool ps_process_cmd_line_option(const HChar* arg)
@@ -104,6 +107,7 @@ static Bool ps_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--ps-buffer", clo_buffer, 1024, 1LL << 30) {}
    else if VG_BOOL_CLO(arg, "--ps-inclusive", clo_inclusive) {}
    else if VG_BOOL_CLO(arg, "--ps-check-groups", clo_check) {}
+   else if VG_BOOL_CLO(arg, "--ps-check-workers", clo_check_workers) {}
    else if VG_BINT_CLO(arg, "--ps-workers", clo_workers, 0, MAX_WORKERS) {}
    else return False;
    return True;
@@ -119,7 +123,9 @@ static void ps_print_usage(void)
                "    --ps-check-groups=yes|no also simulate each placement alone and say whether the counts\n"
                "                             agree with the grouped simulation (a self-test) [no]\n"
                "    --ps-workers=N           processes that simulate the groups of placements while the\n"
-               "                             program runs; 0: this process does [0]\n");
+               "                             program runs; 0: this process does [0]\n"
+               "    --ps-check-workers=yes|no this process also simulates every group and says whether\n"
+               "                             the workers counted the same (a self-test) [no]\n");
 }
 
 static void ps_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -180,7 +186,7 @@ typedef struct {
    Int members[MAX_MODELS];
    Int n_members;
    Int resume;                           /* the chunk's first access it has not taken */
-   Int worker;                           /* the worker process that simulates it (--ps-workers) */
+   Int worker;                           /* the worker process that simulates it (--ps-workers), -1: none */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
 } Group;
 
@@ -356,7 +362,6 @@ static void read_config(void)
    dir_stride = 2 + mask_words;
    l1_set_mask = (UWord)(sets_of[0] - 1);
    l1_assoc = assoc_of[0];
-
    for (Int k = 0; k < n_models; k++) {
       Model* m = &models[k];
       m->page_cap = 1024;
@@ -1123,12 +1128,12 @@ static void run_group(Int gi)
    g->counts.accesses[0] += hits;
 }
 
-/* Run every group this process simulates over the chunk. */
-static void run_groups(void)
+/* The groups this process simulates (all: every group) over the chunk. */
+static void run_groups(Bool all)
 {
    for (Int gi = 0; gi < n_groups; gi++) groups[gi]->resume = 0;
    for (Int gi = 0; gi < n_groups; gi++)  /* one split off during the chunk goes on where it left */
-      if (groups[gi]->worker == worker) run_group(gi);
+      if (all || groups[gi]->worker == worker) run_group(gi);
 }
 
 /*------------------------------------------------------------*/
@@ -1136,13 +1141,16 @@ static void run_groups(void)
 /*------------------------------------------------------------*/
 
 /* The groups never interact, so --ps-workers=N processes can simulate them while the program
-   runs: this process (Valgrind's) only collects the accesses. Each worker takes some groups
-   (split-offs stay with it), forked before the program starts, with a copy of the models. Two
-   chunk buffers in memory shared with them: this process fills one while the workers take the
-   other; a message on each worker's pipe hands a chunk over (buffer, accesses, threads), the
-   worker's answer on its own pipe says it is done with it. At the end a message with no
-   accesses asks for the counts: the worker writes those of the placements it simulated on its
-   pipe, then an end record, and exits.
+   runs, and this process (Valgrind's) only collects the accesses. The workers are forked before
+   the program starts, with a copy of the models; each takes some groups (deal_groups; split-offs
+   stay with it). Two chunk buffers in memory shared with them: this process fills one while the
+   workers take the other; a message on each worker's pipe hands a chunk over (buffer, accesses,
+   threads), the worker's answer on its own pipe says it is done with it. At the end a message with
+   no accesses asks for the counts: the worker writes every placement's on its pipe (zero where
+   it did not simulate it), then an end record, and exits.
+   Measured against this, splitting the lines between the workers by their set bits instead (every
+   worker simulating every group for its part of the lines: they never meet in a cache) balanced
+   worse on 2 workers (a few hot shared lines land in one part) and cost 14% more in all.
    Workers are grandchildren (the middle process exits at once), so that the program's own
    wait() for its children never finds them. Their pipes close when this process ends or execs,
    and a worker that reads the end of its pipe exits: none outlives the run. A process the
@@ -1157,7 +1165,7 @@ typedef struct {
    Int buffer, count, threads;           /* count < 0: send the counts and exit */
 } Handover;
 
-static Int n_workers = 0;                /* in Valgrind's process: how many; 0: it simulates */
+static Int n_workers = 0;                /* how many; 0: Valgrind's process simulates */
 static Int to_worker[MAX_WORKERS], from_worker[MAX_WORKERS];  /* a pipe each way per worker */
 static Int worker_in, worker_out;        /* in a worker: its two pipe ends */
 static UWord* shared_entries;            /* 2 x CHUNK */
@@ -1226,10 +1234,11 @@ static void flush_chunk(void)
       return;
    }
    if (n_workers > 0) {
+      if (clo_check_workers) run_groups(True);  /* every group here too, while the workers take theirs */
       hand_over();
       return;
    }
-   run_groups();
+   run_groups(True);
    chunk_used = 0;
 }
 
@@ -1248,14 +1257,11 @@ static void worker_loop(void)
       n_threads = h.threads;
       use_buffer(h.buffer);
       chunk_used = h.count;
-      run_groups();
+      run_groups(False);
       write_all(worker_out, &h.buffer, sizeof h.buffer);
    }
-   Int mine = 0;
-   for (Int gi = 0; gi < n_groups; gi++) mine += groups[gi]->worker == worker;
    for (Int k = 0; k < n_models; k++) {
       Model* m = &models[k];
-      if (groups[m->group]->worker != worker) continue;
       settle(m);
       Record r;
       VG_(memset)(&r, 0, sizeof r);
@@ -1274,19 +1280,19 @@ static void worker_loop(void)
    Record end;
    VG_(memset)(&end, 0, sizeof end);
    end.model = -1;
-   end.levels[0] = (ULong)mine;
+   for (Int gi = 0; gi < n_groups; gi++) end.levels[0] += groups[gi]->worker == worker;
    write_all(worker_out, &end, sizeof end);
    VG_(exit)(0);
 }
 
-/* At the end: the workers' last chunk, then their counts into this process's models. Returns
-   the groups they simulated. */
+/* At the end, once the last chunk is handed over: the workers' counts into this process's models.
+   Returns the groups they simulated. */
 static Int collect_workers(void)
 {
-   flush_chunk();
    Handover h = {0, -1, n_threads};
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
    Int groups_seen = 0;
+   ULong* cycles = zeroed("ps.cycles", n_threads, sizeof(ULong));
    for (Int w = 0; w < n_workers; w++) {
       if (in_flight) {
          Int done;
@@ -1305,19 +1311,21 @@ static Int collect_workers(void)
          }
          Model* m = &models[r.model];
          for (Int j = 0; j < n_levels; j++) {
-            m->counts.accesses[j] = r.levels[2 * j];
-            m->counts.misses[j] = r.levels[2 * j + 1];
+            m->counts.accesses[j] += r.levels[2 * j];
+            m->counts.misses[j] += r.levels[2 * j + 1];
          }
-         m->counts.invalidations = r.invalidations;
-         for (Int c = 0; c < n_classes; c++) m->transfers[c] = r.transfers[c];
-         m->dram_local = r.dram_local;
-         m->dram_remote = r.dram_remote;
-         worker_answer(w, m->counts.cycles, (SizeT)n_threads * sizeof(ULong));
+         m->counts.invalidations += r.invalidations;
+         for (Int c = 0; c < n_classes; c++) m->transfers[c] += r.transfers[c];
+         m->dram_local += r.dram_local;
+         m->dram_remote += r.dram_remote;
+         worker_answer(w, cycles, (SizeT)n_threads * sizeof(ULong));
+         for (Int t = 0; t < n_threads; t++) m->counts.cycles[t] += cycles[t];
       }
       VG_(close)(to_worker[w]);
       VG_(close)(from_worker[w]);
    }
    in_flight = False;
+   VG_(free)(cycles);
    return groups_seen;
 }
 
@@ -1545,6 +1553,22 @@ static void write_result(void)
    out_printf("pinwise-sim %llu\n", 1);
    out_printf("threads %llu\naccesses", (ULong)n_threads);
    for (Int t = 0; t < n_threads; t++) out_printf(" %llu", thread_accesses[t]);
+   Model* whole = NULL;  /* --ps-check-workers: the counts of this process, which simulated every group */
+   if (n_workers > 0 && clo_check_workers) {
+      whole = zeroed("ps.check", n_models, sizeof(Model));
+      for (Int k = 0; k < n_models; k++) {
+         Model* m = &models[k];
+         settle(m);
+         whole[k] = *m;
+         whole[k].counts.cycles = zeroed("ps.check", threads_cap, sizeof(ULong));
+         for (Int t = 0; t < threads_cap; t++) whole[k].counts.cycles[t] = m->counts.cycles[t];
+         VG_(memset)(m->counts.accesses, 0, sizeof m->counts.accesses);
+         VG_(memset)(m->counts.misses, 0, sizeof m->counts.misses);
+         VG_(memset)(m->counts.cycles, 0, threads_cap * sizeof(ULong));
+         VG_(memset)(m->transfers, 0, sizeof m->transfers);
+         m->counts.invalidations = m->dram_local = m->dram_remote = 0;
+      }
+   }
    Int n_simulated = n_workers > 0 ? collect_workers() : n_groups;
    for (Int k = 0; k < n_models; k++) settle(&models[k]);
    out_printf("\nmodels %llu\n", (ULong)n_placements);
@@ -1565,6 +1589,11 @@ static void write_result(void)
       out_buf[out_len++] = '\n';
    }
    out_printf("groups %llu\n", (ULong)n_simulated);  /* at the end: how many simulated the caches separately */
+   if (whole) {
+      Int differ = 0;
+      for (Int k = 0; k < n_models; k++) differ += !same_counts(&models[k], &whole[k]);
+      out_printf("workers-check %llu\n", (ULong)differ);  /* placements the workers counted differently */
+   }
    if (clo_check) {
       Int differ = 0;
       for (Int k = 0; k < n_placements; k++) differ += !same_counts(&models[k], &models[n_placements + k]);
@@ -1593,7 +1622,7 @@ static void ps_fini(Int exitcode)
    (void)exitcode;
    if (forked_client) return;  /* see ps_client_forked */
    if (clo_quantum > 0) drain();
-   if (n_workers == 0) flush_chunk();  /* else write_result collects the last chunk */
+   flush_chunk();
    write_result();
 }
 

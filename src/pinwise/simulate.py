@@ -244,13 +244,16 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
 
 def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Plan]], *, quantum: int = 1,
              inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
-             stdout=None, check_groups: bool = False, workers: int | None = None) -> Simulation:
+             stdout=None, check_groups: bool = False, workers: int | None = None,
+             check_workers: bool = False) -> Simulation:
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
     ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
     tool also simulates every placement alone and the counts must agree with the grouped ones
     (a self-test of the sharing between placements, see ps_main.c). ``workers``: processes that
-    simulate while the program runs (default: the CPUs pinwise may use; 0: none, Valgrind's
-    process simulates); the counts are the same either way."""
+    simulate while the program runs, each some of the groups of placements (default: the CPUs
+    pinwise may use; 0: none, Valgrind's process simulates); the counts are the same either way,
+    and ``check_workers`` makes Valgrind's process simulate every group as well and raises if
+    the workers' counts differ from its own (a self-test)."""
     from .pinning.launcher import find_program
     from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
@@ -283,7 +286,8 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         command = [valgrind, "--tool=pwsim", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
                    f"--ps-inclusive={'yes' if inclusive else 'no'}", f"--ps-workers={workers}",
-                   *(["--ps-check-groups=yes"] if check_groups else []), program, *argv[1:]]
+                   *(["--ps-check-groups=yes"] if check_groups else []),
+                   *(["--ps-check-workers=yes"] if check_workers else []), program, *argv[1:]]
         show = sys.stderr.isatty() if progress is None else progress
         if show:
             print(f"simulating {len(plans)} placement{'s' if len(plans) > 1 else ''} of {' '.join(argv)} on "
@@ -293,10 +297,14 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
             raise PinwiseError(f"{argv[0]} ended with status {returncode} before the simulator wrote anything")
         text = out.read_text()
         threads, accesses, results = parse_result(text, machine, names, plans)
-    trailer = dict(line.split() for line in text.splitlines() if line.startswith(("groups ", "check ")))
+    trailer = dict(line.split() for line in text.splitlines()
+                   if line.startswith(("groups ", "check ", "workers-check ")))
     if check_groups and trailer.get("check") != "0":
         raise PinwiseError(f"the simulator's self-check failed: {trailer.get('check', 'no')} placements counted "
                            "differently grouped and alone")
+    if check_workers and workers and trailer.get("workers-check") != "0":
+        raise PinwiseError(f"the simulator's self-check failed: {trailer.get('workers-check', 'no')} placements "
+                           "counted differently by the workers and by one process")
     if returncode != 0:
         notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
     return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes,
