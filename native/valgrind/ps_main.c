@@ -812,7 +812,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
    const Int* mine = a->mine;
    if (a->transfer) {
       set_owner(d, e, -1);
-      mark_modified(g->tags, a->owner, line, False);  /* its copy is shared now */
+      if (!a->is_write) mark_modified(g->tags, a->owner, line, False);  /* its copy is shared now (a write takes it) */
    }
    if (a->hit >= 0) touch(g->tags, mine[a->hit], line);
    Int filled = a->hit < 0 ? g->levels : a->hit;
@@ -828,7 +828,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
    if (a->is_write) {
       g->counts.invalidations += invalidate_off_path(d, e, g->tags, mine, line);
       set_owner(d, e, mine[0]);
-      mark_modified(g->tags, mine[0], line, True);
+      set_of(g->tags, mine[0], line)[0] |= 1;  /* modified, at the front of its L1 set (touched or filled above) */
       set_writer(d, e, mine[0]);
    } else if (writer_of(d, e) != mine[0]) {
       set_writer(d, e, -1);
