@@ -1449,8 +1449,29 @@ static void drain(void)
    Int n_active = 0;
    for (Int t = 0; t < n_threads; t++)
       if (buffered[t]) active[n_active++] = t;
+   UWord** from = zeroed("ps.drain", n_threads, sizeof(UWord*));
    while (n_active > 0) {
-      for (Int a = 0; a < n_active;) {
+      /* Turns in which no thread runs out keep the rotation as it is: as many as the thread with
+         the fewest accesses left allows, in a tight loop. */
+      SizeT least = ~(SizeT)0;
+      for (Int a = 0; a < n_active; a++) {
+         Int t = active[a];
+         if (buffered[t] - done[t] < least) least = buffered[t] - done[t];
+         from[a] = buffer[t] + done[t];
+      }
+      SizeT turns = (least - 1) / (SizeT)clo_quantum;
+      for (SizeT turn = 0; turn < turns; turn++)
+         for (Int a = 0; a < n_active; a++) {
+            UWord* next = from[a];
+            for (Long k = 0; k < clo_quantum; k++) {
+               chunk_entry[chunk_used] = next[k];
+               chunk_thread[chunk_used] = active[a];
+               if (++chunk_used == CHUNK) flush_chunk();
+            }
+            from[a] = next + clo_quantum;
+         }
+      for (Int a = 0; a < n_active; a++) done[active[a]] += turns * (SizeT)clo_quantum;
+      for (Int a = 0; a < n_active;) {  /* a turn in which some run out */
          Int t = active[a];
          SizeT end = done[t] + (SizeT)clo_quantum;
          if (end > buffered[t]) end = buffered[t];
@@ -1468,6 +1489,7 @@ static void drain(void)
    total_buffered = 0;
    VG_(free)(active);
    VG_(free)(done);
+   VG_(free)(from);
 }
 
 static void record(Int t, UWord line, Bool is_write)
