@@ -377,7 +377,9 @@ static void read_config(void)
 
 static Int* index_of_tid;
 static Int n_threads = 1, cur = 0, threads_cap = 0;
-static ULong* thread_accesses;
+static ULong* recorded;       /* per thread: entries it recorded, up to the last drain */
+static ULong* extra;          /* per thread: second entries, of accesses that cross into the next line
+                                 (its accesses: recorded - extra) */
 static UWord** buffer;        /* per thread: pending accesses, (line << 1) | write */
 static SizeT* buffered;       /* per thread: how many */
 static SizeT* buffer_cap;
@@ -399,22 +401,23 @@ static void grow_threads(Int needed)
    if (needed <= threads_cap) return;
    Int cap = threads_cap ? threads_cap : 16;
    while (cap < needed) cap *= 2;
-   ULong* acc = zeroed("ps.threads", cap, sizeof(ULong));
    UWord** buf = zeroed("ps.threads", cap, sizeof(UWord*));
    SizeT* count = zeroed("ps.threads", cap, sizeof(SizeT));
    SizeT* bcap = zeroed("ps.threads", cap, sizeof(SizeT));
    for (Int t = 0; t < threads_cap; t++) {
-      acc[t] = thread_accesses[t]; buf[t] = buffer[t]; count[t] = buffered[t]; bcap[t] = buffer_cap[t];
+      buf[t] = buffer[t]; count[t] = buffered[t]; bcap[t] = buffer_cap[t];
    }
+   grow_cycles(&recorded, cap);
+   grow_cycles(&extra, cap);
    for (Int k = 0; k < n_models; k++) {
       grow_cycles(&models[k].counts.cycles, cap);
       grow_cycles(&models[k].settled.cycles, cap);
    }
    for (Int g = 0; g < n_groups; g++) grow_cycles(&groups[g]->counts.cycles, cap);
-   if (thread_accesses) {
-      VG_(free)(thread_accesses); VG_(free)(buffer); VG_(free)(buffered); VG_(free)(buffer_cap);
+   if (buffer) {
+      VG_(free)(buffer); VG_(free)(buffered); VG_(free)(buffer_cap);
    }
-   thread_accesses = acc; buffer = buf; buffered = count; buffer_cap = bcap;
+   buffer = buf; buffered = count; buffer_cap = bcap;
    if (l1_of_thread) VG_(free)(l1_of_thread);
    l1_of_thread = zeroed("ps.threads", cap, sizeof(UWord*));
    threads_cap = cap;
@@ -432,10 +435,16 @@ static void ps_thread_create(ThreadId parent, ThreadId child)
    grow_threads(n_threads);
 }
 
+static void sync_current(void);
+static void aim_current(void);
+
 static void ps_start_client_code(ThreadId tid, ULong blocks)
 {
    (void)blocks;
+   if (cur == index_of_tid[tid]) return;
+   sync_current();
    cur = index_of_tid[tid];
+   aim_current();
 }
 
 /*------------------------------------------------------------*/
@@ -1479,6 +1488,7 @@ static void drain(void)
          for (SizeT i = done[t]; i < end; i++) feed(t, entries[i]);
          done[t] = end;
          if (end == buffered[t]) {
+            recorded[t] += buffered[t];
             buffered[t] = 0;
             active[a] = active[--n_active];  /* the order of the others stays a rotation */
          } else {
@@ -1496,6 +1506,7 @@ static void record(Int t, UWord line, Bool is_write)
 {
    UWord entry = (line << 1) | (is_write ? 1 : 0);
    if (clo_quantum == 0) {
+      recorded[t]++;
       feed(t, entry);
       return;
    }
@@ -1511,25 +1522,98 @@ static void record(Int t, UWord line, Bool is_write)
    if (++total_buffered >= (SizeT)clo_buffer) drain();
 }
 
+/* Recording inline: the instrumented code itself appends an access that stays in one line to the
+   running thread's buffer while there is room (rec_pos < rec_end); ps_access, called otherwise,
+   takes the rest (a full buffer, the access that starts a drain, one that crosses into the next
+   line, a guarded or very wide one) and moves rec_pos and rec_end on. The room ends one access
+   short of --ps-buffer, so that ps_access records the access that starts the drain, as when every
+   access went through it. The running thread's buffered count is behind by what it recorded
+   inline since sync_current. */
+static UWord* rec_pos;        /* where the running thread's next access goes; NULL: ps_access */
+static UWord* rec_end;
+static UWord* synced_at;      /* rec_pos when buffered[cur] was last brought up to date */
+
+static void sync_current(void)
+{
+   if (rec_pos == NULL) return;
+   SizeT added = (SizeT)(rec_pos - synced_at);
+   buffered[cur] += added;
+   total_buffered += added;
+   synced_at = rec_pos;
+}
+
+static void aim_current(void)
+{
+   if (clo_quantum == 0 || buffer[cur] == NULL) {
+      rec_pos = rec_end = synced_at = NULL;
+      return;
+   }
+   rec_pos = synced_at = buffer[cur] + buffered[cur];
+   SizeT room = buffer_cap[cur] - buffered[cur];
+   SizeT budget = total_buffered + 1 < (SizeT)clo_buffer ? (SizeT)clo_buffer - total_buffered - 1 : 0;
+   rec_end = rec_pos + (room < budget ? room : budget);
+}
+
 static VG_REGPARM(3) void ps_access(Addr address, SizeT size, UWord is_write)
 {
    Int t = cur;
-   thread_accesses[t]++;
+   sync_current();
    UWord first = address >> line_shift, last = (address + (size ? size : 1) - 1) >> line_shift;
    record(t, first, is_write != 0);
-   if (last != first) record(t, last, is_write != 0);
+   if (last != first) {
+      record(t, last, is_write != 0);
+      extra[t]++;
+   }
+   aim_current();
 }
 
 /*------------------------------------------------------------*/
 /*--- Instrumentation                                      ---*/
 /*------------------------------------------------------------*/
 
-static void add_call(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
+static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
 {
+   IRTemp t = newIRTemp(sb->tyenv, ty);
+   addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
+   return IRExpr_RdTmp(t);
+}
+
+static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
+
+/* Before the statement that makes it: an access of at most 64 bytes that is not guarded is
+   recorded inline when it stays in one line and the buffer has room, else by ps_access. */
+static void add_record(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
+{
+   IRSB* sb = (IRSB*)context;
    IRExpr** args = mkIRExprVec_3(address, mkIRExpr_HWord((HWord)size), mkIRExpr_HWord(is_write ? 1 : 0));
    IRDirty* di = unsafeIRDirty_0_N(3, "ps_access", VG_(fnptr_to_fnentry)(ps_access), args);
-   if (guard) di->guard = guard;
-   addStmtToIRSB((IRSB*)context, IRStmt_Dirty(di));
+   if (guard || size < 1 || size > 64 || clo_quantum == 0) {
+      if (guard) di->guard = guard;
+      addStmtToIRSB(sb, IRStmt_Dirty(di));
+      return;
+   }
+   IRExpr* shift = IRExpr_Const(IRConst_U8((UChar)line_shift));
+   IRExpr* first = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, address, shift));
+   IRExpr* last = first;
+   if (size > 1) {
+      IRExpr* last_byte = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, address, u64((ULong)size - 1)));
+      last = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last_byte, shift));
+   }
+   IRExpr* doubled = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, first, IRExpr_Const(IRConst_U8(1))));
+   IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Or64, doubled, u64(is_write ? 1 : 0)));
+   IRExpr* pos = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&rec_pos)));
+   IRExpr* end = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)&rec_end)));
+   IRExpr* room = tmp_of(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpLT64U, pos, end))));
+   IRExpr* one_line = tmp_of(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, first,
+                                                                                                  last))));
+   IRExpr* both = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, room, one_line));
+   IRExpr* fast = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, both, u64(0)));
+   addStmtToIRSB(sb, IRStmt_StoreG(Iend_LE, pos, entry, fast));
+   IRExpr* next = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, pos, u64(sizeof(UWord))));
+   IRExpr* moved = tmp_of(sb, Ity_I64, IRExpr_ITE(fast, next, pos));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, u64((ULong)(HWord)&rec_pos), moved));
+   di->guard = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, both, u64(0)));
+   addStmtToIRSB(sb, IRStmt_Dirty(di));
 }
 
 static IRSB* ps_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
@@ -1540,7 +1624,7 @@ static IRSB* ps_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
    IRSB* out = deepCopyIRSBExceptStmts(in);
    for (Int i = 0; i < in->stmts_used; i++) {
-      visit_access(in, in->stmts[i], add_call, out);
+      visit_access(in, in->stmts[i], add_record, out);
       addStmtToIRSB(out, in->stmts[i]);
    }
    return out;
@@ -1574,7 +1658,7 @@ static void write_result(void)
    out_len = 0;
    out_printf("pinwise-sim %llu\n", 1);
    out_printf("threads %llu\naccesses", (ULong)n_threads);
-   for (Int t = 0; t < n_threads; t++) out_printf(" %llu", thread_accesses[t]);
+   for (Int t = 0; t < n_threads; t++) out_printf(" %llu", recorded[t] - extra[t]);
    Model* whole = NULL;  /* --ps-check-workers: the counts of this process, which simulated every group */
    if (n_workers > 0 && clo_check_workers) {
       whole = zeroed("ps.check", n_models, sizeof(Model));
@@ -1643,6 +1727,7 @@ static void ps_fini(Int exitcode)
 {
    (void)exitcode;
    if (forked_client) return;  /* see ps_client_forked */
+   sync_current();
    if (clo_quantum > 0) drain();
    flush_chunk();
    write_result();
