@@ -1034,19 +1034,32 @@ static void group_models(void)
       Bool one = !models[first[gi]].alone && g->levels == n_levels;
       for (Int s = 1; s < g->nslots && one; s++) one = path[g->slots[s] * n_levels] == path[g->slots[0] * n_levels];
       if (one) g->one_path = path + (SizeT)g->slots[0] * n_levels;
-      g->tags = zeroed("ps.tags", group_tags(g->levels), sizeof(UWord));
-      dir_alloc(&g->dir, 4096);
-      for (Int i = 0; i < g->n_members; i++) {
-         Model* m = &models[g->members[i]];
-         /* canonical[x] = the group's instance for this placement's x, on the group's levels */
-         shared_levels(&models[first[gi]], m, m->actual, m->canonical);
-         SizeT low = group_tags(g->levels);
-         m->tags_memory = zeroed("ps.tags", tags_per_model - low, sizeof(UWord));
-         m->tags = m->tags_memory - low;
-         dir_alloc(&m->dir, g->levels < n_levels ? 4096 : 2);
-      }
+      for (Int i = 0; i < g->n_members; i++)  /* canonical[x] = the group's instance for x, on its levels */
+         shared_levels(&models[first[gi]], &models[g->members[i]], models[g->members[i]].actual,
+                       models[g->members[i]].canonical);
    }
    VG_(free)(first);
+}
+
+/* The caches and directories of a group and its members, in the process that simulates them
+   (allocate_groups): Valgrind's process does not hold those of the groups its workers take. */
+static void allocate_group(Group* g)
+{
+   g->tags = zeroed("ps.tags", group_tags(g->levels), sizeof(UWord));
+   dir_alloc(&g->dir, 4096);
+   for (Int i = 0; i < g->n_members; i++) {
+      Model* m = &models[g->members[i]];
+      SizeT low = group_tags(g->levels);
+      m->tags_memory = zeroed("ps.tags", tags_per_model - low, sizeof(UWord));
+      m->tags = m->tags_memory - low;
+      dir_alloc(&m->dir, g->levels < n_levels ? 4096 : 2);
+   }
+}
+
+static void allocate_groups(Bool all)
+{
+   for (Int gi = 0; gi < n_groups; gi++)
+      if (all || groups[gi]->worker == worker) allocate_group(groups[gi]);
 }
 
 /* Accesses in the order the models take them, a chunk at a time. The groups never interact, so
@@ -1414,6 +1427,7 @@ static void start_workers(void)
             }
             worker_in = down[w][0];
             worker_out = up[w][1];
+            allocate_groups(False);
             worker_loop();
          }
          VG_(exit)(0);
@@ -1717,6 +1731,7 @@ static void ps_post_clo_init(void)
    index_of_tid = zeroed("ps.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
    start_workers();
+   if (n_workers == 0 || clo_check_workers) allocate_groups(True);  /* else each worker its own */
    if (n_workers == 0) {
       chunk_entry = VG_(malloc)("ps.chunk", CHUNK * sizeof(UWord));
       chunk_thread = VG_(malloc)("ps.chunk", CHUNK * sizeof(Int));
