@@ -538,3 +538,29 @@ def test_python_api_runs_each_stage(tmp_path, threads_exe):
     result = pinwise.run([str(threads_exe), "1"], [1, 0], output=subprocess.DEVNULL)
     assert result.returncode == 0 and [t.start_cpu for t in result.threads] == [1, 0]
     assert [t.start_cpu for t in pinwise.run([str(threads_exe), "1"], "0", output=subprocess.DEVNULL).threads] == [0, 0]
+
+
+@pytest.mark.parametrize("users_value", [None, "7"])
+def test_programs_get_the_users_environment_not_pinwises_own_settings(tmp_path, users_value):
+    """pinwise sets OPENBLAS_THREAD_TIMEOUT in its own process (processes.OWN_SETTINGS: its idle
+    OpenBLAS threads sleep instead of spinning beside the measured program); the programs it runs,
+    benches and traces see the user's value, or none."""
+    from pinwise.processes import OWN_SETTINGS, own_settings, user_environment
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if users_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = users_value
+    expected = users_value or "unset"
+    show = ["sh", "-c", 'echo "sees ${OPENBLAS_THREAD_TIMEOUT-unset}"']
+    ran = run_pinwise("run", "--no-verify", "--cpus", "0", "--", *show, env=env, check=True)
+    assert f"sees {expected}" in ran.stdout
+    seen = tmp_path / "seen.txt"
+    run_pinwise("bench", "--db", str(tmp_path / "r.db"), "--runs", "1", "--policies", "compact", "--",
+                "sh", "-c", f'echo "sees ${{OPENBLAS_THREAD_TIMEOUT-unset}}" > {seen}', env=env, check=True,
+                timeout=300)
+    assert seen.read_text().strip() == f"sees {expected}"
+    saved = os.environ.get("OPENBLAS_THREAD_TIMEOUT")
+    with own_settings():
+        assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == OWN_SETTINGS["OPENBLAS_THREAD_TIMEOUT"]
+        assert user_environment().get("OPENBLAS_THREAD_TIMEOUT") == saved
+    assert os.environ.get("OPENBLAS_THREAD_TIMEOUT") == saved

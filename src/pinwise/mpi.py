@@ -207,7 +207,7 @@ def merge(size: int, rows: dict[int, dict], command: list[str], exit_status: int
 
 def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     """Run the job through its launcher with the recorder in every rank; write and return the matrix."""
-    from .processes import run_in_group, temporary_folder
+    from .processes import run_in_group, temporary_folder, user_environment
 
     if not argv:
         raise PinwiseError("no job given: write the launcher and the program after --, e.g. "
@@ -223,7 +223,7 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     with temporary_folder("mpi") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
-        env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+        env = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
         env["PINWISE_MPI_DIR"] = str(rows)
         env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
         command = launch_command(argv, kind, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
@@ -490,7 +490,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
     threads' records (where each ran)."""
     from .pinning.launcher import PRELOAD_LIBRARY
     from .pinning.log import parse_log
-    from .processes import run_in_group, temporary_folder
+    from .processes import run_in_group, temporary_folder, user_environment
 
     kind = launcher_kind(argv)
     if kind is None:
@@ -510,7 +510,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
                      "PINWISE_LOG": str(log)}
-        clean = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+        clean = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
         if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text("".join(f"{p.host}\n" for p in places))

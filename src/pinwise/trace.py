@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder, user_environment
 from .pinning.launcher import NATIVE_DIR, find_program
 from ._stage import make_callable
 
@@ -90,7 +90,7 @@ def tool_environment(folder: Path) -> dict[str, str]:
     for tool in (TOOL, SIM_TOOL):  # the tracer and the cache simulator (pinwise simulate)
         if tool.exists():
             (lib / tool.name).symlink_to(tool)
-    env = dict(os.environ)
+    env = user_environment()
     env["VALGRIND_LIB"] = str(lib)
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
     return env

@@ -27,7 +27,7 @@ from ..errors import PinwiseError, interrupted_status
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
-from ..processes import stop_on_termination
+from ..processes import own_settings, stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
 MAX_THREADS = 1 << 16
@@ -478,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Each command imports only its own module: pinning a program to a CPU list stays quick.
         module, _, function = args.handler.partition(":")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
+        with own_settings():  # quiet OpenBLAS threads in pinwise's process; the programs get the user's
+            return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
     except PinwiseError as err:
         command = args.command + (f" {args.mpi_command}" if getattr(args, "mpi_command", None) else "")
         print(f"pinwise: error: {err} (see pinwise {command} --help)", file=sys.stderr)

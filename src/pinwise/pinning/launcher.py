@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from ..errors import PinwiseError
+from ..processes import user_environment
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, a tenth of `pinwise run`'s start-up
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
     """The environment that makes the preload library pin (or, without a plan, only observe)."""
     if not os.path.exists(_PRELOAD):
         raise PinwiseError(f"the preload library is missing ({_PRELOAD}); reinstall pinwise with its native part")
-    env = dict(os.environ if base is None else base)
+    env = user_environment(base)
     for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_REPEAT_FROM", "PINWISE_LOG", "PINWISE_FOLLOW",
                  "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE", "PINWISE_MEMPOLICY"):
         env.pop(name, None)
