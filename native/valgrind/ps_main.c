@@ -1128,13 +1128,19 @@ static void run_group(Int gi)
       l1_of_thread[t] = g->tags + tags_offset[path[(SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels]];
    ULong* cycles = g->counts.cycles;
    ULong latency = (ULong)latency_of[0], hits = 0;
-   for (Int i = g->resume; i < chunk_used; i++) {
-      UWord entry = chunk_entry[i], want = (entry >> 1) + 1;
-      Int t = chunk_thread[i];
-      UWord* ways = l1_of_thread[t] + ((entry >> 1) & l1_set_mask) * l1_assoc;
+   /* in locals: the slow path's calls would make the compiler reload the globals at each access */
+   const UWord* entries = chunk_entry;
+   const Int* threads = chunk_thread;
+   UWord* const* l1_of = l1_of_thread;
+   const UWord set_mask = l1_set_mask;
+   const Int assoc = l1_assoc, used = chunk_used;
+   for (Int i = g->resume; i < used; i++) {
+      UWord entry = entries[i], want = (entry >> 1) + 1;
+      Int t = threads[i];
+      UWord* ways = l1_of[t] + ((entry >> 1) & set_mask) * assoc;
       Int w = 0;
-      while (w < l1_assoc && (ways[w] >> 1) != want) w++;
-      if (w < l1_assoc && (ways[w] & entry & 1) == (entry & 1)) {
+      while (w < assoc && (ways[w] >> 1) != want) w++;
+      if (w < assoc && (ways[w] & entry & 1) == (entry & 1)) {
          UWord value = ways[w];
          for (; w > 0; w--) ways[w] = ways[w - 1];
          ways[0] = value;
