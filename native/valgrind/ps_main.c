@@ -1280,9 +1280,9 @@ static void worker_loop(void)
    for (;;) {
       Handover h;
       if (!read_all(worker_in, &h, sizeof h)) VG_(exit)(0);  /* Valgrind's process is gone */
-      if (h.count < 0) break;
-      grow_threads(h.threads);
+      grow_threads(h.threads);  /* the counts below go for as many threads as Valgrind's process has */
       n_threads = h.threads;
+      if (h.count < 0) break;
       use_buffer(h.buffer);
       chunk_used = h.count;
       run_groups(False);
@@ -1383,20 +1383,13 @@ static Bool share_buffers(void)
    return True;
 }
 
-/* The groups dealt out to the workers, the heaviest first to the least loaded: a group of one
-   path (no directory) weighs 1, another 3. */
+/* The groups dealt out to the workers in turn. What a group costs depends on the program more than
+   on the group: measured on 8 placements of x7550, a group of one path (no directory) took 0.6x
+   the others' time on the neighbour program and 2x on a program whose threads all thrash its one
+   L1. */
 static void deal_groups(void)
 {
-   Int load[MAX_WORKERS] = {0};
-   for (Int weight = 3; weight >= 1; weight -= 2)
-      for (Int gi = 0; gi < n_groups; gi++) {
-         Group* g = groups[gi];
-         if ((g->one_path ? 1 : 3) != weight) continue;
-         Int least = 0;
-         for (Int w = 1; w < n_workers; w++) if (load[w] < load[least]) least = w;
-         g->worker = least;
-         load[least] += weight;
-      }
+   for (Int gi = 0; gi < n_groups; gi++) groups[gi]->worker = gi % n_workers;
 }
 
 static void start_workers(void)
