@@ -362,6 +362,7 @@ static void read_config(void)
    dir_stride = 2 + mask_words;
    l1_set_mask = (UWord)(sets_of[0] - 1);
    l1_assoc = assoc_of[0];
+
    for (Int k = 0; k < n_models; k++) {
       Model* m = &models[k];
       m->page_cap = 1024;
@@ -1471,7 +1472,7 @@ static void drain(void)
    Int n_active = 0;
    for (Int t = 0; t < n_threads; t++)
       if (buffered[t]) active[n_active++] = t;
-   UWord** from = zeroed("ps.drain", n_threads, sizeof(UWord*));
+   const UWord** from = zeroed("ps.drain", n_threads, sizeof(UWord*));
    while (n_active > 0) {
       /* Turns in which no thread runs out keep the rotation as it is: as many as the thread with
          the fewest accesses left allows, in a tight loop. */
@@ -1484,12 +1485,8 @@ static void drain(void)
       SizeT turns = (least - 1) / (SizeT)clo_quantum;
       for (SizeT turn = 0; turn < turns; turn++)
          for (Int a = 0; a < n_active; a++) {
-            UWord* next = from[a];
-            for (Long k = 0; k < clo_quantum; k++) {
-               chunk_entry[chunk_used] = next[k];
-               chunk_thread[chunk_used] = active[a];
-               if (++chunk_used == CHUNK) flush_chunk();
-            }
+            const UWord* next = from[a];
+            for (Long k = 0; k < clo_quantum; k++) feed(active[a], next[k]);
             from[a] = next + clo_quantum;
          }
       for (Int a = 0; a < n_active; a++) done[active[a]] += turns * (SizeT)clo_quantum;
@@ -1583,15 +1580,6 @@ static VG_REGPARM(3) void ps_access(Addr address, SizeT size, UWord is_write)
 /*------------------------------------------------------------*/
 /*--- Instrumentation                                      ---*/
 /*------------------------------------------------------------*/
-
-static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
-{
-   IRTemp t = newIRTemp(sb->tyenv, ty);
-   addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
-   return IRExpr_RdTmp(t);
-}
-
-static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
 
 /* Before the statement that makes it: an access of at most 64 bytes that is not guarded is
    recorded inline when it stays in one line and the buffer has room, else by ps_access. */

@@ -1024,15 +1024,6 @@ static Bool stack_address(IRExpr* address)
    return !clo_stack && address->tag == Iex_RdTmp && from_sp[address->Iex.RdTmp.tmp];
 }
 
-static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
-{
-   IRTemp t = newIRTemp(sb->tyenv, ty);
-   addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
-   return IRExpr_RdTmp(t);
-}
-
-static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
-
 static IRExpr* add_to_counter(IRSB* sb, ULong* counter, Int amount)
 {
    IRExpr* old = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, u64((ULong)(HWord)counter)));

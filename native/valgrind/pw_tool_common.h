@@ -64,6 +64,16 @@ __attribute__((unused)) static void out_flush(void)
    out_len = 0;
 }
 
+/* Flat IR for inline instrumentation: an expression into a new temporary, a 64-bit constant. */
+__attribute__((unused)) static IRExpr* tmp_of(IRSB* sb, IRType ty, IRExpr* e)
+{
+   IRTemp t = newIRTemp(sb->tyenv, ty);
+   addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
+   return IRExpr_RdTmp(t);
+}
+
+__attribute__((unused)) static IRExpr* u64(ULong value) { return IRExpr_Const(IRConst_U64(value)); }
+
 __attribute__((unused)) static void out_printf(const HChar* format, ULong value)
 {
    if (out_len > (Int)sizeof out_buf - 64) out_flush();
