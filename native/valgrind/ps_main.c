@@ -18,8 +18,8 @@
    - Caches are set-associative with LRU replacement, looked up from p's L1 upward; the first that
      holds X is a hit (its LRU order updated), the levels below it are filled (write-allocate).
      Each level counts accesses (the misses of the level below, as cachegrind counts LL) and misses.
-   - A directory remembers, per line, which cache instances hold it and which one holds it
-     modified (MESI's M). A write invalidates every copy off p's path (counted) and makes p's L1
+   - A directory remembers, per line, which cache instances hold it; the L1 holding it modified
+     (MESI's M) is marked in its set (see writer_of). A write invalidates every copy off p's path (counted) and makes p's L1
      the owner. An access that finds X modified in a cache off its path is a cache-to-cache
      transfer, counted by the distance class of the two PUs; the owner's copy becomes shared.
    - A miss everywhere is a DRAM access: the page's node is the node of the first PU that touched
@@ -154,10 +154,10 @@ static Bool dir_deleted;                 /* a directory entry was deleted (other
 static UWord l1_set_mask;
 static Int l1_assoc;
 
-/* A directory: which cache instances hold a line, and which one holds it modified. Linear probing;
-   per entry dir_stride words (one host cache line for up to 384 instances): line + 1 (0: empty),
-   the instance holding it modified + 1 (0: none; only a group's directory has owners: they are
-   L1s), and the mask of the instances holding it. */
+/* A directory: which cache instances hold a line. Linear probing; per entry dir_stride words (one
+   host cache line for up to 384 instances): line + 1 (0: empty), the line's writer + 1 (0: none;
+   only a group's directory has writers: they are L1s, see writer_of), and the mask of the
+   instances holding it. */
 typedef struct {
    UWord* entries;
    UWord cap, count;
@@ -188,6 +188,7 @@ typedef struct {
    Int resume;                           /* the chunk's first access it has not taken */
    Int worker;                           /* the worker process that simulates it (--ps-workers), -1: none */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
+   ULong slow_last, taken_last;          /* last chunk: accesses off run_group's fast path, all (prefetching) */
 } Group;
 
 typedef struct {
@@ -464,7 +465,7 @@ static inline UWord hash_of(const Dir* d, UWord key)
 }
 
 #define KEY(d, i) ((d)->entries[(SizeT)(i) * dir_stride])
-#define OWNER(d, i) ((d)->entries[(SizeT)(i) * dir_stride + 1])
+#define WRITER_WORD(d, i) ((d)->entries[(SizeT)(i) * dir_stride + 1])
 #define MASK(d, i) ((ULong*)&(d)->entries[(SizeT)(i) * dir_stride + 2])
 
 static inline Int dir_find(const Dir* d, UWord line)
@@ -536,19 +537,12 @@ static void dir_delete(Dir* d, UWord i)
    dir_deleted = True;
 }
 
-/* The owner word: the owner + 1 in its low half; in a group's directory, the writer + 1 in its high
-   half: the L1 whose write last invalidated every other copy, as long as no other L1 has asked
-   for the line since (then no placement holds it off that L1's path, at any level). */
-static inline Int owner_of(const Dir* d, Int entry) { return (Int)(UInt)OWNER(d, entry) - 1; }
-static inline void set_owner(Dir* d, Int entry, Int instance)
-{
-   OWNER(d, entry) = (OWNER(d, entry) & ~(UWord)0xFFFFFFFF) | (UWord)(UInt)(instance + 1);
-}
-static inline Int writer_of(const Dir* d, Int entry) { return (Int)(OWNER(d, entry) >> 32) - 1; }
-static inline void set_writer(Dir* d, Int entry, Int l1)
-{
-   OWNER(d, entry) = (OWNER(d, entry) & (UWord)0xFFFFFFFF) | ((UWord)(UInt)(l1 + 1) << 32);
-}
+/* The writer, in a group's directory: the L1 whose write last invalidated every other copy, as
+   long as no other L1 has asked for the line since; then no placement holds the line off that
+   L1's path, at any level. The line's owner (the L1 holding it modified: MESI's M) is always the
+   writer, when the writer's copy is marked MODIFIED (owner_in). */
+static inline Int writer_of(const Dir* d, Int entry) { return (Int)WRITER_WORD(d, entry) - 1; }
+static inline void set_writer(Dir* d, Int entry, Int l1) { WRITER_WORD(d, entry) = (UWord)(l1 + 1); }
 
 static inline Bool holds(const Dir* d, Int entry, Int instance)
 {
@@ -574,11 +568,17 @@ static inline UWord* set_of(UWord* tags, Int instance, UWord line)
    return tags + tags_offset[instance] + (SizeT)(line & (UWord)(sets_of[j] - 1)) * assoc_of[j];
 }
 
-#define TAG(line) (((line) + 1) << 1)
-#define SAME(way, line) (((way) >> 1) == (line) + 1)
+/* A way of a set: (line + 1) << 2 with two marks in an L1 (0: empty). WRITER: this L1 is the line's
+   writer (writer_of), so a write here invalidates nothing and changes nothing but the marks: run_group
+   takes it on its fast path. MODIFIED: written here since it became the writer (then it is the
+   owner). Both go when another L1 asks for the line. */
+#define TAG(line) (((line) + 1) << 2)
+#define SAME(way, line) (((way) >> 2) == (line) + 1)
+#define MODIFIED ((UWord)1)
+#define WRITER ((UWord)2)
 
 /* Take `line` out of one cache's set (its copy is invalidated or evicted below). */
-static void remove_from(UWord* tags, Int instance, UWord line)
+static Bool remove_from(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
    Int a = assoc_of[level_of_instance[instance]];
@@ -586,8 +586,9 @@ static void remove_from(UWord* tags, Int instance, UWord line)
       if (SAME(ways[w], line)) {
          for (; w < a - 1; w++) ways[w] = ways[w + 1];
          ways[a - 1] = 0;
-         return;
+         return True;
       }
+   return False;
 }
 
 /* Put `line` at the front of the set (it was not there); returns what fell out + 1, 0: nothing. */
@@ -595,7 +596,7 @@ static UWord put_front(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
    Int a = assoc_of[level_of_instance[instance]];
-   UWord victim = ways[a - 1] >> 1;
+   UWord victim = ways[a - 1] >> 2;
    for (Int w = a - 1; w > 0; w--) ways[w] = ways[w - 1];
    ways[0] = TAG(line);
    return victim;
@@ -616,25 +617,50 @@ static inline void touch(UWord* tags, Int instance, UWord line)
       }
 }
 
-/* The M mark of an L1's copy, if it holds the line. */
-static void mark_modified(UWord* tags, Int instance, UWord line, Bool on)
+/* The marks of an L1's copy, if it holds the line (0 if not). */
+static UWord marks_of(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
-   Int a = assoc_of[level_of_instance[instance]];
-   for (Int w = 0; w < a; w++)
+   for (Int w = 0; w < l1_assoc; w++)
+      if (SAME(ways[w], line)) return ways[w] & (MODIFIED | WRITER);
+   return 0;
+}
+
+/* An L1's copy, if it holds the line, loses its marks: another L1 asked for it. */
+static void unmark(UWord* tags, Int instance, UWord line)
+{
+   UWord* ways = set_of(tags, instance, line);
+   for (Int w = 0; w < l1_assoc; w++)
       if (SAME(ways[w], line)) {
-         ways[w] = on ? (ways[w] | 1) : (ways[w] & ~(UWord)1);
+         ways[w] &= ~(MODIFIED | WRITER);
          return;
       }
 }
 
-/* A copy of `line` gone from instance `i` of a directory's caches (not from i's set: the caller
-   does that): i is no longer a holder nor the owner. */
-static void forget(Dir* d, Int entry, Int i)
+/* The L1 holding the line modified (directory entry e of group g), -1: none. */
+static Int owner_in(const Group* g, Int e, UWord line)
 {
-   set_holder(d, entry, i, False);
-   if (owner_of(d, entry) == i) set_owner(d, entry, -1);
+   Int w = writer_of(&g->dir, e);
+   return w >= 0 && (marks_of(g->tags, w, line) & MODIFIED) ? w : -1;
 }
+
+/* Whether a cache holds `line`. */
+static Bool in_set(UWord* tags, Int instance, UWord line)
+{
+   UWord* ways = set_of(tags, instance, line);
+   Int a = assoc_of[level_of_instance[instance]];
+   for (Int w = 0; w < a; w++)
+      if (SAME(ways[w], line)) return True;
+   return False;
+}
+
+/* Inclusive caches and a group with levels above its L1s: an L1 that evicts a line stays listed in
+   the group's directory (the copy in the level above keeps the entry alive, and its eviction
+   there takes the listing away), which saves a directory lookup per L1 miss. So the directory
+   may list an L1 without a copy: an L1 is looked up in its set, not in the directory (run_group
+   does), an invalidation counts only copies it finds, and a back-invalidation is owed only for a
+   copy found (model_dropped). */
+static inline Bool lazy_l1(const Group* g) { return clo_inclusive && g->levels >= 2; }
 
 /* The group's `instance` evicted `line`; inclusive: the caches below it (the group's) lose theirs. */
 static void group_dropped(Group* g, Int instance, UWord line)
@@ -642,12 +668,12 @@ static void group_dropped(Group* g, Int instance, UWord line)
    Dir* d = &g->dir;
    Int e = dir_find(d, line);
    if (e < 0) return;
-   forget(d, e, instance);
+   set_holder(d, e, instance, False);
    if (clo_inclusive)
       for (Int* b = below[instance]; *b >= 0; b++)
          if (holds(d, e, *b)) {
             remove_from(g->tags, *b, line);
-            forget(d, e, *b);
+            set_holder(d, e, *b, False);
          }
    if (no_holder(d, e)) dir_delete(d, (UWord)e);
 }
@@ -690,7 +716,8 @@ static void model_dropped(Model* m, const Group* g, Int instance, UWord line)
          Int c = m->canonical[*b];
          if (c < 0) continue;
          if (shared == -2) shared = dir_find(&g->dir, line);
-         if (shared >= 0 && holds(&g->dir, shared, c)) owe(c, line);
+         if (shared >= 0 && holds(&g->dir, shared, c) && (c >= level_base[1] || in_set(g->tags, c, line)))
+            owe(c, line);
       }
    }
    if (no_holder(d, e)) dir_delete(d, (UWord)e);
@@ -739,7 +766,7 @@ typedef struct {
 } Lookup;
 
 /* A write: every copy of `line` that directory entry e lists off the writer's path `mine` goes;
-   returns how many. */
+   returns how many (a group's L1 may be listed without a copy: see lazy_l1). */
 static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UWord line)
 {
    ULong count = 0;
@@ -749,9 +776,8 @@ static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UW
          Int i = w * 64 + __builtin_ctzll(bits);
          bits &= bits - 1;
          if (mine[level_of_instance[i]] == i) continue;
-         remove_from(tags, i, line);
+         count += remove_from(tags, i, line);
          set_holder(d, e, i, False);
-         count++;
       }
    }
    return count;
@@ -820,16 +846,15 @@ static void group_part(Group* g, const Lookup* a, Int e)
    Dir* d = &g->dir;
    UWord line = a->line;
    const Int* mine = a->mine;
-   if (a->transfer) {
-      set_owner(d, e, -1);
-      if (!a->is_write) mark_modified(g->tags, a->owner, line, False);  /* its copy is shared now (a write takes it) */
-   }
+   Int writer = e >= 0 ? writer_of(d, e) : -1;
+   if (writer >= 0 && writer != mine[0] && !a->is_write)
+      unmark(g->tags, writer, line);  /* its copy is shared now (a write invalidates it below) */
    if (a->hit >= 0) touch(g->tags, mine[a->hit], line);
    Int filled = a->hit < 0 ? g->levels : a->hit;
    dir_deleted = False;
    for (Int j = filled - 1; j >= 0; j--) {  /* from the top: inclusion holds */
       UWord victim = put_front(g->tags, mine[j], line);
-      if (victim) group_dropped(g, mine[j], victim - 1);
+      if (victim && (j > 0 || !lazy_l1(g))) group_dropped(g, mine[j], victim - 1);
    }
    if (filled > 0 || a->is_write) {
       if (e < 0 || dir_deleted) e = dir_insert(d, line);
@@ -837,11 +862,12 @@ static void group_part(Group* g, const Lookup* a, Int e)
    }
    if (a->is_write) {
       g->counts.invalidations += invalidate_off_path(d, e, g->tags, mine, line);
-      set_owner(d, e, mine[0]);
-      set_of(g->tags, mine[0], line)[0] |= 1;  /* modified, at the front of its L1 set (touched or filled above) */
+      set_of(g->tags, mine[0], line)[0] |= MODIFIED | WRITER;  /* at the front of its L1 set (touched or filled above) */
       set_writer(d, e, mine[0]);
-   } else if (writer_of(d, e) != mine[0]) {
+   } else if (writer != mine[0]) {
       set_writer(d, e, -1);
+   } else {
+      set_of(g->tags, mine[0], line)[0] |= WRITER;  /* filled again by its writer */
    }
 }
 
@@ -923,7 +949,12 @@ static void pay(Group* h, Int from, Int to)
       Int e = dir_find(&h->dir, owed_line[i]);
       if (e < 0 || !holds(&h->dir, e, owed_instance[i])) continue;
       remove_from(h->tags, owed_instance[i], owed_line[i]);
-      forget(&h->dir, e, owed_instance[i]);
+      set_holder(&h->dir, e, owed_instance[i], False);
+      for (Int* b = below[owed_instance[i]]; *b >= 0; b++)  /* L1s listed without a copy (lazy_l1) */
+         if (holds(&h->dir, e, *b)) {
+            remove_from(h->tags, *b, owed_line[i]);
+            set_holder(&h->dir, e, *b, False);
+         }
       if (no_holder(&h->dir, e)) dir_delete(&h->dir, (UWord)e);
    }
 }
@@ -957,7 +988,7 @@ static __attribute__((noinline)) Bool members_take(Group* g, const Lookup* a, In
 
 /* Access `index` of the chunk (thread t, line, write?) in group g and its members, when it is not
    the common case of run_group. */
-static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write)
+static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1)
 {
    Group* g = groups[gi];
    Lookup a;
@@ -970,13 +1001,13 @@ static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write)
    a.hit = -1;
    for (Int j = 0; j < g->levels; j++) {
       g->counts.accesses[j]++;
-      if (e >= 0 && holds(d, e, a.mine[j])) {
+      if (j == 0 ? in_l1 : e >= 0 && holds(d, e, a.mine[j])) {  /* L1: see lazy_l1 */
          a.hit = j;
          break;
       }
       g->counts.misses[j]++;
    }
-   a.owner = e >= 0 ? owner_of(d, e) : -1;
+   a.owner = e >= 0 && writer_of(d, e) != a.mine[0] ? owner_in(g, e, line) : -1;  /* its own: no transfer */
    a.transfer = a.owner >= 0 && a.mine[0] != a.owner;
    if (a.hit >= 0 && !a.transfer) g->counts.cycles[t] += (ULong)latency_of[a.hit];
    /* A write served by the group's levels leaves the members only copies to invalidate above them,
@@ -1086,7 +1117,7 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
    Counts* c = &g->counts;
    c->accesses[0]++;
    if (w < l1_assoc) {  /* a write to a line held clean: modified now */
-      UWord value = ways[w] | 1;
+      UWord value = ways[w] | MODIFIED | WRITER;
       for (; w > 0; w--) ways[w] = ways[w - 1];
       ways[0] = value;
       c->cycles[t] += (ULong)latency_of[0];
@@ -1116,17 +1147,26 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
       if (victim && clo_inclusive)
          for (Int k = j - 1; k >= 0; k--) remove_from(g->tags, mine[k], victim - 1);
    }
-   if (is_write) ways[0] |= 1;
+   ways[0] |= WRITER | (is_write ? MODIFIED : 0);  /* the only path: no copy is ever held elsewhere */
 }
 
 /* Group gi takes the chunk from where it is. The common case is done here without the directory:
-   the line in the thread's L1, read, or written where it is already modified (M: no other copy
-   exists); the rest in simulate. */
+   the line in the thread's L1, read, or written by the line's writer (WRITER: no other copy
+   exists); the rest in simulate.
+   Prefetching: the rest starts with a lookup in the directory, a random place in up to MiBs, and
+   waits on the host's memory for it. A group that took the slow path for more than 1/8 of the
+   last chunk's accesses asks the host for the directory entry of the access PREFETCH ahead.
+   Measured on 8 placements of 8 threads (5 groups), private 64 KiB per thread (every access an
+   L1 miss, or a write after one): 20% fewer cycles in the groups with a directory. Prefetching
+   the L2 sets as well gained nothing (they are small) and slowed the group on a single path. */
+#define PREFETCH 16
 static void run_group(Int gi)
 {
    Group* g = groups[gi];
+   Bool ahead = !g->one_path && g->slow_last * 8 > g->taken_last;
    for (Int t = 0; t < n_threads; t++)
       l1_of_thread[t] = g->tags + tags_offset[path[(SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels]];
+   ULong slow = 0;
    ULong* cycles = g->counts.cycles;
    ULong latency = (ULong)latency_of[0], hits = 0;
    /* in locals: the slow path's calls would make the compiler reload the globals at each access */
@@ -1136,13 +1176,15 @@ static void run_group(Int gi)
    const UWord set_mask = l1_set_mask;
    const Int assoc = l1_assoc, used = chunk_used;
    for (Int i = g->resume; i < used; i++) {
+      if (ahead && i + PREFETCH < used)  /* the directory may grow on the slow path: g->dir each time */
+         __builtin_prefetch(&KEY(&g->dir, hash_of(&g->dir, (entries[i + PREFETCH] >> 1) + 1)));
       UWord entry = entries[i], want = (entry >> 1) + 1;
       Int t = threads[i];
       UWord* ways = l1_of[t] + ((entry >> 1) & set_mask) * assoc;
       Int w = 0;
-      while (w < assoc && (ways[w] >> 1) != want) w++;
-      if (w < assoc && (ways[w] & entry & 1) == (entry & 1)) {
-         UWord value = ways[w];
+      while (w < assoc && (ways[w] >> 2) != want) w++;
+      if (w < assoc && (((ways[w] >> 1) | ~entry) & 1)) {  /* a read, or a write by the line's writer */
+         UWord value = ways[w] | (entry & 1);
          for (; w > 0; w--) ways[w] = ways[w - 1];
          ways[0] = value;
          hits++;
@@ -1151,10 +1193,13 @@ static void run_group(Int gi)
       }
       g->counts.accesses[0] += hits;
       hits = 0;
+      slow++;
       if (g->one_path) one_path_access(g, t, entry >> 1, entry & 1, ways, w);
-      else simulate(gi, i, t, entry >> 1, entry & 1);
+      else simulate(gi, i, t, entry >> 1, entry & 1, w < assoc);
    }
    g->counts.accesses[0] += hits;
+   g->slow_last = slow;
+   g->taken_last = (ULong)(used - g->resume);
 }
 
 /* The groups this process simulates (all: every group) over the chunk. */
