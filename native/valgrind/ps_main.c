@@ -1223,9 +1223,12 @@ static void run_groups(Bool all)
 /* The groups never interact, so --ps-workers=N processes can simulate them while the program
    runs, and this process (Valgrind's) only collects the accesses. The workers are forked before
    the program starts, with a copy of the models; each takes some groups (deal_groups; split-offs
-   stay with it). Two chunk buffers in memory shared with them: this process fills one while the
-   workers take the other; a message on each worker's pipe hands a chunk over (buffer, accesses,
-   threads), the worker's answer on its own pipe says it is done with it. At the end a message with
+   stay with it). RING chunk buffers in memory shared with them (24 MiB): this process fills one
+   while the workers take the others in turn; a message on each worker's pipe hands a chunk over
+   (buffer, accesses, threads), the worker's answer on its own pipe says it is done with it. With
+   two buffers, the workers waited while this process collected the next --ps-buffer accesses,
+   and it waited on them while it interleaved those (16 chunks at once by default); with RING the
+   chunks it interleaves are simulated while it collects the next. At the end a message with
    no accesses asks for the counts: the worker writes every placement's on its pipe (zero where
    it did not simulate it), then an end record, and exits.
    Measured against this, splitting the lines between the workers by their set bits instead (every
@@ -1248,10 +1251,11 @@ typedef struct {
 static Int n_workers = 0;                /* how many; 0: Valgrind's process simulates */
 static Int to_worker[MAX_WORKERS], from_worker[MAX_WORKERS];  /* a pipe each way per worker */
 static Int worker_in, worker_out;        /* in a worker: its two pipe ends */
-static UWord* shared_entries;            /* 2 x CHUNK */
-static Int* shared_threads;              /* 2 x CHUNK */
+#define RING 8                           /* chunk buffers shared with the workers */
+static UWord* shared_entries;            /* RING x CHUNK */
+static Int* shared_threads;              /* RING x CHUNK */
 static Int filling = 0;                  /* the buffer being filled */
-static Bool in_flight = False;           /* the other buffer is with the workers */
+static Int outstanding = 0;              /* buffers handed over before it, the workers not done with */
 static Bool forked_client = False;       /* this process is one the program forked */
 
 static Bool read_all(Int fd, void* data, SizeT size)
@@ -1291,18 +1295,20 @@ static void use_buffer(Int b)
    chunk_thread = shared_threads + (SizeT)b * CHUNK;
 }
 
-/* Hand the filled buffer to the workers, take back the other once they are done with it. */
+/* Hand the filled buffer to the workers and go on with the next; when every buffer is with them,
+   wait until they are done with the oldest (the next: they take them in turn). */
 static void hand_over(void)
 {
    Handover h = {filling, chunk_used, n_threads};
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
-   if (in_flight)
+   if (++outstanding == RING) {
       for (Int w = 0; w < n_workers; w++) {
          Int done;
          worker_answer(w, &done, sizeof done);
       }
-   in_flight = True;
-   filling ^= 1;
+      outstanding--;
+   }
+   filling = (filling + 1) % RING;
    use_buffer(filling);
    chunk_used = 0;
 }
@@ -1374,7 +1380,7 @@ static Int collect_workers(void)
    Int groups_seen = 0;
    ULong* cycles = zeroed("ps.cycles", n_threads, sizeof(ULong));
    for (Int w = 0; w < n_workers; w++) {
-      if (in_flight) {
+      for (Int i = 0; i < outstanding; i++) {
          Int done;
          worker_answer(w, &done, sizeof done);
       }
@@ -1404,7 +1410,7 @@ static Int collect_workers(void)
       VG_(close)(to_worker[w]);
       VG_(close)(from_worker[w]);
    }
-   in_flight = False;
+   outstanding = 0;
    VG_(free)(cycles);
    return groups_seen;
 }
@@ -1413,7 +1419,7 @@ static Int collect_workers(void)
    unlinked at once. */
 static Bool share_buffers(void)
 {
-   SizeT size = 2 * (SizeT)CHUNK * (sizeof(UWord) + sizeof(Int));
+   SizeT size = RING * (SizeT)CHUNK * (sizeof(UWord) + sizeof(Int));
    HChar name[4096];
    Int fd = -1;
    for (Int attempt = 0; attempt < 2 && fd < 0; attempt++) {
@@ -1431,7 +1437,7 @@ static Bool share_buffers(void)
    VG_(unlink)(name);
    if (!ok || sr_isError(map)) return False;
    shared_entries = (UWord*)sr_Res(map);
-   shared_threads = (Int*)(shared_entries + 2 * (SizeT)CHUNK);
+   shared_threads = (Int*)(shared_entries + RING * (SizeT)CHUNK);
    return True;
 }
 
