@@ -8,7 +8,7 @@
    simulator's coherence path), private work of 64 KiB per thread (L1 misses that hit L2) and of
    16 KiB (L1 hits, the simulator's fast path). Target
    (issue 18): 8 placements in <= 3x cachegrind's time. pinwise simulates the groups of placements
-   in worker processes while the program runs (--workers, default: the CPUs it may use, at most 4);
+   in worker processes while the program runs (--workers, default 4 where it may use 2 CPUs or more);
    the 8 placements are also timed with --workers 0 (all in Valgrind's process, one CPU, as
    cachegrind) so that both figures are side by side.
 2. Ranking: the contending pairs (the blog's program) with the pairs together and apart, simulated
@@ -58,7 +58,7 @@ def main() -> int:
     }
     cpus = len(os.sched_getaffinity(0))
     out = table(f"one pass of pinwise simulate vs cachegrind, best of {args.runs} ({cpu_model()}, {cpus} CPUs: "
-                f"{min(cpus, 4)} simulation workers)",
+                f"{4 if cpus > 1 else 0} simulation workers)",
                 ["program", "cachegrind s", "1 placement s", "4 placements s", "8 placements s", "8 / cachegrind",
                  "target", "8, one process s", "one process / cachegrind"])
     worst = 0.0

@@ -391,9 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override latencies: L1d, L2, L3, transfer-L2, transfer-L3, transfer-package, "
                           "transfer-machine, dram-local, dram-remote")
     sim.add_argument("--workers", type=_whole(0, 4),
-                     help="processes that simulate the placements while the program runs (default: as many as "
-                          "CPUs pinwise may use, at most 4, and one per group of placements that share their L1s); 0: "
-                          "Valgrind's own process simulates them, after each chunk of accesses")
+                     help="processes that simulate the placements while the program runs (default: 4, at most one "
+                          "per group of placements that share their L1s, and none where pinwise may use only one "
+                          "CPU); 0: Valgrind's own process simulates them, after each chunk of accesses")
     sim.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     sim.add_argument("--output", "-o", metavar="FILE", type=_OUTPUT_FILE,
                      help="also write the results as JSON to FILE (pinwise report --simulation FILE shows them)")
