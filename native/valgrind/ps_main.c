@@ -19,8 +19,8 @@
      holds X is a hit (its LRU order updated), the levels below it are filled (write-allocate).
      Each level counts accesses (the misses of the level below, as cachegrind counts LL) and misses.
    - A directory remembers, per line, which cache instances hold it; the L1 holding it modified
-     (MESI's M) is marked in its set (see writer_of). A write invalidates every copy off p's path (counted) and makes p's L1
-     the owner. An access that finds X modified in a cache off its path is a cache-to-cache
+     (MESI's M) is marked in its set (see writer_of). A write invalidates every copy off p's path
+     (counted) and makes p's L1 the owner. An access that finds X modified in a cache off its path is a cache-to-cache
      transfer, counted by the distance class of the two PUs; the owner's copy becomes shared.
    - A miss everywhere is a DRAM access: the page's node is the node of the first PU that touched
      it (first touch), and the access is local or remote to p's node.
@@ -188,7 +188,6 @@ typedef struct {
    Int resume;                           /* the chunk's first access it has not taken */
    Int worker;                           /* the worker process that simulates it (--ps-workers), -1: none */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
-   ULong slow_last, taken_last;          /* last chunk: accesses off run_group's fast path, all (prefetching) */
 } Group;
 
 typedef struct {
@@ -1152,18 +1151,14 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
 
 /* Group gi takes the chunk from where it is. The common case is done here without the directory:
    the line in the thread's L1, read, or written by the line's writer (WRITER: no other copy
-   exists); the rest in simulate.
-   Prefetching: the rest starts with a lookup in the directory, a random place in up to MiBs, and
-   waits on the host's memory for it. A group that took the slow path for more than 1/8 of the
-   last chunk's accesses asks the host for the directory entry of the access PREFETCH ahead.
-   Measured on 8 placements of 8 threads (5 groups), private 64 KiB per thread (every access an
-   L1 miss, or a write after one): 20% fewer cycles in the groups with a directory. Prefetching
-   the L2 sets as well gained nothing (they are small) and slowed the group on a single path. */
-#define PREFETCH 16
-static inline __attribute__((always_inline)) void take_chunk(Int gi, Bool ahead)
+   exists); the rest in simulate. Tried and left out: prefetching the directory entry (and the
+   L2 set) of the access 16 ahead, in groups that went off this path often in the last chunk:
+   measured on the benchmark's three programs as simulate runs them, within +-5% either way. */
+static void run_group(Int gi)
 {
    Group* g = groups[gi];
-   ULong slow = 0;
+   for (Int t = 0; t < n_threads; t++)
+      l1_of_thread[t] = g->tags + tags_offset[path[(SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels]];
    ULong* cycles = g->counts.cycles;
    ULong latency = (ULong)latency_of[0], hits = 0;
    /* in locals: the slow path's calls would make the compiler reload the globals at each access */
@@ -1173,8 +1168,6 @@ static inline __attribute__((always_inline)) void take_chunk(Int gi, Bool ahead)
    const UWord set_mask = l1_set_mask;
    const Int assoc = l1_assoc, used = chunk_used;
    for (Int i = g->resume; i < used; i++) {
-      if (ahead && i + PREFETCH < used)  /* the directory may grow on the slow path: g->dir each time */
-         __builtin_prefetch(&KEY(&g->dir, hash_of(&g->dir, (entries[i + PREFETCH] >> 1) + 1)));
       UWord entry = entries[i], want = (entry >> 1) + 1;
       Int t = threads[i];
       UWord* ways = l1_of[t] + ((entry >> 1) & set_mask) * assoc;
@@ -1190,22 +1183,10 @@ static inline __attribute__((always_inline)) void take_chunk(Int gi, Bool ahead)
       }
       g->counts.accesses[0] += hits;
       hits = 0;
-      slow++;
       if (g->one_path) one_path_access(g, t, entry >> 1, entry & 1, ways, w);
       else simulate(gi, i, t, entry >> 1, entry & 1, w < assoc);
    }
    g->counts.accesses[0] += hits;
-   g->slow_last = slow;
-   g->taken_last = (ULong)(used - g->resume);
-}
-
-static void run_group(Int gi)
-{
-   Group* g = groups[gi];
-   for (Int t = 0; t < n_threads; t++)
-      l1_of_thread[t] = g->tags + tags_offset[path[(SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels]];
-   if (!g->one_path && g->slow_last * 8 > g->taken_last) take_chunk(gi, True);  /* two copies of the loop */
-   else take_chunk(gi, False);
 }
 
 /* The groups this process simulates (all: every group) over the chunk. */
