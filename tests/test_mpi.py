@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PINWISE, PROGRAMS, assert_clean_failure, run_pinwise
 
-from pinwise.mpi import RECORDER, job_ranks
+from pinwise.mpi import RECORDER, job_ranks, parse_cluster, rank_plans
 from pinwise.pinning.launcher import NATIVE_DIR
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None
@@ -244,6 +244,47 @@ def test_hybrid_maps_give_each_rank_k_pus_under_one_package(tmp_path):
     assert "--cpu-bind=mask_cpu:0x" in slurm[-1]
     assert_clean_failure(run_pinwise("mpi", "map", ring4, "--cluster", "node:2 pack:2 core:4 pu:1",
                                      "--threads-per-rank", "5"), "larger cluster")
+
+
+def test_hybrid_plans_expand_the_ranks_matrix_sparsely_and_as_the_dense_expansion_would():
+    """--threads-per-rank K: each rank becomes K threads bound together by more than all the traffic,
+    the rank's traffic spread over its threads' pairs. The expansion is sparse (a dense one takes K^2
+    times the ranks' matrix); the plans must be those of the dense expansion, for every policy."""
+    import tracemalloc
+
+    from pinwise.comm import CommMatrix
+    from pinwise.mapping import compute_mapping
+
+    def dense_plans(matrix, cluster, policy, k):
+        ranks = len(matrix)
+        expanded = np.kron(matrix, np.ones((k, k)) / (k * k))
+        for r in range(ranks):
+            expanded[r * k:(r + 1) * k, r * k:(r + 1) * k] = max(1.0, matrix.sum()) * 10
+        np.fill_diagonal(expanded, 0)
+        pus = list(compute_mapping(policy, expanded, cluster.topology, seed=3, creator="policy").pus)
+        return [pus[r * k:(r + 1) * k] for r in range(ranks)]
+
+    rng = np.random.default_rng(1)
+    cluster = parse_cluster("node:2 pack:2 core:4 pu:2")
+    for ranks, k in ((4, 2), (6, 2), (4, 4), (8, 2)):
+        ring = np.roll(np.eye(ranks), 1, axis=1) * 100
+        noisy = rng.integers(0, 50, (ranks, ranks)).astype(float)
+        for matrix in (ring + ring.T, noisy + noisy.T - 2 * np.diag(np.diag(noisy))):
+            comm = CommMatrix.from_array(matrix)
+            for policy in ("compact", "scatter", "random", "lp-compact", "gp", "lpgp", "locality", "distance",
+                           "balance", "balanced-locality"):
+                assert rank_plans(comm, cluster, policy, k, seed=3) == dense_plans(matrix, cluster, policy, k), policy
+    ranks, k = 2048, 4  # dense, the expansion alone would take 512 MiB
+    ring = np.roll(np.eye(ranks), 1, axis=1) * 100
+    comm = CommMatrix.from_array(ring + ring.T)
+    tracemalloc.start()
+    try:
+        plans = rank_plans(comm, parse_cluster("node:64 pack:2 core:32 pu:2"), "locality", k)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(plans) == ranks and len({pu for plan in plans for pu in plan}) == ranks * k
+    assert peak < 128 * 2**20, f"{peak / 2**20:.0f} MiB"
 
 
 @pytest.mark.parametrize("argv, count", [

@@ -466,14 +466,16 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
         raise PinwiseError(f"{ranks} ranks x {k} threads and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
                            "nodes: give a larger cluster or fewer threads per rank")
     matrix = comm.matrix
-    if k > 1:
-        expanded = np.kron(np.asarray(matrix, dtype=float), np.ones((k, k)) / (k * k))
-        together = max(1.0, float(np.asarray(matrix).sum())) * 10
-        for r in range(ranks):
-            block = slice(r * k, (r + 1) * k)
-            expanded[block, block] = together
-        np.fill_diagonal(expanded, 0)
-        matrix = expanded
+    if k > 1:  # sparse: a dense expansion takes k^2 times the ranks' matrix (2 GiB for 4,096 ranks x 4)
+        import scipy.sparse as sp
+
+        between = sp.csr_matrix(np.asarray(matrix, dtype=float))
+        together = max(1.0, float(between.sum())) * 10
+        between.setdiag(0)
+        between.eliminate_zeros()
+        spread = sp.kron(between, np.full((k, k), 1.0 / (k * k)), format="csr")  # a rank's traffic, thread by thread
+        bound = sp.kron(sp.identity(ranks, format="csr"), together * (np.ones((k, k)) - np.eye(k)), format="csr")
+        matrix = (spread + bound).tocsr()
     plan = compute_mapping(policy, matrix, cluster.topology, seed=seed, creator="policy")
     if plan is None:
         raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
