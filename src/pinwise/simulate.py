@@ -250,8 +250,8 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
     tool also simulates every placement alone and the counts must agree with the grouped ones
     (a self-test of the sharing between placements, see ps_main.c). ``workers``: processes that
-    simulate while the program runs, each some of the groups of placements (default: the CPUs
-    pinwise may use; 0: none, Valgrind's process simulates); the counts are the same either way,
+    simulate while the program runs, each some of the groups of placements (default: 4, or none
+    where pinwise may use a single CPU; 0: none, Valgrind's process simulates); the counts are the same either way,
     and ``check_workers`` makes Valgrind's process simulate every group as well and raises if
     the workers' counts differ from its own (a self-test)."""
     from .pinning.launcher import find_program
