@@ -616,41 +616,23 @@ static inline void touch(UWord* tags, Int instance, UWord line)
       }
 }
 
-/* The marks of an L1's copy, if it holds the line (0 if not). */
-static UWord marks_of(UWord* tags, Int instance, UWord line)
+/* The way of a cache's set that holds `line`, NULL: none. */
+static UWord* way_of(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
-   for (Int w = 0; w < l1_assoc; w++)
-      if (SAME(ways[w], line)) return ways[w] & (MODIFIED | WRITER);
-   return 0;
-}
-
-/* An L1's copy, if it holds the line, loses its marks: another L1 asked for it. */
-static void unmark(UWord* tags, Int instance, UWord line)
-{
-   UWord* ways = set_of(tags, instance, line);
-   for (Int w = 0; w < l1_assoc; w++)
-      if (SAME(ways[w], line)) {
-         ways[w] &= ~(MODIFIED | WRITER);
-         return;
-      }
+   Int a = assoc_of[level_of_instance[instance]];
+   for (Int w = 0; w < a; w++)
+      if (SAME(ways[w], line)) return &ways[w];
+   return NULL;
 }
 
 /* The L1 holding the line modified (directory entry e of group g), -1: none. */
 static Int owner_in(const Group* g, Int e, UWord line)
 {
    Int w = writer_of(&g->dir, e);
-   return w >= 0 && (marks_of(g->tags, w, line) & MODIFIED) ? w : -1;
-}
-
-/* Whether a cache holds `line`. */
-static Bool in_set(UWord* tags, Int instance, UWord line)
-{
-   UWord* ways = set_of(tags, instance, line);
-   Int a = assoc_of[level_of_instance[instance]];
-   for (Int w = 0; w < a; w++)
-      if (SAME(ways[w], line)) return True;
-   return False;
+   if (w < 0) return -1;
+   UWord* way = way_of(g->tags, w, line);
+   return way && (*way & MODIFIED) ? w : -1;
 }
 
 /* Inclusive caches and a group with levels above its L1s: an L1 that evicts a line stays listed in
@@ -715,7 +697,7 @@ static void model_dropped(Model* m, const Group* g, Int instance, UWord line)
          Int c = m->canonical[*b];
          if (c < 0) continue;
          if (shared == -2) shared = dir_find(&g->dir, line);
-         if (shared >= 0 && holds(&g->dir, shared, c) && (c >= level_base[1] || in_set(g->tags, c, line)))
+         if (shared >= 0 && holds(&g->dir, shared, c) && (c >= level_base[1] || way_of(g->tags, c, line)))
             owe(c, line);
       }
    }
@@ -846,8 +828,10 @@ static void group_part(Group* g, const Lookup* a, Int e)
    UWord line = a->line;
    const Int* mine = a->mine;
    Int writer = e >= 0 ? writer_of(d, e) : -1;
-   if (writer >= 0 && writer != mine[0] && !a->is_write)
-      unmark(g->tags, writer, line);  /* its copy is shared now (a write invalidates it below) */
+   if (writer >= 0 && writer != mine[0] && !a->is_write) {  /* its copy is shared now (a write invalidates it below) */
+      UWord* way = way_of(g->tags, writer, line);
+      if (way) *way &= ~(MODIFIED | WRITER);
+   }
    if (a->hit >= 0) touch(g->tags, mine[a->hit], line);
    Int filled = a->hit < 0 ? g->levels : a->hit;
    dir_deleted = False;
