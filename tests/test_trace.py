@@ -136,6 +136,19 @@ def test_planted_events_with_write_sharing(tmp_path, build_dir):
     assert got[4] <= 200 and got[6] <= 200  # read-read pairs: only pthread's own handshake lines
 
 
+@pytest.mark.parametrize("sharing, planted", [("any", 3000), ("write", 2000)])
+def test_private_lines_renewed_in_a_new_window_keep_their_events(tmp_path, build_dir, sharing, planted):
+    # tests/programs/renew.c: thread 1 writes 3000 lines alone, ends the window (client request),
+    # touches them again (a write first on a third of them, a read then a write on another third,
+    # only reads on the rest), then thread 2 reads each once: one event per line, or per line
+    # thread 1 wrote in the new window. The tracer renews thread 1's cached claims without
+    # touching the lines' records; a record that did not learn of it would lose these events.
+    exe = compile_program("renew.c", build_dir)
+    comm = traced(tmp_path, str(exe), "3000", "10", options=("--window", "1000000000", "--sharing", sharing))
+    assert comm.threads == 3
+    _close_above(np.array([comm.matrix[1, 2]]), np.array([planted]))
+
+
 def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
     # alpha[i][j]: over the lines both touched, the accesses of i plus those of j. Per line, thread 0
     # makes 1 + R, threads 1 and 2 make R; thread 3 makes 2R(L-1) in all. (Not the pair 0-4: over the

@@ -69,6 +69,7 @@
 */
 
 #include "pub_tool_basics.h"
+#include "pub_tool_clreq.h"
 #include "pub_tool_tooliface.h"
 #include "pub_tool_libcassert.h"
 #include "pub_tool_libcbase.h"
@@ -167,9 +168,9 @@ static void pw_print_debug_usage(void)
 /* The fast path. Valgrind runs one thread at a time, and a line's sharers change only when a
    thread touches it for the first time in a window. Once thread t has touched line L in the
    current window, each further access of t to L adds the same events as the last one until
-   another thread touches L or the window closes. Instrumented code therefore looks L up inline in
-   `line_cache` under the key (L, stamp of t in this window) and, when the entry is there, only adds
-   one to its pending count; the helper runs otherwise (it records t as a sharer, counts that
+   another thread touches L or the window closes. Instrumented code therefore adds one to the
+   pending count of L's slot in `line_cache` and, unless the slot holds the key (L, stamp of t in
+   this window), calls the helper (it takes that add back, records t as a sharer, counts that
    access's events at once and takes the slot). Every line has one slot, so another thread
    touching L, or a new window's first touch of L, first evicts t's entry, and eviction settles the
    pending count against the sharers the accesses saw: C[t][u] += count for each other sharer u.
@@ -187,9 +188,19 @@ typedef struct {
    ULong      key;      /* line | stamp << KEY_SHIFT; 0: empty (stamps start at 1) */
    ULong      pending;  /* reads + (writes << 32) not yet counted (instrumented code adds to it) */
    LineEntry* line;     /* the line's entry; NULL when its accesses are not traced */
-   UInt       owner;    /* the thread whose accesses are pending */
-   UInt       unused;
+   UShort     owner;    /* the thread whose accesses are pending */
+   UChar      flags;    /* SLOT_PRIVATE, SLOT_RENEWED, SLOT_RENEWED_BY_WRITE */
+   UChar      spare;
+   UInt       window;   /* SLOT_RENEWED: the window it was renewed in */
 } CacheEntry;           /* 32 bytes: what a miss touches sits in one cache line */
+/* The line had no sharer but its owner when cached, and still has none: another thread's access
+   to it would have taken the slot. */
+#define SLOT_PRIVATE 1
+/* Renewed (see renew_private): the line's entry does not know yet that the owner touched it in
+   `window`; settle_slot tells it (SLOT_RENEWED_BY_WRITE: that first access wrote). */
+#define SLOT_RENEWED 2
+#define SLOT_RENEWED_BY_WRITE 4
+#define LINE_OF_KEY(key) ((key) & ((1ULL << KEY_SHIFT) - 1))
 #define PENDING_OFFSET 8
 #define PENDING(reads, writes) ((ULong)(reads) + ((ULong)(writes) << 32))
 static CacheEntry line_cache[CACHE_ENTRIES];
@@ -766,9 +777,25 @@ static inline UInt slot_of(Addr line_no)
 static void settle_slot(UInt slot)
 {
    CacheEntry* c = &line_cache[slot];
+   if (c->flags & SLOT_RENEWED) {  /* the line's entry learns of the renewal's first access */
+      LineEntry* e = c->line;
+      e->window = c->window;
+      e->n = 1;
+      e->sharer[0] = c->owner;
+      e->wrote = (c->flags & SLOT_RENEWED_BY_WRITE) != 0;
+      c->flags = SLOT_PRIVATE;
+   }
    if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
    if (c->line != NULL) repeat_accesses(c->line, c->pending & 0xFFFFFFFF, c->pending >> 32, (UShort)c->owner);
    c->pending = 0;
+}
+
+/* The slot holds nothing (settled before). */
+static void empty_slot(CacheEntry* c)
+{
+   c->key = 0;
+   c->line = NULL;
+   c->flags = 0;
 }
 
 /* Before an access of the running thread to a line outside the fast path (the second line of a
@@ -779,10 +806,7 @@ static void before_direct_access(Addr line_no)
 {
    UInt slot = slot_of(line_no);
    settle_slot(slot);
-   if (line_cache[slot].key != (line_no | key_bits)) {
-      line_cache[slot].key = 0;
-      line_cache[slot].line = NULL;
-   }
+   if (line_cache[slot].key != (line_no | key_bits)) empty_slot(&line_cache[slot]);
 }
 
 /* Settle every slot that may hold pending events; with `forget` also empty them. */
@@ -791,10 +815,7 @@ static void settle_all(Bool forget)
    for (UInt i = 0; i < n_shared_slots; i++) {
       UInt slot = shared_slots[i];
       settle_slot(slot);
-      if (forget) {
-         line_cache[slot].key = 0;
-         line_cache[slot].line = NULL;
-      }
+      if (forget) empty_slot(&line_cache[slot]);
    }
    if (forget) n_shared_slots = 0;
 }
@@ -832,6 +853,21 @@ static void close_window(void)
          write_result(True);
       }
    }
+}
+
+/* A program run under the tool can end the current window itself with this client request
+   (valgrind.h: VALGRIND_DO_CLIENT_REQUEST_STMT(VG_USERREQ_TOOL_BASE('P', 'W'), 0, 0, 0, 0, 0)),
+   which puts a window's end at a known point of the program: the tests plant events across
+   windows with it (tests/programs/renew.c). The mazouz model has one window and ignores it. */
+#define PW_USERREQ_CLOSE_WINDOW VG_USERREQ_TOOL_BASE('P', 'W')
+
+static Bool pw_client_request(ThreadId tid, UWord* arg, UWord* ret)
+{
+   (void)tid;
+   if (arg[0] != PW_USERREQ_CLOSE_WINDOW) return False;
+   if (!clo_mazouz) close_window();
+   *ret = 0;
+   return True;
 }
 
 static void credit_slice(void)
@@ -876,24 +912,44 @@ static void advance_window(void)
    next_window_at = window_end_at < settle_at ? window_end_at : settle_at;
 }
 
-/* The accesses an instrumented lookup stands for, packed into one argument: reads, writes, and
-   whether the first of them writes. */
-#define PACK(reads, writes, first_write) ((ULong)(reads) | (ULong)(writes) << 24 | (ULong)(first_write) << 48)
+/* The accesses an instrumented lookup stands for, packed into one argument: reads, writes,
+   whether the first of them writes, and (for pw_miss) the bytes the widest of them spans. */
+#define PACK(reads, writes, first_write, size) \
+   ((ULong)(reads) | (ULong)(writes) << 24 | (ULong)(first_write) << 48 | (ULong)(size) << 49)
 #define READS_OF(p) ((p) & 0xFFFFFF)
 #define WRITES_OF(p) (((p) >> 24) & 0xFFFFFF)
 #define FIRST_WRITE_OF(p) (((p) >> 48) & 1)
+#define SIZE_OF(p) ((p) >> 49)
+
+/* The running thread's first access in this window to a line its slot still holds from an earlier
+   window, when no other thread has touched the line since (SLOT_PRIVATE): streaming through a
+   private working set larger than a window does this for every line in every window. Those
+   earlier accesses added no events, and which of them wrote no longer matters, so their pending
+   count is dropped; the slot takes the new stamp and notes the window and the first access, which
+   settle_slot writes into the line's entry before anything reads it (every access to the line by
+   another thread, and every access outside the fast path, settles its slot first). The line's
+   entry, in memory the streaming thread no longer has in its caches, is not touched. */
+static void renew_private(CacheEntry* c, Addr first, Bool first_write, ULong pending)
+{
+   c->key = first | key_bits;
+   c->pending = pending;
+   c->window = window;
+   c->flags = SLOT_PRIVATE | SLOT_RENEWED | (first_write ? SLOT_RENEWED_BY_WRITE : 0);
+}
 
 /* The inline lookup missed (the thread's first access to the line in this window, a line taken
-   by another thread since, or an access crossing into a second line): count the first access now,
-   and cache its first line with a pending count of -1 for that access's kind, which the inline
-   increments that follow bring to the accesses not yet counted. */
-static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, ULong packed, Addr ip)
+   by another thread since, or an access crossing into a second line). The inline code has already
+   added the lookup's accesses to the pending count of the slot of its first line, whatever entry
+   the slot held: unless that was this thread's entry for the line, the add is taken back. The
+   first access is counted now, and the slot takes the line with the rest of the lookup's accesses
+   pending. */
+static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
 {
    ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
    Bool first_write = FIRST_WRITE_OF(packed);
    access_address = address;
    access_ip = ip;
-   Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
+   Addr first = address >> LINE_SHIFT, last = (address + SIZE_OF(packed) - 1) >> LINE_SHIFT;
    if (last != first) {
       before_direct_access(last);
       LineEntry* e = line_entry(last);
@@ -904,6 +960,12 @@ static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, ULong packed, Addr i
    UInt slot = slot_of(first);
    CacheEntry* c = &line_cache[slot];
    if (c->key == (first | key_bits)) return;  /* cached: only the crossing sent us here */
+   c->pending -= PENDING(reads, writes);
+   ULong rest = PENDING(reads, writes) - PENDING(!first_write, first_write);
+   if ((c->flags & SLOT_PRIVATE) && c->owner == cur && LINE_OF_KEY(c->key) == first) {
+      renew_private(c, first, first_write, rest);
+      return;
+   }
    settle_slot(slot);
    LineEntry* e = line_entry(first);
    access_line(e, first_write);
@@ -914,9 +976,10 @@ static VG_REGPARM(3) void pw_miss(Addr address, SizeT size, ULong packed, Addr i
    Bool shared = e != NULL && (clo_mazouz || e->n > 1);
    if (shared && n_shared_slots == 1U << clo_cache_bits) settle_all(True);
    c->key = first >> KEY_SHIFT ? 0 : first | key_bits;  /* beyond user addresses: never cached */
-   c->pending = -PENDING(!first_write, first_write);  /* counted here: the inline add that follows brings it to 0 */
+   c->pending = rest;
    c->line = e;
-   c->owner = (UInt)cur;
+   c->owner = (UShort)cur;
+   c->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
    if (shared) shared_slots[n_shared_slots++] = slot;
 }
 
@@ -961,8 +1024,7 @@ static void protection_changed(Addr a, SizeT len, Bool writable)
             CacheEntry* c = &line_cache[cache_slot];
             if (c->key != 0 && (c->key & ((1ULL << KEY_SHIFT) - 1)) == line_no) {
                settle_slot(cache_slot);
-               c->key = 0;
-               c->line = NULL;
+               empty_slot(c);
             }
          }
       }
@@ -1130,7 +1192,7 @@ static void add_pending(IRSB* sb, IRExpr* entry, ULong amount)
 
 static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
 {
-   IRExpr* packed = mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write));
+   IRExpr* packed = mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write, 0));
    if (!looked_up_inline(a)) {
       IRDirty* di = unsafeIRDirty_0_N(3, "pw_access_counted", VG_(fnptr_to_fnentry)(pw_access_counted),
                                       mkIRExprVec_4(a->address, mkIRExpr_HWord((HWord)(a->size > 0 ? a->size : 1)),
@@ -1150,13 +1212,16 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
    IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)((1 << clo_cache_bits) - 1) << 5)));
    IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)line_cache), offset));
    IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
+   /* Added before the call, so that no value but the guest's lives across it (a register spilled
+      and reloaded at every lookup); pw_miss takes the add back from an entry it was not for. */
+   add_pending(sb, entry, PENDING(a->reads, a->writes));
    IRExpr* miss = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpNE64, cached, key));
    IRDirty* di = unsafeIRDirty_0_N(3, "pw_miss", VG_(fnptr_to_fnentry)(pw_miss),
-                                   mkIRExprVec_4(a->address, mkIRExpr_HWord((HWord)a->size), packed,
+                                   mkIRExprVec_3(a->address,
+                                                 mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write, a->size)),
                                                  mkIRExpr_HWord((HWord)a->ip)));
    di->guard = miss;
    addStmtToIRSB(sb, IRStmt_Dirty(di));
-   add_pending(sb, entry, PENDING(a->reads, a->writes));
 }
 
 static void note_statement_access(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
@@ -1247,6 +1312,7 @@ static void pw_pre_clo_init(void)
    VG_(details_avg_translation_sizeB)(200);
    VG_(basic_tool_funcs)(pw_post_clo_init, pw_instrument, pw_fini);
    VG_(needs_command_line_options)(pw_process_cmd_line_option, pw_print_usage, pw_print_debug_usage);
+   VG_(needs_client_requests)(pw_client_request);
    VG_(track_pre_thread_ll_create)(pw_thread_create);
    VG_(track_start_client_code)(pw_start_client_code);
    VG_(track_pre_thread_ll_exit)(pw_thread_exit);
