@@ -106,7 +106,7 @@ static Long clo_dump_ms = 2000;
 static Bool clo_stack = False;         /* also trace accesses addressed from the stack pointer */
 /* Debugging options: a smaller line cache and fewer stamps than the defaults. The matrix must not
    change with them (the tests check that); only the speed does. */
-#define CACHE_BITS 19                  /* line cache slots at most: 2^19 of 32 bytes */
+#define CACHE_BITS 19                  /* line cache slots at most: 2^19 of 16 + 16 bytes */
 #define KEY_SHIFT 41                   /* lines of 47-bit user addresses fit below the stamp */
 #define MAX_STAMP ((1LL << (64 - KEY_SHIFT)) - 2)
 static Long clo_cache_bits = CACHE_BITS;
@@ -187,12 +187,14 @@ typedef struct LineEntry LineEntry;
 typedef struct {
    ULong      key;      /* line | stamp << KEY_SHIFT; 0: empty (stamps start at 1) */
    ULong      pending;  /* reads + (writes << 32) not yet counted (instrumented code adds to it) */
+} CacheEntry;           /* 16 bytes: all the inline code touches, four slots to a cache line */
+typedef struct {
    LineEntry* line;     /* the line's entry; NULL when its accesses are not traced */
    UShort     owner;    /* the thread whose accesses are pending */
    UChar      flags;    /* SLOT_PRIVATE, SLOT_RENEWED, SLOT_RENEWED_BY_WRITE */
    UChar      spare;
    UInt       window;   /* SLOT_RENEWED: the window it was renewed in */
-} CacheEntry;           /* 32 bytes: what a miss touches sits in one cache line */
+} CacheSide;            /* the rest of a slot, which only the helpers read, in a table of its own */
 /* The line had no sharer but its owner when cached, and still has none: another thread's access
    to it would have taken the slot. */
 #define SLOT_PRIVATE 1
@@ -204,9 +206,10 @@ typedef struct {
 #define PENDING_OFFSET 8
 #define PENDING(reads, writes) ((ULong)(reads) + ((ULong)(writes) << 32))
 static CacheEntry line_cache[CACHE_ENTRIES];
+static CacheSide cache_side[CACHE_ENTRIES];
 static UInt shared_slots[CACHE_ENTRIES];          /* slots filled with a shared line, to settle */
 static UInt n_shared_slots = 0;
-STATIC_ASSERT(sizeof(CacheEntry) == 32);
+STATIC_ASSERT(sizeof(CacheEntry) == 16 && sizeof(CacheSide) == 16);
 static ULong key_bits = 1ULL << KEY_SHIFT;         /* stamp of the running thread, shifted */
 static ULong next_stamp = 1;
 static UInt* stamp_of = NULL;                      /* per thread: its stamp, valid in stamp_window */
@@ -578,7 +581,7 @@ static void write_result(Bool partial)
    out_printf("lines %llu", lines_touched);
    out_printf(" %llu\n", accesses_dropped);
    out_printf("table-bytes %llu\n", tracer_bytes());
-   out_printf("cache-bytes %llu\n", ((ULong)sizeof(CacheEntry) + sizeof(UInt)) << clo_cache_bits);
+   out_printf("cache-bytes %llu\n", ((ULong)sizeof(CacheEntry) + sizeof(CacheSide) + sizeof(UInt)) << clo_cache_bits);
    out_text("accv");
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
    out_text("\nload");
@@ -777,25 +780,26 @@ static inline UInt slot_of(Addr line_no)
 static void settle_slot(UInt slot)
 {
    CacheEntry* c = &line_cache[slot];
-   if (c->flags & SLOT_RENEWED) {  /* the line's entry learns of the renewal's first access */
-      LineEntry* e = c->line;
-      e->window = c->window;
+   CacheSide* side = &cache_side[slot];
+   if (side->flags & SLOT_RENEWED) {  /* the line's entry learns of the renewal's first access */
+      LineEntry* e = side->line;
+      e->window = side->window;
       e->n = 1;
-      e->sharer[0] = c->owner;
-      e->wrote = (c->flags & SLOT_RENEWED_BY_WRITE) != 0;
-      c->flags = SLOT_PRIVATE;
+      e->sharer[0] = side->owner;
+      e->wrote = (side->flags & SLOT_RENEWED_BY_WRITE) != 0;
+      side->flags = SLOT_PRIVATE;
    }
    if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
-   if (c->line != NULL) repeat_accesses(c->line, c->pending & 0xFFFFFFFF, c->pending >> 32, (UShort)c->owner);
+   if (side->line != NULL) repeat_accesses(side->line, c->pending & 0xFFFFFFFF, c->pending >> 32, side->owner);
    c->pending = 0;
 }
 
 /* The slot holds nothing (settled before). */
-static void empty_slot(CacheEntry* c)
+static void empty_slot(UInt slot)
 {
-   c->key = 0;
-   c->line = NULL;
-   c->flags = 0;
+   line_cache[slot].key = 0;
+   cache_side[slot].line = NULL;
+   cache_side[slot].flags = 0;
 }
 
 /* Before an access of the running thread to a line outside the fast path (the second line of a
@@ -806,7 +810,7 @@ static void before_direct_access(Addr line_no)
 {
    UInt slot = slot_of(line_no);
    settle_slot(slot);
-   if (line_cache[slot].key != (line_no | key_bits)) empty_slot(&line_cache[slot]);
+   if (line_cache[slot].key != (line_no | key_bits)) empty_slot(slot);
 }
 
 /* Settle every slot that may hold pending events; with `forget` also empty them. */
@@ -815,7 +819,7 @@ static void settle_all(Bool forget)
    for (UInt i = 0; i < n_shared_slots; i++) {
       UInt slot = shared_slots[i];
       settle_slot(slot);
-      if (forget) empty_slot(&line_cache[slot]);
+      if (forget) empty_slot(slot);
    }
    if (forget) n_shared_slots = 0;
 }
@@ -831,6 +835,7 @@ static void set_stamp(void)
          for (UInt slot = 0; slot < 1U << clo_cache_bits; slot++) settle_slot(slot);
          n_shared_slots = 0;
          VG_(memset)(line_cache, 0, sizeof(CacheEntry) << clo_cache_bits);
+         VG_(memset)(cache_side, 0, sizeof(CacheSide) << clo_cache_bits);
          VG_(memset)(stamp_window, 0, cap * sizeof(UInt));
          next_stamp = 1;
       }
@@ -929,12 +934,12 @@ static void advance_window(void)
    settle_slot writes into the line's entry before anything reads it (every access to the line by
    another thread, and every access outside the fast path, settles its slot first). The line's
    entry, in memory the streaming thread no longer has in its caches, is not touched. */
-static void renew_private(CacheEntry* c, Addr first, Bool first_write, ULong pending)
+static void renew_private(UInt slot, Addr first, Bool first_write, ULong pending)
 {
-   c->key = first | key_bits;
-   c->pending = pending;
-   c->window = window;
-   c->flags = SLOT_PRIVATE | SLOT_RENEWED | (first_write ? SLOT_RENEWED_BY_WRITE : 0);
+   line_cache[slot].key = first | key_bits;
+   line_cache[slot].pending = pending;
+   cache_side[slot].window = window;
+   cache_side[slot].flags = SLOT_PRIVATE | SLOT_RENEWED | (first_write ? SLOT_RENEWED_BY_WRITE : 0);
 }
 
 /* The inline lookup missed (the thread's first access to the line in this window, a line taken
@@ -959,11 +964,12 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    }
    UInt slot = slot_of(first);
    CacheEntry* c = &line_cache[slot];
+   CacheSide* side = &cache_side[slot];
    if (c->key == (first | key_bits)) return;  /* cached: only the crossing sent us here */
    c->pending -= PENDING(reads, writes);
    ULong rest = PENDING(reads, writes) - PENDING(!first_write, first_write);
-   if ((c->flags & SLOT_PRIVATE) && c->owner == cur && LINE_OF_KEY(c->key) == first) {
-      renew_private(c, first, first_write, rest);
+   if ((side->flags & SLOT_PRIVATE) && side->owner == cur && LINE_OF_KEY(c->key) == first) {
+      renew_private(slot, first, first_write, rest);
       return;
    }
    settle_slot(slot);
@@ -977,9 +983,9 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    if (shared && n_shared_slots == 1U << clo_cache_bits) settle_all(True);
    c->key = first >> KEY_SHIFT ? 0 : first | key_bits;  /* beyond user addresses: never cached */
    c->pending = rest;
-   c->line = e;
-   c->owner = (UShort)cur;
-   c->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
+   side->line = e;
+   side->owner = (UShort)cur;
+   side->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
    if (shared) shared_slots[n_shared_slots++] = slot;
 }
 
@@ -1021,10 +1027,10 @@ static void protection_changed(Addr a, SizeT len, Bool writable)
          for (Int k = 0; k < LINES_PER_PAGE; k++) {
             Addr line_no = page_no * LINES_PER_PAGE + k;
             UInt cache_slot = slot_of(line_no);
-            CacheEntry* c = &line_cache[cache_slot];
-            if (c->key != 0 && (c->key & ((1ULL << KEY_SHIFT) - 1)) == line_no) {
+            ULong key = line_cache[cache_slot].key;
+            if (key != 0 && LINE_OF_KEY(key) == line_no) {
                settle_slot(cache_slot);
-               empty_slot(c);
+               empty_slot(cache_slot);
             }
          }
       }
@@ -1208,8 +1214,8 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
    IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last_byte, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
    IRExpr* key = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Or64, line, key_bits_now));
    /* The slot of the first byte's line: (line mod 2^clo_cache_bits) * sizeof(CacheEntry). */
-   IRExpr* shifted = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT - 5))));
-   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)((1 << clo_cache_bits) - 1) << 5)));
+   IRExpr* shifted = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT - 4))));
+   IRExpr* offset = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, shifted, u64((ULong)((1 << clo_cache_bits) - 1) << 4)));
    IRExpr* entry = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, u64((ULong)(HWord)line_cache), offset));
    IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, entry));
    /* Added before the call, so that no value but the guest's lives across it (a register spilled
