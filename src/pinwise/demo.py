@@ -23,7 +23,8 @@ from .errors import PinwiseError
 from .mapping import compare
 from .report import hyperfine_lines, save_plots, summarize, write_html
 from .report.html import heat_map_grid
-from .report.terminal import WIDE, summary_table
+from .report.terminal import summary_table
+from .report.wide import wide_console
 from .topology import live_topology, preset, render
 from .trace import trace
 from .workloads import TIME_REGEX, workload_command
@@ -35,7 +36,7 @@ FULL = {"pairs": (2000, 4000), "neighbour": (2000, 4000), "far-pairs": (2000, No
 
 
 def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) -> Path:
-    console = console or Console(highlight=False, width=max(WIDE, Console().width))
+    console = console or wide_console()
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

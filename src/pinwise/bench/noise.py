@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import stats
 
 #: Share of all CPUs' time used by other processes above which a bench is busy.
 BUSY_SHARE = 0.15
@@ -112,6 +111,8 @@ def summarize_noise(rows: list, samples: list) -> Noise:
     others, steal = total("others_cpu"), total("steal_cpu")
     share = (lambda v: None if v is None or not capacity else min(1.0, v / capacity))
     loads = [r.load1 for r in rows if r.load1 is not None]
+    from .. import stats  # numpy: not loaded by the commands that only run programs (run, simulate)
+
     cvs = [stats.spread(s).cv for s in samples if len(s) > 1 and stats.spread(s).mean > 0]
     return Noise(share(others), share(steal), max(loads) if loads else None,
                  min(cvs, default=0.0), max(cvs, default=0.0), sum(stats.outliers(s) for s in samples),

@@ -59,11 +59,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _warn_damaged(connection, args.db)
     empty = [p for p in summary.policies if not len(p.times)]
     if empty:  # the table says what ran; no verdict stands on a placement that never ran well
-        from rich.console import Console
+        from ..report.terminal import summary_table
+        from ..report.wide import wide_console
 
-        from ..report.terminal import WIDE, summary_table
-
-        Console(highlight=False, width=max(WIDE, Console().width)).print(summary_table(summary))
+        wide_console().print(summary_table(summary))
         print(f"results: {args.db} (pinwise report {args.db} --html report.html)", file=sys.stderr)
         reasons = "; ".join(f"{p.name}: " + ", ".join(f"{n} x {r}" for r, n in p.failures.items()) for p in empty)
         print(f"pinwise: error: no successful run of {', '.join(p.name for p in empty)} ({reasons})", file=sys.stderr)
@@ -338,12 +337,12 @@ def cmd_auto(args: argparse.Namespace) -> int:
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
                       time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr),
                       policies=candidates, placements=args.placement)
-    from rich.console import Console
     from rich.text import Text
 
-    from ..report.terminal import WIDE, summary_table
+    from ..report.terminal import summary_table
+    from ..report.wide import wide_console
 
-    console = Console(highlight=False, width=max(WIDE, Console().width))
+    console = wide_console()
     console.print(summary_table(result.summary))
     for line in result.lines:
         console.print(Text(line), soft_wrap=True)
@@ -383,13 +382,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def print_simulation(result, argv: list[str] | None = None) -> None:
     """The table of a simulation, its ranking and where the transfers went."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from ..report.terminal import WIDE
+    from ..report.wide import wide_console
 
-    console = Console(highlight=False, width=max(WIDE, Console().width))
+    console = wide_console()
     for note in result.notes:
         console.print(Text(f"note: {note}"), soft_wrap=True)
     first = result.placements[0]
@@ -477,13 +475,12 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         print(summary, file=sys.stderr)
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from ..report.terminal import WIDE
+    from ..report.wide import wide_console
 
-    console = Console(highlight=False, width=max(WIDE, Console().width))
+    console = wide_console()
     console.print(Text(summary), soft_wrap=True)
     table = Table()
     for column in ("rank", "host", "CPUs", "socket:core"):
@@ -495,11 +492,10 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
 
 
 def cmd_mpi_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from ..mpi import find_cluster, rank_plans, run_placed
-    from ..report.terminal import WIDE
+    from ..report.wide import wide_console
 
     job = args.job[1:] if args.job[:1] == ["--"] else args.job
     comm = read_comm_file(args.comm)
@@ -509,7 +505,7 @@ def cmd_mpi_run(args: argparse.Namespace) -> int:
     print("placement: " + "; ".join(rankfile), file=sys.stderr)
     if not args.verify:
         return status
-    console = Console(stderr=True, highlight=False, width=max(WIDE, Console().width))
+    console = wide_console(stderr=True)
     console.print("where every thread of every rank ran (read back from the ranks):")
     table = Table()
     for column in ("rank", "pid", "thread", "asked", "ran on", "where asked?"):

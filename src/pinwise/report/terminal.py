@@ -8,6 +8,7 @@ from rich.text import Text
 
 from ..stats import OUTLIER_Z, format_interval, format_level
 from .summary import ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line
+from .wide import wide_console
 
 
 def _decision(result, which: str) -> str:
@@ -148,14 +149,12 @@ def overall_table(rows: list[OverallRow], confidence: float) -> Table:
     return table
 
 
-#: The width tables are laid out for when the output is not a wider terminal (a pipe, a file).
-WIDE = 200
 
 
 def print_report(summaries: list[ExperimentSummary], console: Console | None = None) -> None:
     from .summary import overall_rows
 
-    console = console or Console(highlight=False, width=max(WIDE, Console().width))
+    console = console or wide_console()
     machine = None
     for summary in summaries:
         if machine_line(summary.experiment).rsplit(", ", 1)[0] != machine:  # the date aside
