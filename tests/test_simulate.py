@@ -64,7 +64,7 @@ def cachegrind(tmp_path, argv: list[str]) -> dict[str, int]:
     return {"D1": totals["D1mr"] + totals["D1mw"], "LL": totals["DLmr"] + totals["DLmw"]}
 
 
-@pytest.mark.parametrize("walk", ["stream", "stride", "random"])
+@pytest.mark.parametrize("walk", ["stream", "stride", "random", "modify"])
 def test_one_core_misses_match_cachegrind_within_two_percent(tmp_path, build_dir, walk):
     walker = compile_program("memwalk.c", build_dir)
     xml = tmp_path / "one-core.xml"
@@ -78,6 +78,23 @@ def test_one_core_misses_match_cachegrind_within_two_percent(tmp_path, build_dir
     assert level["L1d"]["misses"] == pytest.approx(reference["D1"], rel=0.02)
     assert level["L2"]["misses"] == pytest.approx(reference["LL"], rel=0.02)
     assert level["L2"]["accesses"] == level["L1d"]["misses"]  # the last level sees the first's misses
+
+
+def test_an_instruction_that_reads_and_writes_a_word_is_one_access(tmp_path, build_dir):
+    """memwalk's modify walk changes each word with one instruction (`lock add`, and a plain `add`
+    to memory on every 8th word) where the stream walk reads each word and writes every 8th: the
+    same number of accesses when a read-modify-write is one (as a core's read-for-ownership makes
+    it; cachegrind counts a plain modify once too, and `lock add`'s load apart). Counted as a read
+    and a write each, the modify walk would make 1.7 times as many."""
+    walker = compile_program("memwalk.c", build_dir)
+    xml = tmp_path / "one-core.xml"
+    xml.write_text(CACHEGRIND_XML)
+    accesses = {}
+    for walk in ("stream", "modify"):
+        found = simulated("-t", str(xml), "--policies", "compact", "--", str(walker), walk, "8", "2")
+        accesses[walk] = found["placements"][0]["levels"]["L1d"]["accesses"]
+    assert accesses["stream"] > 3_000_000
+    assert accesses["modify"] == pytest.approx(accesses["stream"], rel=0.01)
 
 
 def neighbour_matrix(threads: int) -> np.ndarray:

@@ -4,9 +4,10 @@
 /*--------------------------------------------------------------------*/
 
 /* `pinwise simulate` runs the program once under this tool. Every data access (loads, stores,
-   atomics, guarded and dirty-helper accesses, as Lackey and pw_main.c find them), by the thread
-   that makes it, is fed to K models of one machine, one per placement: each model is the
-   machine's caches with the threads on the PUs the placement names.
+   atomics, guarded and dirty-helper accesses, as Lackey and pw_main.c find them; an instruction
+   that reads a word and writes it back, `lock add` included, makes one access, a write: see
+   Found), by the thread that makes it, is fed to K models of one machine, one per placement: each
+   model is the machine's caches with the threads on the PUs the placement names.
 
    The machine (--ps-config=FILE, written by pinwise from a topology): cache levels from L1 up,
    each with size, line size, associativity, hit latency and its instances (which PUs share each);
@@ -1639,15 +1640,68 @@ static void add_record(void* context, IRExpr* address, Int size, IRExpr* guard, 
    addStmtToIRSB(sb, IRStmt_Dirty(di));
 }
 
+/* The accesses of the superblock being instrumented, found first so that a read and the write
+   that follows it to the same address in the same instruction (x86's `add %eax,(%rbx)`, or `lock
+   add`: a load, then a compare-and-swap) are one access, a write, as cachegrind counts a modify
+   once: one request for the line in the exclusive state, as a core makes it (a read-for-ownership),
+   not a shared copy that a second request upgrades. */
+typedef struct {
+   Int     stmt, instruction;
+   IRExpr* address;
+   Int     size;
+   IRExpr* guard;
+   Bool    is_write, merged;  /* merged: into the read before it */
+} Found;
+
+static Found* found = NULL;
+static Int found_cap = 0, n_found = 0;
+static Int scanning_stmt = 0, scanning_instruction = 0;
+
+static void note_found(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
+{
+   (void)context;
+   if (n_found == found_cap) {
+      found_cap = found_cap ? 2 * found_cap : 64;
+      found = VG_(realloc)("ps.found", found, found_cap * sizeof(Found));
+   }
+   found[n_found++] = (Found){ scanning_stmt, scanning_instruction, address, size, guard, is_write, False };
+}
+
+static Bool same_expr(const IRExpr* a, const IRExpr* b)
+{
+   if (a->tag == Iex_RdTmp && b->tag == Iex_RdTmp) return a->Iex.RdTmp.tmp == b->Iex.RdTmp.tmp;
+   if (a->tag == Iex_Const && b->tag == Iex_Const) return eqIRConst(a->Iex.Const.con, b->Iex.Const.con);
+   return False;
+}
+
 static IRSB* ps_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
                            const VexGuestExtents* vge, const VexArchInfo* archinfo_host,
                            IRType gWordTy, IRType hWordTy)
 {
    (void)closure; (void)layout; (void)vge; (void)archinfo_host;
    if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
+   n_found = 0;
+   scanning_instruction = 0;
+   for (scanning_stmt = 0; scanning_stmt < in->stmts_used; scanning_stmt++) {
+      if (in->stmts[scanning_stmt]->tag == Ist_IMark) scanning_instruction++;
+      visit_access(in, in->stmts[scanning_stmt], note_found, NULL);
+   }
+   for (Int k = 1; k < n_found; k++) {
+      Found* read = &found[k - 1];
+      Found* write = &found[k];
+      if (write->is_write && !read->is_write && read->instruction == write->instruction
+          && read->guard == NULL && write->guard == NULL && read->size == write->size
+          && same_expr(read->address, write->address)) {
+         read->is_write = True;  /* recorded where the read is, before the instruction changes the line */
+         write->merged = True;
+      }
+   }
    IRSB* out = deepCopyIRSBExceptStmts(in);
+   Int next = 0;
    for (Int i = 0; i < in->stmts_used; i++) {
-      visit_access(in, in->stmts[i], add_record, out);
+      for (; next < n_found && found[next].stmt == i; next++)
+         if (!found[next].merged)
+            add_record(out, found[next].address, found[next].size, found[next].guard, found[next].is_write);
       addStmtToIRSB(out, in->stmts[i]);
    }
    return out;

@@ -1,7 +1,9 @@
-/* One thread walking memory in one of three ways, for comparing cache simulators:
- *   memwalk stream|stride|random [MIB] [PASSES]
+/* One thread walking memory in one of four ways, for comparing cache simulators:
+ *   memwalk stream|stride|random|modify [MIB] [PASSES]
  * stream: every 8-byte word in order (read, then a write every 8th word); stride: one word per
- * 4160 bytes (a page and a line), wrapping round; random: words picked by a fixed LCG. */
+ * 4160 bytes (a page and a line), wrapping round; random: words picked by a fixed LCG; modify:
+ * every word in order changed by one instruction that reads and writes it (`lock add` on each,
+ * and a plain `add` to memory on every 8th), which cachegrind counts as one access. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,7 @@
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: memwalk stream|stride|random [MIB] [PASSES]\n");
+        fprintf(stderr, "usage: memwalk stream|stride|random|modify [MIB] [PASSES]\n");
         return 2;
     }
     size_t mib = argc > 2 ? (size_t)atol(argv[2]) : 8, passes = argc > 3 ? (size_t)atol(argv[3]) : 2;
@@ -27,6 +29,12 @@ int main(int argc, char **argv)
                 sum += data[i];
                 if (i % 8 == 0)
                     data[i] = sum;
+            }
+        } else if (!strcmp(argv[1], "modify")) {
+            for (size_t i = 0; i < words; i++) {
+                __atomic_fetch_add((long *)&data[i], 1, __ATOMIC_RELAXED);
+                if (i % 8 == 0)
+                    __asm__ volatile("addq $1, %0" : "+m"(*(long *)&data[i]));
             }
         } else if (!strcmp(argv[1], "stride")) {
             size_t step = 4160 / sizeof(long), i = 0;
