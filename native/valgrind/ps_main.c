@@ -162,7 +162,7 @@ static Int l1_assoc;
 typedef struct {
    UWord* entries;
    UWord cap, count;
-   Int shift;
+   Int shift, run;                       /* see hash_of */
 } Dir;
 
 /* What a model counts; a group counts for all its members what they count alike. */
@@ -461,7 +461,8 @@ static inline Int pu_of_slot(const Int* slots, Int nslots, Int repeat_from, Int 
 
 static inline UWord hash_of(const Dir* d, UWord key)
 {
-   return (UWord)((key * 0x9E3779B97F4A7C15ULL) >> d->shift);
+   UWord start = (UWord)(((key >> d->run) * 0x9E3779B97F4A7C15ULL) >> (d->shift + d->run));
+   return (start << d->run) | (key & (((UWord)1 << d->run) - 1));
 }
 
 #define KEY(d, i) ((d)->entries[(SizeT)(i) * dir_stride])
@@ -483,6 +484,7 @@ static void dir_alloc(Dir* d, UWord cap)
    d->cap = cap;
    d->shift = 64;
    for (UWord c = cap; c > 1; c >>= 1) d->shift--;
+   d->run = cap >= 16 ? 3 : 0;  /* shift + run < 64 */
    d->entries = zeroed("ps.dir", cap * dir_stride, sizeof(UWord));
 }
 
