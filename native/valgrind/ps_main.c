@@ -49,7 +49,7 @@
    test suite runs it).
 
    Workers: --ps-workers=N processes, forked before the program starts, simulate the groups while
-   Valgrind's process collects the accesses (see Workers below); same counts, which
+   Valgrind's process only collects the accesses (see Workers below); same counts, which
    --ps-check-workers=yes checks (Valgrind's process simulates every group as well).
 
    Output (--ps-out=FILE), plain text:
@@ -459,10 +459,6 @@ static inline Int pu_of_slot(const Int* slots, Int nslots, Int repeat_from, Int 
    return slots[slot];
 }
 
-/* Where a line's probe starts. Runs of 2^run consecutive lines (8) start at consecutive entries
-   from a hashed place: a program that walks its memory line after line finds each next entry
-   beside the last one, in the host cache line it has just loaded or the next, which the host's
-   prefetcher brings, rather than anywhere in the directory. */
 static inline UWord hash_of(const Dir* d, UWord key)
 {
    UWord start = (UWord)(((key >> d->run) * 0x9E3779B97F4A7C15ULL) >> (d->shift + d->run));
@@ -1193,9 +1189,9 @@ static void run_groups(Bool all)
 /*------------------------------------------------------------*/
 
 /* The groups never interact, so --ps-workers=N processes can simulate them while the program
-   runs, and this process (Valgrind's) collects the accesses (and simulates a share of the groups
-   when there are more groups than workers). The workers are forked before the program starts,
-   with a copy of the models; each takes some groups (deal_groups; split-offs stay with it). RING chunk buffers in memory shared with them (24 MiB): this process fills one
+   runs, and this process (Valgrind's) only collects the accesses. The workers are forked before
+   the program starts, with a copy of the models; each takes some groups (deal_groups; split-offs
+   stay with it). RING chunk buffers in memory shared with them (24 MiB): this process fills one
    while the workers take the others in turn; a message on each worker's pipe hands a chunk over
    (buffer, accesses, threads), the worker's answer on its own pipe says it is done with it. With
    two buffers, the workers waited while this process collected the next --ps-buffer accesses,
@@ -1273,7 +1269,6 @@ static void hand_over(void)
 {
    Handover h = {filling, chunk_used, n_threads};
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
-   run_groups(False);  /* this process's own share (deal_groups), while the workers take theirs */
    if (++outstanding == RING) {
       for (Int w = 0; w < n_workers; w++) {
          Int done;
@@ -1420,12 +1415,11 @@ static Bool share_buffers(void)
    L1. */
 static void deal_groups(void)
 {
-   /* With more groups than workers, Valgrind's process, which otherwise only collects (a tenth of
-      a worker's time on the benchmark's programs), takes a share too: five groups on four workers
-      gave one worker two, and on two CPUs the others ended long before it (7% of the CPUs' time
-      idle). Not under --ps-check-workers, where this process simulates every group to compare. */
-   Int hands = n_groups > n_workers && !clo_check_workers ? n_workers + 1 : n_workers;
-   for (Int gi = 0; gi < n_groups; gi++) groups[gi]->worker = gi % hands < n_workers ? gi % hands : -1;
+   /* Tried and left out: giving Valgrind's process a share when there are more groups than
+      workers (five groups on four workers leave one worker with two, and a CPU idles while it
+      ends alone): the collecting slowed, and the workers waited for chunks; 8 placements on x7550,
+      interleaved best of 4: neighbour 2.47 -> 2.75 s, L1-resident 2.02 -> 2.11 s, 64 KiB equal. */
+   for (Int gi = 0; gi < n_groups; gi++) groups[gi]->worker = gi % n_workers;
 }
 
 static void start_workers(void)
@@ -1764,11 +1758,7 @@ static void write_result(void)
          m->counts.invalidations = m->dram_local = m->dram_remote = 0;
       }
    }
-   Int n_simulated = n_groups;
-   if (n_workers > 0) {
-      n_simulated = collect_workers();
-      for (Int gi = 0; gi < n_groups; gi++) n_simulated += groups[gi]->worker == -1;  /* this process's */
-   }
+   Int n_simulated = n_workers > 0 ? collect_workers() : n_groups;
    for (Int k = 0; k < n_models; k++) settle(&models[k]);
    out_printf("\nmodels %llu\n", (ULong)n_placements);
    for (Int k = 0; k < n_placements; k++) {
@@ -1810,7 +1800,7 @@ static void ps_post_clo_init(void)
    index_of_tid = zeroed("ps.tids", VG_N_THREADS + 1, sizeof(Int));
    grow_threads(16);
    start_workers();
-   allocate_groups(n_workers == 0 || clo_check_workers);  /* else each worker its own, and this process its share */
+   if (n_workers == 0 || clo_check_workers) allocate_groups(True);  /* else each worker its own */
    if (n_workers == 0) {
       chunk_entry = VG_(malloc)("ps.chunk", CHUNK * sizeof(UWord));
       chunk_thread = VG_(malloc)("ps.chunk", CHUNK * sizeof(Int));
