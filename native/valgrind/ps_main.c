@@ -154,6 +154,9 @@ static Int mask_words, dir_stride;
 static Bool dir_deleted;                 /* a directory entry was deleted (others may have moved) */
 static UWord l1_set_mask;
 static Int l1_assoc;
+static Bool l1_alone_under_l2;           /* every L2 has one L1 below it (no L2 shared by cores): see unlisted */
+static Int* l2_above;                    /* per L1 instance: its L2 */
+static Int* l1_below;                    /* per L2 instance: its one L1 (l1_alone_under_l2) */
 
 /* A directory: which cache instances hold a line. Linear probing; per entry dir_stride words (one
    host cache line for up to 384 instances): line + 1 (0: empty), the line's writer + 1 (0: none;
@@ -189,6 +192,7 @@ typedef struct {
    Int resume;                           /* the chunk's first access it has not taken */
    Int worker;                           /* the worker process that simulates it (--ps-workers), -1: none */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
+   Bool unlisted;                        /* its directory lists no L1 (see unlisted) */
 } Group;
 
 typedef struct {
@@ -363,6 +367,16 @@ static void read_config(void)
    dir_stride = 2 + mask_words;
    l1_set_mask = (UWord)(sets_of[0] - 1);
    l1_assoc = assoc_of[0];
+   l2_above = zeroed("ps.paths", n_instances, sizeof(Int));
+   l1_below = zeroed("ps.paths", n_instances, sizeof(Int));
+   l1_alone_under_l2 = n_levels >= 2;
+   for (Int i = 0; i < n_instances; i++) l2_above[i] = l1_below[i] = -1;
+   for (Int p = 0; p < n_pus && l1_alone_under_l2; p++) {
+      Int l1 = path[p * n_levels], l2 = path[p * n_levels + 1];
+      if (l1_below[l2] >= 0 && l1_below[l2] != l1) l1_alone_under_l2 = False;
+      l1_below[l2] = l1;
+      l2_above[l1] = l2;
+   }
 
    for (Int k = 0; k < n_models; k++) {
       Model* m = &models[k];
@@ -387,6 +401,7 @@ static SizeT* buffered;       /* per thread: how many */
 static SizeT* buffer_cap;
 static SizeT total_buffered = 0;
 static UWord** l1_of_thread;  /* per thread: where its L1's tags start in the group at work */
+static UWord** l2_of_thread;  /* and its L2's (groups whose directory lists no L1: unlisted) */
 
 static void grow_cycles(ULong** cycles, Int cap)
 {
@@ -421,7 +436,9 @@ static void grow_threads(Int needed)
    }
    buffer = buf; buffered = count; buffer_cap = bcap;
    if (l1_of_thread) VG_(free)(l1_of_thread);
+   if (l2_of_thread) VG_(free)(l2_of_thread);
    l1_of_thread = zeroed("ps.threads", cap, sizeof(UWord*));
+   l2_of_thread = zeroed("ps.threads", cap, sizeof(UWord*));
    threads_cap = cap;
 }
 
@@ -646,19 +663,35 @@ static Int owner_in(const Group* g, Int e, UWord line)
    copy found (model_dropped). */
 static inline Bool lazy_l1(const Group* g) { return clo_inclusive && g->levels >= 2; }
 
+/* Further, when every L2 has a single L1 below it (one core per L2, as on most machines), the
+   directory of such a group lists no L1 at all: an L1 can hold a line only while its L2 does
+   (inclusion), so the L2's listing stands for both (may_hold), and an L1 that misses finds the
+   line in its L2's set without the directory (run_group). That is a read's whole work there: no
+   other L1 holds a line modified that is in this L2 (its write would have taken this copy), and
+   the line's writer, when it is this L1, is marked WRITER in the L2's way too (group_part keeps
+   the mark), which the L1's copy takes. */
+static inline Bool unlisted(const Group* g) { return lazy_l1(g) && l1_alone_under_l2; }
+
+/* Whether the group's `instance` may hold the line of directory entry e. */
+static inline Bool may_hold(const Group* g, const Dir* d, Int e, Int instance)
+{
+   if (g->unlisted && level_of_instance[instance] == 0) return holds(d, e, l2_above[instance]);
+   return holds(d, e, instance);
+}
+
 /* The group's `instance` evicted `line`; inclusive: the caches below it (the group's) lose theirs. */
 static void group_dropped(Group* g, Int instance, UWord line)
 {
    Dir* d = &g->dir;
    Int e = dir_find(d, line);
    if (e < 0) return;
-   set_holder(d, e, instance, False);
-   if (clo_inclusive)
+   if (clo_inclusive)  /* the lower levels first (L1s before L2s): may_hold reads an L1's L2 */
       for (Int* b = below[instance]; *b >= 0; b++)
-         if (holds(d, e, *b)) {
+         if (may_hold(g, d, e, *b)) {
             remove_from(g->tags, *b, line);
             set_holder(d, e, *b, False);
          }
+   set_holder(d, e, instance, False);
    if (no_holder(d, e)) dir_delete(d, (UWord)e);
 }
 
@@ -700,7 +733,7 @@ static void model_dropped(Model* m, const Group* g, Int instance, UWord line)
          Int c = m->canonical[*b];
          if (c < 0) continue;
          if (shared == -2) shared = dir_find(&g->dir, line);
-         if (shared >= 0 && holds(&g->dir, shared, c) && (c >= level_base[1] || way_of(g->tags, c, line)))
+         if (shared >= 0 && may_hold(g, &g->dir, shared, c) && (c >= level_base[1] || way_of(g->tags, c, line)))
             owe(c, line);
       }
    }
@@ -751,7 +784,7 @@ typedef struct {
 
 /* A write: every copy of `line` that directory entry e lists off the writer's path `mine` goes;
    returns how many (a group's L1 may be listed without a copy: see lazy_l1). */
-static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UWord line)
+static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UWord line, Bool unlisted_l1)
 {
    ULong count = 0;
    for (Int w = 0; w < mask_words; w++) {
@@ -762,6 +795,7 @@ static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UW
          if (mine[level_of_instance[i]] == i) continue;
          count += remove_from(tags, i, line);
          set_holder(d, e, i, False);
+         if (unlisted_l1 && level_of_instance[i] == 1) count += remove_from(tags, l1_below[i], line);
       }
    }
    return count;
@@ -818,7 +852,7 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       for (Int j = top; j < filled; j++) set_holder(d, e, mine[j], True);
    }
    if (a->is_write && e >= 0) {
-      m->counts.invalidations += invalidate_off_path(d, e, m->tags, mine, line);
+      m->counts.invalidations += invalidate_off_path(d, e, m->tags, mine, line, False);
       if (no_holder(d, e)) dir_delete(d, (UWord)e);
    }
 }
@@ -834,6 +868,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
    if (writer >= 0 && writer != mine[0] && !a->is_write) {  /* its copy is shared now (a write invalidates it below) */
       UWord* way = way_of(g->tags, writer, line);
       if (way) *way &= ~(MODIFIED | WRITER);
+      if (g->unlisted && (way = way_of(g->tags, l2_above[writer], line)) != NULL) *way &= ~WRITER;
    }
    if (a->hit >= 0) touch(g->tags, mine[a->hit], line);
    Int filled = a->hit < 0 ? g->levels : a->hit;
@@ -844,17 +879,19 @@ static void group_part(Group* g, const Lookup* a, Int e)
    }
    if (filled > 0 || a->is_write) {
       if (e < 0 || dir_deleted) e = dir_insert(d, line);
-      for (Int j = 0; j < filled; j++) set_holder(d, e, mine[j], True);
+      for (Int j = g->unlisted ? 1 : 0; j < filled; j++) set_holder(d, e, mine[j], True);
    }
    if (a->is_write) {
-      g->counts.invalidations += invalidate_off_path(d, e, g->tags, mine, line);
+      g->counts.invalidations += invalidate_off_path(d, e, g->tags, mine, line, g->unlisted);
       set_of(g->tags, mine[0], line)[0] |= MODIFIED | WRITER;  /* at the front of its L1 set (touched or filled above) */
       set_writer(d, e, mine[0]);
    } else if (writer != mine[0]) {
       set_writer(d, e, -1);
+      return;
    } else {
       set_of(g->tags, mine[0], line)[0] |= WRITER;  /* filled again by its writer */
    }
+   if (g->unlisted) *way_of(g->tags, mine[1], line) |= WRITER;  /* its L2 holds it: inclusion */
 }
 
 static void counts_alloc(Counts* c)
@@ -892,6 +929,7 @@ static Int new_group(Int levels, Int nslots, Int repeat_from, Int* slots)
    g->repeat_from = repeat_from;
    g->slots = slots;
    g->worker = -1;
+   g->unlisted = unlisted(g);
    counts_alloc(&g->counts);
    groups[n_groups] = g;
    return n_groups++;
@@ -932,15 +970,15 @@ static Group* split_off(Int k, Int resume)
 static void pay(Group* h, Int from, Int to)
 {
    for (Int i = from; i < to; i++) {
-      Int e = dir_find(&h->dir, owed_line[i]);
-      if (e < 0 || !holds(&h->dir, e, owed_instance[i])) continue;
-      remove_from(h->tags, owed_instance[i], owed_line[i]);
-      set_holder(&h->dir, e, owed_instance[i], False);
-      for (Int* b = below[owed_instance[i]]; *b >= 0; b++)  /* L1s listed without a copy (lazy_l1) */
-         if (holds(&h->dir, e, *b)) {
+      Int e = dir_find(&h->dir, owed_line[i]), owed = owed_instance[i];
+      if (e < 0 || !may_hold(h, &h->dir, e, owed)) continue;
+      for (Int* b = below[owed]; *b >= 0; b++)  /* L1s listed without a copy (lazy_l1), or not listed (unlisted) */
+         if (may_hold(h, &h->dir, e, *b)) {
             remove_from(h->tags, *b, owed_line[i]);
             set_holder(&h->dir, e, *b, False);
          }
+      remove_from(h->tags, owed, owed_line[i]);
+      set_holder(&h->dir, e, owed, False);
       if (no_holder(&h->dir, e)) dir_delete(&h->dir, (UWord)e);
    }
 }
@@ -1052,6 +1090,7 @@ static void group_models(void)
       Bool one = !models[first[gi]].alone && g->levels == n_levels;
       for (Int s = 1; s < g->nslots && one; s++) one = path[g->slots[s] * n_levels] == path[g->slots[0] * n_levels];
       if (one) g->one_path = path + (SizeT)g->slots[0] * n_levels;
+      g->unlisted = unlisted(g);  /* its levels are final now */
       for (Int i = 0; i < g->n_members; i++)  /* canonical[x] = the group's instance for x, on its levels */
          shared_levels(&models[first[gi]], &models[g->members[i]], models[g->members[i]].actual,
                        models[g->members[i]].canonical);
@@ -1144,8 +1183,15 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
 static void run_group(Int gi)
 {
    Group* g = groups[gi];
-   for (Int t = 0; t < n_threads; t++)
-      l1_of_thread[t] = g->tags + tags_offset[path[(SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels]];
+   for (Int t = 0; t < n_threads; t++) {
+      const Int* mine = path + (SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels;
+      l1_of_thread[t] = g->tags + tags_offset[mine[0]];
+      l2_of_thread[t] = g->unlisted ? g->tags + tags_offset[mine[1]] : NULL;
+   }
+   const Bool l2_read = g->unlisted && !g->one_path;
+   const UWord l2_mask = l2_read ? (UWord)(sets_of[1] - 1) : 0;
+   const Int l2_assoc = l2_read ? assoc_of[1] : 0;
+   const ULong l2_latency = l2_read ? (ULong)latency_of[1] : 0;
    ULong* cycles = g->counts.cycles;
    ULong latency = (ULong)latency_of[0], hits = 0;
    /* in locals: the slow path's calls would make the compiler reload the globals at each access */
@@ -1170,6 +1216,23 @@ static void run_group(Int gi)
       }
       g->counts.accesses[0] += hits;
       hits = 0;
+      if (l2_read && w == assoc && !(entry & 1)) {  /* a read that misses its L1: its L2's set (see unlisted) */
+         UWord* l2 = l2_of_thread[t] + ((entry >> 1) & l2_mask) * l2_assoc;
+         Int v = 0;
+         while (v < l2_assoc && (l2[v] >> 2) != want) v++;
+         if (v < l2_assoc) {
+            UWord found = l2[v];
+            for (; v > 0; v--) l2[v] = l2[v - 1];
+            l2[0] = found;
+            for (w = assoc - 1; w > 0; w--) ways[w] = ways[w - 1];  /* the L1's victim: nothing lists it */
+            ways[0] = TAG(entry >> 1) | (found & WRITER);
+            g->counts.accesses[0]++;
+            g->counts.misses[0]++;
+            g->counts.accesses[1]++;
+            cycles[t] += l2_latency;
+            continue;
+         }
+      }
       if (g->one_path) one_path_access(g, t, entry >> 1, entry & 1, ways, w);
       else simulate(gi, i, t, entry >> 1, entry & 1, w < assoc);
    }
