@@ -157,6 +157,7 @@ static Int l1_assoc;
 static Bool l1_alone_under_l2;           /* every L2 has one L1 below it (no L2 shared by cores): see unlisted */
 static Int* l2_above;                    /* per L1 instance: its L2 */
 static Int* l1_below;                    /* per L2 instance: its one L1 (l1_alone_under_l2) */
+static ULong* path_mask;                 /* per PU, mask_words words: the instances on its path */
 
 /* A directory: which cache instances hold a line. Linear probing; per entry dir_stride words (one
    host cache line for up to 384 instances): line + 1 (0: empty), the line's writer + 1 (0: none;
@@ -367,6 +368,12 @@ static void read_config(void)
    dir_stride = 2 + mask_words;
    l1_set_mask = (UWord)(sets_of[0] - 1);
    l1_assoc = assoc_of[0];
+   path_mask = zeroed("ps.paths", (SizeT)n_pus * mask_words, sizeof(ULong));
+   for (Int p = 0; p < n_pus; p++)
+      for (Int j = 0; j < n_levels; j++) {
+         Int i = path[p * n_levels + j];
+         path_mask[(SizeT)p * mask_words + (i >> 6)] |= 1ULL << (i & 63);
+      }
    l2_above = zeroed("ps.paths", n_instances, sizeof(Int));
    l1_below = zeroed("ps.paths", n_instances, sizeof(Int));
    l1_alone_under_l2 = n_levels >= 2;
@@ -596,26 +603,45 @@ static inline UWord* set_of(UWord* tags, Int instance, UWord line)
 #define MODIFIED ((UWord)1)
 #define WRITER ((UWord)2)
 
-/* Take `line` out of one cache's set (its copy is invalidated or evicted below). */
+/* Take `line` out of one cache's set (its copy is invalidated or evicted below). Above L1 the way
+   is left empty where it is: the ways in use stay in LRU order, and the next line put in the set
+   takes the first empty way (put_front) before any line is evicted, as if the set had been closed
+   up, which is what an L1's set is (run_group's fast paths rely on it): a write's invalidations
+   take recent lines, near the front of a 16-way set, and closing it up moved the rest. */
 static Bool remove_from(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
-   Int a = assoc_of[level_of_instance[instance]];
+   Int j = level_of_instance[instance], a = assoc_of[j];
    for (Int w = 0; w < a; w++)
       if (SAME(ways[w], line)) {
-         for (; w < a - 1; w++) ways[w] = ways[w + 1];
-         ways[a - 1] = 0;
+         if (j == 0)
+            for (; w < a - 1; w++) ways[w] = ways[w + 1];
+         ways[w] = 0;
          return True;
       }
    return False;
+}
+
+/* Put `way` (a tag with its marks) at the front of `ways` (its line was not there), the others
+   moving back one, up to the first empty way; returns what fell out + 1, 0: nothing. */
+static inline UWord push_front(UWord* ways, Int a, UWord way)
+{
+   for (Int w = 0; w < a; w++) {
+      UWord here = ways[w];
+      ways[w] = way;
+      if (here == 0) return 0;
+      way = here;
+   }
+   return way >> 2;
 }
 
 /* Put `line` at the front of the set (it was not there); returns what fell out + 1, 0: nothing. */
 static UWord put_front(UWord* tags, Int instance, UWord line)
 {
    UWord* ways = set_of(tags, instance, line);
-   Int a = assoc_of[level_of_instance[instance]];
-   UWord victim = ways[a - 1] >> 2;
+   Int j = level_of_instance[instance], a = assoc_of[j];
+   if (j > 0) return push_front(ways, a, TAG(line));
+   UWord victim = ways[a - 1] >> 2;  /* an L1's set is closed up: an empty way is at the end */
    for (Int w = a - 1; w > 0; w--) ways[w] = ways[w - 1];
    ways[0] = TAG(line);
    return victim;
@@ -787,12 +813,12 @@ typedef struct {
 static ULong invalidate_off_path(Dir* d, Int e, UWord* tags, const Int* mine, UWord line, Bool unlisted_l1)
 {
    ULong count = 0;
+   const ULong* on_path = path_mask + (SizeT)((mine - path) / n_levels) * mask_words;  /* mine: a PU's path */
    for (Int w = 0; w < mask_words; w++) {
-      ULong bits = MASK(d, e)[w];
+      ULong bits = MASK(d, e)[w] & ~on_path[w];
       while (bits) {
          Int i = w * 64 + __builtin_ctzll(bits);
          bits &= bits - 1;
-         if (mine[level_of_instance[i]] == i) continue;
          count += remove_from(tags, i, line);
          set_holder(d, e, i, False);
          if (unlisted_l1 && level_of_instance[i] == 1) count += remove_from(tags, l1_below[i], line);
