@@ -7,7 +7,7 @@ more), interleaved, best of --runs: on a shared VM, interference only ever adds 
 fastest run is the least disturbed measure of each (the advice of Python's timeit). Targets (issue
 13): the tool <= 1.3 x and the whole command <= 1.4 x the none floor on the tests' programs, and
 the hard case <= 1.6 x: every access a new line of an 8 MiB working set per thread, where the
-tool's line cache itself no longer fits the CPU caches and every access calls its helper.
+tool's line cache no longer fits the CPU's caches and every line is touched again in every window.
 
     python benchmarks/trace_overhead.py [--runs 5]
 """
