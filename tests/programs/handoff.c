@@ -15,10 +15,9 @@
  * Each thread starts after the previous one ended (pthread_join), so within one window an access
  * is an event with every thread that touched the line before it. Usage: handoff [LINES ROUNDS].
  */
-#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+
+#include "planted.h"
 
 #define MAX_LINES 4096
 
@@ -61,23 +60,10 @@ static void *read_into_b(void *arg)
     return (void *)(uintptr_t)*(volatile uint64_t *)(pair + 60);
 }
 
-static void run_alone(void *(*body)(void *))
-{
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, body, NULL) != 0 || pthread_join(thread, NULL) != 0)
-        abort();
-}
-
 int main(int argc, char **argv)
 {
-    if (argc == 3) {
-        line_count = strtol(argv[1], NULL, 10);
-        rounds = strtol(argv[2], NULL, 10);
-    }
-    if (line_count < 2 || line_count > MAX_LINES || rounds < 1) {
-        fprintf(stderr, "usage: handoff [LINES (2..%d) ROUNDS (>= 1)]\n", MAX_LINES);
+    if (lines_and_rounds(argc, argv, "handoff", &line_count, 2, MAX_LINES, &rounds, 1))
         return 2;
-    }
     for (long k = 0; k < line_count; k++)
         *(volatile uint64_t *)(lines + 64 * k) = 1;
     run_alone(read_each);

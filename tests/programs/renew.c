@@ -15,10 +15,9 @@
  * touching the lines' records: this checks that those records still learn of thread 1's accesses.
  * Usage: renew [LINES ROUNDS].
  */
-#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+
+#include "planted.h"
 #include <valgrind/valgrind.h>
 
 #define MAX_LINES 65536
@@ -60,23 +59,10 @@ static void *reader(void *arg)
     return (void *)(uintptr_t)sum;
 }
 
-static void run_alone(void *(*body)(void *))
-{
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, body, NULL) != 0 || pthread_join(thread, NULL) != 0)
-        abort();
-}
-
 int main(int argc, char **argv)
 {
-    if (argc == 3) {
-        line_count = strtol(argv[1], NULL, 10);
-        rounds = strtol(argv[2], NULL, 10);
-    }
-    if (line_count < 1 || line_count > MAX_LINES || rounds < 0) {
-        fprintf(stderr, "usage: renew [LINES (1..%d) ROUNDS (>= 0)]\n", MAX_LINES);
+    if (lines_and_rounds(argc, argv, "renew", &line_count, 1, MAX_LINES, &rounds, 0))
         return 2;
-    }
     run_alone(owner);
     run_alone(reader);
     return 0;
