@@ -1750,16 +1750,17 @@ typedef struct {
 
 static Found* found = NULL;
 static Int found_cap = 0, n_found = 0;
-static Int scanning_stmt = 0, scanning_instruction = 0;
+
+typedef struct { Int stmt, instruction; } Scanning;  /* where the scan of the superblock is */
 
 static void note_found(void* context, IRExpr* address, Int size, IRExpr* guard, Bool is_write)
 {
-   (void)context;
+   const Scanning* at = context;
    if (n_found == found_cap) {
       found_cap = found_cap ? 2 * found_cap : 64;
       found = VG_(realloc)("ps.found", found, found_cap * sizeof(Found));
    }
-   found[n_found++] = (Found){ scanning_stmt, scanning_instruction, address, size, guard, is_write, False };
+   found[n_found++] = (Found){ at->stmt, at->instruction, address, size, guard, is_write, False };
 }
 
 static Bool same_expr(const IRExpr* a, const IRExpr* b)
@@ -1776,10 +1777,10 @@ static IRSB* ps_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    (void)closure; (void)layout; (void)vge; (void)archinfo_host;
    if (gWordTy != hWordTy) VG_(tool_panic)("host/guest word size mismatch");
    n_found = 0;
-   scanning_instruction = 0;
-   for (scanning_stmt = 0; scanning_stmt < in->stmts_used; scanning_stmt++) {
-      if (in->stmts[scanning_stmt]->tag == Ist_IMark) scanning_instruction++;
-      visit_access(in, in->stmts[scanning_stmt], note_found, NULL);
+   Scanning at = {0, 0};
+   for (; at.stmt < in->stmts_used; at.stmt++) {
+      if (in->stmts[at.stmt]->tag == Ist_IMark) at.instruction++;
+      visit_access(in, in->stmts[at.stmt], note_found, &at);
    }
    for (Int k = 1; k < n_found; k++) {
       Found* read = &found[k - 1];
