@@ -1152,8 +1152,13 @@ static void allocate_groups(Bool all)
    8 threads, one model each: 4,096 accesses a chunk saved 7-20%, 262,144 saved 10-42%; with
    groups, 32,768 to 262,144 are alike. */
 #define CHUNK (1 << 18)
-static UWord* chunk_entry;  /* (line << 1) | write */
-static Int* chunk_thread;
+/* An access in a chunk: (line << ENTRY_LINE) | (thread << 1) | write, one word (MAX_THREADS
+   fits in the thread's bits; a line of a 53-bit address in the rest): a group streams through the
+   chunk at every access, and one word read instead of a word and a thread's int took a third
+   off that stream. */
+#define ENTRY_LINE 17
+#define ENTRY_THREAD(entry) ((Int)(((entry) >> 1) & (MAX_THREADS - 1)))
+static UWord* chunk_entry;
 static Int chunk_used = 0;
 
 /* A group whose threads all share one L1 (OpenMP's proc_bind(primary), or any placement on the
@@ -1222,14 +1227,13 @@ static void run_group(Int gi)
    ULong latency = (ULong)latency_of[0], hits = 0;
    /* in locals: the slow path's calls would make the compiler reload the globals at each access */
    const UWord* entries = chunk_entry;
-   const Int* threads = chunk_thread;
    UWord* const* l1_of = l1_of_thread;
    const UWord set_mask = l1_set_mask;
    const Int assoc = l1_assoc, used = chunk_used;
    for (Int i = g->resume; i < used; i++) {
-      UWord entry = entries[i], want = (entry >> 1) + 1;
-      Int t = threads[i];
-      UWord* ways = l1_of[t] + ((entry >> 1) & set_mask) * assoc;
+      UWord entry = entries[i], line = entry >> ENTRY_LINE, want = line + 1;
+      Int t = ENTRY_THREAD(entry);
+      UWord* ways = l1_of[t] + (line & set_mask) * assoc;
       Int w = 0;
       while (w < assoc && (ways[w] >> 2) != want) w++;
       if (w < assoc && (((ways[w] >> 1) | ~entry) & 1)) {  /* a read, or a write by the line's writer */
@@ -1243,7 +1247,7 @@ static void run_group(Int gi)
       g->counts.accesses[0] += hits;
       hits = 0;
       if (l2_read && w == assoc && !(entry & 1)) {  /* a read that misses its L1: its L2's set (see unlisted) */
-         UWord* l2 = l2_of_thread[t] + ((entry >> 1) & l2_mask) * l2_assoc;
+         UWord* l2 = l2_of_thread[t] + (line & l2_mask) * l2_assoc;
          Int v = 0;
          while (v < l2_assoc && (l2[v] >> 2) != want) v++;
          if (v < l2_assoc) {
@@ -1251,7 +1255,7 @@ static void run_group(Int gi)
             for (; v > 0; v--) l2[v] = l2[v - 1];
             l2[0] = found;
             for (w = assoc - 1; w > 0; w--) ways[w] = ways[w - 1];  /* the L1's victim: nothing lists it */
-            ways[0] = TAG(entry >> 1) | (found & WRITER);
+            ways[0] = TAG(line) | (found & WRITER);
             g->counts.accesses[0]++;
             g->counts.misses[0]++;
             g->counts.accesses[1]++;
@@ -1259,8 +1263,8 @@ static void run_group(Int gi)
             continue;
          }
       }
-      if (g->one_path) one_path_access(g, t, entry >> 1, entry & 1, ways, w);
-      else simulate(gi, i, t, entry >> 1, entry & 1, w < assoc);
+      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w);
+      else simulate(gi, i, t, line, entry & 1, w < assoc);
    }
    g->counts.accesses[0] += hits;
 }
@@ -1280,7 +1284,7 @@ static void run_groups(Bool all)
 /* The groups never interact, so --ps-workers=N processes can simulate them while the program
    runs, and this process (Valgrind's) only collects the accesses. The workers are forked before
    the program starts, with a copy of the models; each takes some groups (deal_groups; split-offs
-   stay with it). RING chunk buffers in memory shared with them (24 MiB): this process fills one
+   stay with it). RING chunk buffers in memory shared with them (16 MiB): this process fills one
    while the workers take the others in turn; a message on each worker's pipe hands a chunk over
    (buffer, accesses, threads), the worker's answer on its own pipe says it is done with it. With
    two buffers, the workers waited while this process collected the next --ps-buffer accesses,
@@ -1310,7 +1314,6 @@ static Int to_worker[MAX_WORKERS], from_worker[MAX_WORKERS];  /* a pipe each way
 static Int worker_in, worker_out;        /* in a worker: its two pipe ends */
 #define RING 8                           /* chunk buffers shared with the workers */
 static UWord* shared_entries;            /* RING x CHUNK */
-static Int* shared_threads;              /* RING x CHUNK */
 static Int filling = 0;                  /* the buffer being filled */
 static Int outstanding = 0;              /* buffers handed over before it, the workers not done with */
 static Bool forked_client = False;       /* this process is one the program forked */
@@ -1349,7 +1352,6 @@ static void worker_answer(Int w, void* data, SizeT size)
 static void use_buffer(Int b)
 {
    chunk_entry = shared_entries + (SizeT)b * CHUNK;
-   chunk_thread = shared_threads + (SizeT)b * CHUNK;
 }
 
 /* Hand the filled buffer to the workers and go on with the next; when every buffer is with them,
@@ -1476,7 +1478,7 @@ static Int collect_workers(void)
    unlinked at once. */
 static Bool share_buffers(void)
 {
-   SizeT size = RING * (SizeT)CHUNK * (sizeof(UWord) + sizeof(Int));
+   SizeT size = RING * (SizeT)CHUNK * sizeof(UWord);
    HChar name[4096];
    Int fd = -1;
    for (Int attempt = 0; attempt < 2 && fd < 0; attempt++) {
@@ -1494,7 +1496,6 @@ static Bool share_buffers(void)
    VG_(unlink)(name);
    if (!ok || sr_isError(map)) return False;
    shared_entries = (UWord*)sr_Res(map);
-   shared_threads = (Int*)(shared_entries + RING * (SizeT)CHUNK);
    return True;
 }
 
@@ -1577,8 +1578,7 @@ static void ps_client_forked(ThreadId tid)
 
 static inline void feed(Int t, UWord entry)
 {
-   chunk_thread[chunk_used] = t;
-   chunk_entry[chunk_used] = entry;
+   chunk_entry[chunk_used] = ((entry >> 1) << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1);
    if (++chunk_used == CHUNK) flush_chunk();
 }
 
@@ -1893,7 +1893,6 @@ static void ps_post_clo_init(void)
    if (n_workers == 0 || clo_check_workers) allocate_groups(True);  /* else each worker its own */
    if (n_workers == 0) {
       chunk_entry = VG_(malloc)("ps.chunk", CHUNK * sizeof(UWord));
-      chunk_thread = VG_(malloc)("ps.chunk", CHUNK * sizeof(Int));
    }
 }
 
