@@ -271,3 +271,12 @@ def test_auto_ranks_its_candidates_on_a_machine_by_simulation():
     assert {"compact", "scatter"} <= set(rows) and any(name.startswith(("locality", "balanced")) for name in rows)
     assert "simulated best on pack:2 l2:2 core:2 pu:1:" in result.stdout
     assert_clean_failure(run_pinwise("auto", "--simulate", "x7550", "--db", "r.db", "--", "true"), "--simulate")
+
+
+def test_auto_takes_the_machine_to_simulate_from_t_as_simulate_does():
+    result = run_pinwise("auto", "--simulate", "-t", "pack:2 core:2 pu:1", "--", PATTERNS, "pairs", "-n", "4", "-i",
+                         "50", check=True, timeout=600)
+    assert "simulated best on pack:2 core:2 pu:1:" in result.stdout
+    assert_clean_failure(run_pinwise("auto", "--simulate", "--", "true"), "--simulate T or -t T")
+    assert_clean_failure(run_pinwise("auto", "-t", "x7550", "--", "true"), "add --simulate")
+    assert_clean_failure(run_pinwise("auto", "--simulate", "x7550", "-t", "core2", "--", "true"), "two machines")

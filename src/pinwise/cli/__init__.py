@@ -357,10 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
                            "baseline); policies: " + policies.help_text())
-    auto.add_argument("--simulate", metavar="T",
+    auto.add_argument("--simulate", metavar="T", nargs="?", const="",
                       help="for a machine you do not have: plan the candidates on topology T (a preset, XML file or "
-                           "synthetic string) and rank them by cache simulation (pinwise simulate) instead of "
-                           "benchmarks")
+                           "synthetic string; or give it with -t) and rank them by cache simulation (pinwise "
+                           "simulate) instead of benchmarks")
+    _add_topology_option(auto, "with --simulate, the machine to simulate:")
     auto.add_argument("--placement", action="append", metavar="NAME=CPUS",
                       help="your own placement to try beside the candidates: a CPU list, likwid expression, policy "
                            "or mapping file (repeatable), as bench takes it, e.g. together=S0:0-1")

@@ -318,13 +318,22 @@ def cmd_auto(args: argparse.Namespace) -> int:
         trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     except ValueError as err:
         raise PinwiseError(f"--trace-args {args.trace_args!r} cannot be split into arguments ({err})") from None
+    if args.simulate is None and args.topology is not None:
+        raise PinwiseError(f"auto benchmarks on this machine; to judge placements on {args.topology!r} by cache "
+                           "simulation add --simulate")
     if args.simulate is not None:
         from ..auto import simulated_auto
 
         if args.policies or args.db or args.time_regex:
             raise PinwiseError("--simulate ranks the analysis's candidates by simulation: --policies, --db and "
                                "--time-regex belong to the benchmark, drop them")
-        target = topo_mod.load_topology(args.simulate)
+        if args.simulate and args.topology is not None and args.simulate != args.topology:
+            raise PinwiseError(f"two machines to simulate: --simulate {args.simulate!r} and -t {args.topology!r}; "
+                               "give one")
+        if not args.simulate and args.topology is None:
+            raise PinwiseError("--simulate needs the machine to simulate: --simulate T or -t T (a preset, XML file "
+                               "or synthetic string)")
+        target = topo_mod.load_topology(args.simulate or args.topology)
         result = simulated_auto(argv, target, trace_argv=trace_argv, placements=args.placement,
                                 say=lambda text: print(text, file=sys.stderr))
         print_simulation(result, argv)
