@@ -19,7 +19,7 @@ from pinwise.bench import build_candidates
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.simulate import machine_model
 from pinwise.topology import load_topology
-from pinwise.trace import REP_MOVSB_TUNABLE, SIM_TOOL
+from pinwise.trace import REP_MOVSB_TUNABLE, SIM_TOOL, tool_environment
 
 PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
 PAIRS = str(NATIVE_DIR / "bin" / "pairs")
@@ -209,6 +209,33 @@ def test_workers_take_every_access_and_end_with_the_run():
     time.sleep(0.3)
     left = subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True, text=True).stdout.split()
     assert not left, "a simulation worker outlived the run"
+
+
+def test_the_bare_tool_takes_fewer_workers_where_valgrind_keeps_too_few_descriptors(tmp_path):
+    """Run as `valgrind --tool=pwsim` directly, without pinwise's --fair-sched=yes --vgdb=no,
+    Valgrind later takes four more of the ten or so descriptors it keeps for itself (its pipe lock,
+    vgdb's): four workers' pipes would leave it none (it used to stop on an assertion). The tool
+    starts fewer workers, says so, and the counts are those of a run with all four."""
+    from pinwise.simulate import config_text, DEFAULT_LATENCY
+
+    machine = load_topology("pack:2 l3:1(size=64KiB) l2:1(size=8KiB) core:2 pu:2")
+    plans = [c.plan for c in build_candidates(["compact", "scatter", "primary"], ["a=0,2,4,6", "b=0,1,4,5"],
+                                              machine, 4, None)]  # three groups: three workers
+    config = tmp_path / "machine.txt"
+    config.write_text(config_text(machine_model(machine), plans, dict(DEFAULT_LATENCY)))
+    env = tool_environment(tmp_path)
+    program = [PATTERNS, "pairs", "-n", "4", "-i", "50"]
+    counts = {}
+    for options in (["--fair-sched=yes", "--vgdb=no"], []):
+        out = tmp_path / f"out{len(options)}.txt"
+        run = subprocess.run(["valgrind", "--tool=pwsim", "-q", *options, f"--ps-config={config}", f"--ps-out={out}",
+                              "--ps-workers=4", "--ps-check-workers=yes", *program],
+                             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and "Assertion" not in run.stderr, run.stderr
+        fewer = "instead of" in run.stderr and "Valgrind keeps too few file descriptors" in run.stderr
+        assert fewer == (not options), run.stderr
+        counts[len(options)] = [line for line in out.read_text().splitlines() if line.startswith("model")]
+    assert counts[0] and counts[0] == counts[2]
 
 
 def test_a_forked_child_is_not_simulated_and_workers_are_not_the_programs_children(tmp_path):

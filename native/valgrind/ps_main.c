@@ -81,6 +81,8 @@
 #include "pub_tool_mallocfree.h"
 #include "pub_tool_options.h"
 #include "pub_tool_threadstate.h"
+#include "pub_tool_clientstate.h"
+#include "pub_tool_xarray.h"
 #include "pw_tool_common.h"
 
 #define MAX_LEVELS 8
@@ -1301,9 +1303,10 @@ static void run_groups(Bool all)
    program forks is not simulated (ps_client_forked). */
 
 /* Valgrind's own, not in the tool interface: sharing memory with another process (Valgrind
-   uses it to talk to vgdb), and moving a file descriptor out of the program's reach. */
+   uses it to talk to vgdb), fcntl, and where the file descriptors it keeps for itself begin. */
 extern SysRes VG_(am_shared_mmap_file_float_valgrind)(SizeT length, UInt prot, Int fd, Off64T offset);
-extern Int VG_(safe_fd)(Int oldfd);
+extern Int VG_(fcntl)(Int fd, Int cmd, Addr arg);
+extern Int VG_(fd_hard_limit);
 
 typedef struct {
    Int buffer, count, threads;           /* count < 0: send the counts and exit */
@@ -1512,6 +1515,61 @@ static void deal_groups(void)
    for (Int gi = 0; gi < n_groups; gi++) groups[gi]->worker = gi % n_workers;
 }
 
+/* `fd` moved among the few descriptors Valgrind keeps for itself, out of the program's reach and
+   closed on exec (what VG_(safe_fd) does, but it asserts when none is left); -1: none left, and
+   `fd` is closed. */
+static Int out_of_reach(Int fd)
+{
+   Int moved = VG_(fcntl)(fd, VKI_F_DUPFD, (Addr)VG_(fd_hard_limit));
+   VG_(close)(fd);
+   if (moved < 0) return -1;
+   VG_(fcntl)(moved, VKI_F_SETFD, VKI_FD_CLOEXEC);
+   return moved;
+}
+
+/* A pipe each way for a worker, Valgrind's ends out of the program's reach; False: no room. */
+static Bool pipes_for(Int down[2], Int up[2])
+{
+   if (VG_(pipe)(down) != 0) return False;
+   if (VG_(pipe)(up) != 0) {
+      VG_(close)(down[0]);
+      VG_(close)(down[1]);
+      return False;
+   }
+   down[1] = out_of_reach(down[1]);
+   up[0] = out_of_reach(up[0]);
+   if (down[1] >= 0 && up[0] >= 0) return True;
+   VG_(close)(down[0]);
+   VG_(close)(up[1]);
+   if (down[1] >= 0) VG_(close)(down[1]);
+   if (up[0] >= 0) VG_(close)(up[0]);
+   return False;
+}
+
+/* How many of its own descriptors Valgrind takes after the tool starts: its pipe lock unless
+   --fair-sched=yes, and vgdb's unless --vgdb=no (two each; counted on this Valgrind). */
+static Int descriptors_valgrind_needs(void)
+{
+   Bool fair = False, vgdb = True;
+   for (Word i = 0; i < VG_(sizeXA)(VG_(args_for_valgrind)); i++) {
+      const HChar* arg = *(HChar**)VG_(indexXA)(VG_(args_for_valgrind), i);
+      if (VG_(strncmp)(arg, "--fair-sched=", 13) == 0) fair = VG_(strcmp)(arg + 13, "yes") == 0;
+      else if (VG_(strncmp)(arg, "--vgdb=", 7) == 0) vgdb = VG_(strcmp)(arg + 7, "no") != 0;
+   }
+   return (fair ? 0 : 2) + (vgdb ? 2 : 0);
+}
+
+/* Whether `count` more descriptors are left where Valgrind keeps its own: `fd` is copied there
+   and the copies closed. */
+static Bool room_left(Int fd, Int count)
+{
+   Int copies[8], made = 0;
+   tl_assert(count <= 8);
+   while (made < count && (copies[made] = VG_(fcntl)(fd, VKI_F_DUPFD, (Addr)VG_(fd_hard_limit))) >= 0) made++;
+   for (Int i = 0; i < made; i++) VG_(close)(copies[i]);
+   return made == count;
+}
+
 static void start_workers(void)
 {
    n_workers = (Int)clo_workers < n_groups ? (Int)clo_workers : n_groups;
@@ -1522,11 +1580,22 @@ static void start_workers(void)
       return;
    }
    Int down[MAX_WORKERS][2], up[MAX_WORKERS][2];
-   Bool piped = True;
-   for (Int w = 0; w < n_workers && piped; w++) piped = VG_(pipe)(down[w]) == 0 && VG_(pipe)(up[w]) == 0;
-   if (!piped) {
-      VG_(umsg)("pinwise-sim: cannot make pipes for the workers\n");
-      VG_(exit)(3);
+   Int made = 0;
+   while (made < n_workers && pipes_for(down[made], up[made])) made++;
+   Int later = descriptors_valgrind_needs();
+   while (made > 0 && !room_left(down[0][0], later)) {
+      made--;
+      VG_(close)(down[made][0]);
+      VG_(close)(down[made][1]);
+      VG_(close)(up[made][0]);
+      VG_(close)(up[made][1]);
+   }
+   if (made < n_workers) {  /* Valgrind keeps about ten descriptors for itself */
+      VG_(umsg)("pinwise-sim: %d simulation worker%s instead of %d: Valgrind keeps too few file descriptors for "
+                "their pipes (--fair-sched=yes and --vgdb=no free two each)\n", made, made == 1 ? "" : "s",
+                n_workers);
+      n_workers = made;
+      if (n_workers == 0) return;
    }
    deal_groups();
    for (Int w = 0; w < n_workers; w++) {
@@ -1557,8 +1626,8 @@ static void start_workers(void)
    for (Int w = 0; w < n_workers; w++) {
       VG_(close)(down[w][0]);
       VG_(close)(up[w][1]);
-      to_worker[w] = VG_(safe_fd)(down[w][1]);  /* out of the program's reach, closed on exec */
-      from_worker[w] = VG_(safe_fd)(up[w][0]);
+      to_worker[w] = down[w][1];
+      from_worker[w] = up[w][0];
    }
    use_buffer(filling);
 }
