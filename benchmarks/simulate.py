@@ -86,7 +86,7 @@ def main() -> int:
     samples = interleaved({"together": run + ["--cpus", "1,0,0,1", "--"] + work,
                            "apart": run + ["--cpus", "1,0,1,0", "--"] + work}, args.pair_runs, "Time in seconds =")
     ranking = table(f"contending pairs on this machine: simulated vs measured ({args.pair_runs} interleaved runs)",
-                    ["placement", "simulated cycles (slowest thread)", "transfers", "measured median ms"])
+                    ["placement", "simulated cycles (busiest PU)", "transfers", "measured median ms"])
     for name in ("together", "apart"):
         ranking.add_row(name, f"{simulated[name]['critical_path']:,}", f"{sum(simulated[name]['transfers'].values()):,}",
                         f"{median(samples[name]) * 1e3:.2f}")

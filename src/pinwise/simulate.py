@@ -181,6 +181,7 @@ class PlacementResult:
     transfers: dict[str, int]
     dram: dict[str, int]
     cycles_per_thread: list[int]
+    thread_pus: list[int] = field(default_factory=list)  # the PU of each thread (empty: one each)
 
     @property
     def cycles(self) -> int:
@@ -188,8 +189,14 @@ class PlacementResult:
 
     @property
     def critical_path(self) -> int:
-        """The slowest thread's cycles: what the run takes if the threads run in parallel."""
-        return max(self.cycles_per_thread, default=0)
+        """The busiest PU's cycles: what the run takes if the threads run in parallel and those
+        placed on one PU take turns (with a PU each, the slowest thread's)."""
+        if not self.thread_pus:
+            return max(self.cycles_per_thread, default=0)
+        busy: dict[int, int] = {}
+        for pu, cycles in zip(self.thread_pus, self.cycles_per_thread):
+            busy[pu] = busy.get(pu, 0) + cycles
+        return max(busy.values(), default=0)
 
 
 @dataclass
@@ -211,7 +218,8 @@ class Simulation:
             "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
             "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": p.levels, "invalidations": p.invalidations,
                             "transfers": p.transfers, "dram": p.dram, "cycles": p.cycles,
-                            "critical_path": p.critical_path, "cycles_per_thread": p.cycles_per_thread}
+                            "critical_path": p.critical_path, "cycles_per_thread": p.cycles_per_thread,
+                            "thread_pus": p.thread_pus}
                            for p in self.placements],
         }
 
@@ -236,7 +244,8 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
             _, local, remote = next(lines).split()
             cycles = [int(v) for v in next(lines).split()[1:]]
             results.append(PlacementResult(names[k], [min(s) for s in plans[k].slots], levels, invalidations, transfers,
-                                           {"local": int(local), "remote": int(remote)}, cycles))
+                                           {"local": int(local), "remote": int(remote)}, cycles,
+                                           [min(plans[k].cpus_for_slot(t)) for t in range(len(cycles))]))
     except (StopIteration, ValueError, IndexError) as err:
         raise PinwiseError(f"the simulator's result cannot be read ({err})") from None
     return threads, accesses, results
@@ -326,10 +335,13 @@ def read_simulation(path: str) -> Simulation:
                                        for name, v in p["levels"].items()},
                                       int(p["invalidations"]), {k: int(v) for k, v in p["transfers"].items()},
                                       {"local": int(p["dram"]["local"]), "remote": int(p["dram"]["remote"])},
-                                      [int(c) for c in p["cycles_per_thread"]])
+                                      [int(c) for c in p["cycles_per_thread"]],
+                                      [int(c) for c in p.get("thread_pus", [])])
                       for p in document["placements"]]
         if not placements:
             raise ValueError("no placement")
+        if any(p.thread_pus and len(p.thread_pus) != len(p.cycles_per_thread) for p in placements):
+            raise ValueError("thread_pus and cycles_per_thread differ in length")
         return Simulation(str(document["topology"]), int(document["quantum"]), bool(document["inclusive"]),
                           dict(document["latency"]), int(document["threads"]),
                           [int(a) for a in document["accesses_per_thread"]], placements,

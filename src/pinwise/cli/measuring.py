@@ -407,7 +407,7 @@ def print_simulation(result, argv: list[str] | None = None) -> None:
     table = Table()
     levels = list(first.levels)
     for column in ["placement", "CPUs", *[f"{name} misses" for name in levels], "invalidations", "transfers",
-                   "DRAM local", "DRAM remote", "cycles (slowest thread)", "vs first"]:
+                   "DRAM local", "DRAM remote", "cycles (busiest PU)", "vs first"]:
         table.add_column(column, justify="left" if column in ("placement", "CPUs") else "right")
     for p in result.placements:
         transfers = sum(p.transfers.values())
@@ -415,7 +415,7 @@ def print_simulation(result, argv: list[str] | None = None) -> None:
                       f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
                       f"{p.critical_path:,}", f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
     console.print(table)
-    console.print(Text("ranking (slowest thread's cycles): " + ranking_text(result)), soft_wrap=True)
+    console.print(Text("ranking (busiest PU's cycles): " + ranking_text(result)), soft_wrap=True)
     for p in result.placements:
         moved = ", ".join(f"{n:,} via {name}" for name, n in p.transfers.items() if n)
         if moved:

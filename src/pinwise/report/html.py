@@ -179,7 +179,7 @@ def simulation_section(simulation) -> str:
                      f"{p.invalidations:,}", f"{sum(p.transfers.values()):,}", f"{p.dram['local']:,}",
                      f"{p.dram['remote']:,}", f"{p.critical_path:,}", ratio])
     headers = ["placement", "CPUs", *[f"{n} misses" for n in levels], "invalidations", "transfers", "DRAM local",
-               "DRAM remote", "cycles (slowest thread)", "vs first"]
+               "DRAM remote", "cycles (busiest PU)", "vs first"]
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in simulation.notes)
     return (f"<section><h2>simulated on {html.escape(simulation.topology)}: {html.escape(simulation.program)}</h2>"
             f"<p>{simulation.threads} threads, {sum(simulation.accesses_per_thread):,} accesses, quantum "
