@@ -373,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the program once under pinwise's cache simulator: every data access goes to a model of "
                     "the topology's caches under each placement, all in the same pass. Prints per placement the "
                     "misses per level, invalidations, cache-to-cache transfers, DRAM accesses and estimated cycles, "
-                    "ranked by the busiest PU's cycles (threads on one PU take turns). Example: pinwise simulate -t x7550 --policies "
-                    "compact,scatter -- ./app")
+                    "ranked by the busiest PU's cycles (threads on one PU take turns). Example: pinwise simulate "
+                    "-t x7550 --policies compact,scatter -- ./app")
     sim.add_argument("--policies", default="compact,scatter",
                      help="comma-separated policies (default: compact,scatter); policies: " + policies.help_text())
     sim.add_argument("--placement", action="append", metavar="NAME=CPUS",
