@@ -1160,6 +1160,7 @@ static void allocate_groups(Bool all)
    off that stream. */
 #define ENTRY_LINE 17
 #define ENTRY_THREAD(entry) ((Int)(((entry) >> 1) & (MAX_THREADS - 1)))
+STATIC_ASSERT(MAX_THREADS == 1 << (ENTRY_LINE - 1));  /* the thread's bits, between the write bit and the line */
 static UWord* chunk_entry;
 static Int chunk_used = 0;
 
