@@ -149,6 +149,29 @@ def test_private_lines_renewed_in_a_new_window_keep_their_events(tmp_path, build
     _close_above(np.array([comm.matrix[1, 2]]), np.array([planted]))
 
 
+@pytest.mark.parametrize("sharing, planted", [("any", 20000), ("write", 10000)])
+def test_pages_watched_as_private_keep_their_events(tmp_path, build_dir, sharing, planted):
+    # tests/programs/private_pages.c: thread 1 sweeps 40000 lines of its own (writing the even ones),
+    # which makes the tracer watch the sweep's two instructions by page; the window ends; thread 1
+    # sweeps them 3 more times through page slots only; then thread 2 reads lines 0, 1, 4, 5, ...:
+    # one event per line read, or per line read that thread 1 wrote. The lines' records learn of
+    # thread 1's accesses only from its page slots, when thread 2 first touches each page. Each way
+    # of watching (the default picks pages for the sweep, "always" everywhere it can, "never"
+    # nowhere) must give the same events.
+    exe = compile_program("private_pages.c", build_dir)
+    env = tool_environment(tmp_path)
+    for mode in ("auto", "always", "never"):
+        out = tmp_path / f"pages-{mode}.txt"
+        subprocess.run(["valgrind", "-q", "--tool=pinwise", "--fair-sched=yes", f"--pw-out={out}",
+                        "--pw-window=1000000000", f"--pw-sharing={sharing}", f"--pw-page-mode={mode}", str(exe)],
+                       env=env, check=True, capture_output=True, timeout=300)
+        text = out.read_text()
+        page_sites = int(next(line.split()[1] for line in text.splitlines() if line.startswith("page-sites ")))
+        assert (page_sites >= 2) if mode != "never" else page_sites == 0, (mode, page_sites)
+        comm = parse_trace(text, str(out))
+        _close_above(np.array([comm.matrix[1, 2]]), np.array([planted]))
+
+
 def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
     # alpha[i][j]: over the lines both touched, the accesses of i plus those of j. Per line, thread 0
     # makes 1 + R, threads 1 and 2 make R; thread 3 makes 2R(L-1) in all. (Not the pair 0-4: over the
@@ -169,10 +192,11 @@ SMALL_WINDOW_DRIFT = 0.10
 @pytest.mark.parametrize("options", [["--pw-window=1000000000"], ["--pw-window=2000"],
                                      ["--pw-window=1000000000", "--pw-model=mazouz"]])
 def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
-    """The tool's line cache and stamps only save work: with one-slot-pair caches (every lookup
-    evicts), stamps reused after two, and every pending count settled each 1,000 accesses (by
-    default each 2^31, so that the reads and writes sharing a word never overflow), the handoff
-    program gives the same matrix.
+    """The tool's line cache, stamps and page slots only save work: with one-slot-pair caches (every
+    lookup evicts), stamps reused after two, every pending count settled each 1,000 accesses (by
+    default each 2^31, so that the reads and writes sharing a word never overflow), every lookup
+    watching pages rather than lines (alone and with the tiny cache) or none, the handoff program
+    gives the same matrix.
 
     The workers run strictly one after another, so over one whole-run window their entries are
     deterministic and must be equal. Main's row also holds the pthread_create/join handshake,
@@ -182,7 +206,9 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     exe = compile_program("handoff.c", build_dir)
     env = tool_environment(tmp_path)
     matrices = []
-    for debug in ([], ["--pw-cache-bits=1", "--pw-max-stamp=2"], ["--pw-cache-bits=4"], ["--pw-settle-every=1000"]):
+    for debug in ([], ["--pw-cache-bits=1", "--pw-max-stamp=2"], ["--pw-cache-bits=4"], ["--pw-settle-every=1000"],
+                  ["--pw-page-mode=always"], ["--pw-page-mode=always", "--pw-cache-bits=1", "--pw-max-stamp=2"],
+                  ["--pw-page-mode=never"]):
         out = tmp_path / f"trace{len(matrices)}.txt"
         subprocess.run(["valgrind", "-q", "--tool=pinwise", "--fair-sched=yes", f"--pw-out={out}", *options, *debug,
                         str(exe), "64", "50"], env=env, check=True, capture_output=True, timeout=300)

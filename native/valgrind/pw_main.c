@@ -113,11 +113,14 @@ static Long clo_cache_bits = CACHE_BITS;
 static Long clo_max_stamp = MAX_STAMP;
 #define SETTLE_EVERY (1LL << 31)        /* accesses: no half of a pending count reaches 2^32 (see line_cache) */
 static Long clo_settle_every = SETTLE_EVERY;
+enum { PAGE_MODE_AUTO, PAGE_MODE_ALWAYS, PAGE_MODE_NEVER };
+static Int clo_page_mode = PAGE_MODE_AUTO;  /* which lookups watch pages instead of lines (see "Private pages") */
 
 static Bool pw_process_cmd_line_option(const HChar* arg)
 {
    const HChar* model = NULL;
    const HChar* sharing = NULL;
+   const HChar* page_mode = NULL;
    if VG_STR_CLO(arg, "--pw-out", clo_out) {}
    else if VG_BINT_CLO(arg, "--pw-window", clo_window, 1, 1000000000000LL) {}
    else if VG_BINT_CLO(arg, "--pw-window-ms", clo_window_ms, 0, 100000000) {}
@@ -128,6 +131,12 @@ static Bool pw_process_cmd_line_option(const HChar* arg)
    else if VG_BINT_CLO(arg, "--pw-cache-bits", clo_cache_bits, 1, CACHE_BITS) {}
    else if VG_BINT_CLO(arg, "--pw-max-stamp", clo_max_stamp, 2, MAX_STAMP) {}
    else if VG_BINT_CLO(arg, "--pw-settle-every", clo_settle_every, 1, SETTLE_EVERY) {}
+   else if VG_STR_CLO(arg, "--pw-page-mode", page_mode) {
+      if (VG_(strcmp)(page_mode, "auto") == 0) clo_page_mode = PAGE_MODE_AUTO;
+      else if (VG_(strcmp)(page_mode, "always") == 0) clo_page_mode = PAGE_MODE_ALWAYS;
+      else if (VG_(strcmp)(page_mode, "never") == 0) clo_page_mode = PAGE_MODE_NEVER;
+      else VG_(fmsg_bad_option)(arg, "--pw-page-mode must be auto, always or never\n");
+   }
    else if VG_STR_CLO(arg, "--pw-sharing", sharing) {
       if (VG_(strcmp)(sharing, "write") == 0) clo_write_sharing = True;
       else if (VG_(strcmp)(sharing, "any") == 0) clo_write_sharing = False;
@@ -162,7 +171,9 @@ static void pw_print_debug_usage(void)
 "    --pw-cache-bits=N        line cache of 2^N slots (the result must not change) [19]\n"
 "    --pw-max-stamp=N         reuse stamps after N (the result must not change) [8388606]\n"
 "    --pw-settle-every=N      settle every pending count each N accesses (the result must not change)\n"
-"                             [2147483648]\n");
+"                             [2147483648]\n"
+"    --pw-page-mode=auto|always|never  lookups that watch private pages instead of lines: those that\n"
+"                             stream through private memory, all, none (the result must not change) [auto]\n");
 }
 
 /* The fast path. Valgrind runs one thread at a time, and a line's sharers change only when a
@@ -210,6 +221,68 @@ static CacheSide cache_side[CACHE_ENTRIES];
 static UInt shared_slots[CACHE_ENTRIES];          /* slots filled with a shared line, to settle */
 static UInt n_shared_slots = 0;
 STATIC_ASSERT(sizeof(CacheEntry) == 16 && sizeof(CacheSide) == 16);
+/* A lookup that streams through memory only its own thread touches (a private working set larger
+   than a window, swept again in every window) misses the line cache at each line's first access
+   in every window, and the line cache's slots and the lines' entries, one of each per line, come
+   on top of the program's own memory: past the CPU's caches this doubled the cost of tracing.
+   Such lookups watch pages instead. A page is private in a window while only one thread has
+   touched it in that window; its owner's accesses then add no events, and all that matters later
+   is which of its lines the owner touched, and wrote, in the window: two bit masks. A page slot
+   holds them, keyed by page and stamp as the line cache is by line, so that an inline lookup that
+   finds its key (page | stamp of the running thread) only sets a bit: no event can be missed,
+   since another thread touching the page in the window dissolves the private page first (its
+   lines' entries learn the owner's touches, the page slot is emptied, and the page stays shared
+   for the rest of the window). Every first touch of a line in a window, however made, passes
+   through touch_page, which keeps that invariant.
+
+   Which lookups watch pages is chosen per instruction (a site): lookups start with lines, and
+   pw_miss counts the misses each site takes on lines private to its thread (first accesses of a
+   window, renewals) against the others; a site that takes thousands of private misses and few
+   others is retranslated to watch pages. A page-watching site whose pages turn out shared goes
+   back to lines for good (every such access is a helper call). Both kinds of lookup give the same
+   events: --pw-page-mode=always or never must not change the matrix (the tests check that). */
+#define MAX_PAGE_SITES 1024
+typedef struct PageLines PageLines;
+typedef struct {
+   ULong  key;       /* page | stamp << KEY_SHIFT; 0: empty */
+   ULong  read;      /* lines read (bit k: line k), lines written: instrumented code sets them */
+   ULong  written;
+   PageLines* page;  /* the page's lines */
+   Addr   ip;        /* the site's instruction */
+   UInt   window;    /* the window it was filled in, and by whom */
+   UShort owner;
+   UShort spare;
+   UInt   misses;    /* pw_page_miss calls in window `misses_window` */
+   UInt   misses_window;
+   UInt   taken;     /* misses that took a private page, and those processed line by line */
+   UInt   fallbacks;
+} PageSlot;          /* a cache line each */
+STATIC_ASSERT(sizeof(PageSlot) == 64);
+#define PAGE_READ_OFFSET 8
+#define PAGE_WRITTEN_OFFSET 16
+static PageSlot page_slots[MAX_PAGE_SITES] __attribute__((aligned(64)));  /* one per page-watching site */
+static UInt n_page_slots = 0;
+
+/* Sites: what pw_miss saw of each instruction's line lookups, and how it is instrumented. A
+   direct-mapped table: a site that loses its entry to another starts counting again (and is
+   instrumented with lines if translated again meanwhile), which changes speed only. */
+enum { SITE_LINES, SITE_PAGES, SITE_LINES_FOR_GOOD };
+typedef struct {
+   Addr   ip;
+   UInt   private_misses;  /* line lookups in window `window`: misses on lines only the thread */
+   UInt   other_misses;    /* touched in the window, and the others */
+   UInt   window;
+   UShort slot;            /* 1 + its page slot, once it watches pages */
+   UChar  mode;
+} Site;
+#define SITE_BITS 14
+#define SWITCH_MISSES 16384            /* private misses of a site in one window that make it watch pages */
+#define FALLBACKS_TO_LINES 256         /* and a quarter of its page misses: back to lines for good */
+static Site sites[1 << SITE_BITS];
+static Addr to_retranslate[256];       /* sites whose mode changed, discarded when client code stops */
+static Int n_to_retranslate = 0;
+static ULong window_started_at = 0;    /* total_accesses when the window began */
+
 static ULong key_bits = 1ULL << KEY_SHIFT;         /* stamp of the running thread, shifted */
 static ULong next_stamp = 1;
 static UInt* stamp_of = NULL;                      /* per thread: its stamp, valid in stamp_window */
@@ -346,12 +419,22 @@ STATIC_ASSERT(sizeof(LineEntry) == 32);
 #define DIR_BITS_3 11
 #define DIR_BITS_2 12
 #define DIR_BITS_1 12              /* 12 + 12 + 11 page bits + 12 = 47: user addresses on x86-64 */
-typedef struct PageLines {
+struct PageLines {
    LineEntry line[LINES_PER_PAGE];
    UInt (*count)[SHARERS];    /* mazouz model: accesses per sharer of each line */
    struct PageLines* next;    /* all pages, for the mazouz sum */
    Addr page_no;
-} PageLines;
+   /* Private pages (see there): in window `private_window`, only thread `owner` touched the page
+      unless `shared`; `read` and `written` (bit k: line k) are lines it touched through page slots
+      that its lines' entries do not know yet. `ever`: lines touched at all, for lines_touched. */
+   ULong read, written, ever;
+   ULong skips;               /* lines not traced (LineEntry.skip), as a mask */
+   UInt  private_window;
+   UShort owner;
+   UChar shared;
+   UChar hot_lines;           /* lines of it with a hot record: never private then */
+   Bool  watched;             /* a page slot may hold it */
+};
 
 static PageLines*** directory[1 << DIR_BITS_1];
 static PageLines* all_pages = NULL;
@@ -366,6 +449,7 @@ static UInt last_dump_ms = 0;
 static void set_skips(PageLines* page, Bool writable)
 {
    for (Int k = 0; k < LINES_PER_PAGE; k++) page->line[k].skip = !clo_readonly && !writable;
+   page->skips = !clo_readonly && !writable ? ~0ULL : 0;
    if (clo_readonly || !writable) return;
    Addr start = page->page_no << PAGE_SHIFT, end = start + (1 << PAGE_SHIFT);
    for (const DebugInfo* di = VG_(next_DebugInfo)(NULL); di != NULL; di = VG_(next_DebugInfo)(di)) {
@@ -375,8 +459,10 @@ static void set_skips(PageLines* page, Bool writable)
          if (size[i] == 0 || table[i] >= end || table[i] + size[i] <= start) continue;
          Addr from = table[i] > start ? table[i] : start;
          Addr to = table[i] + size[i] < end ? table[i] + size[i] : end;
-         for (Addr a = from & ~(Addr)((1 << LINE_SHIFT) - 1); a < to; a += 1 << LINE_SHIFT)
+         for (Addr a = from & ~(Addr)((1 << LINE_SHIFT) - 1); a < to; a += 1 << LINE_SHIFT) {
             page->line[(a - start) >> LINE_SHIFT].skip = True;
+            page->skips |= 1ULL << ((a - start) >> LINE_SHIFT);
+         }
       }
    }
 }
@@ -581,7 +667,9 @@ static void write_result(Bool partial)
    out_printf("lines %llu", lines_touched);
    out_printf(" %llu\n", accesses_dropped);
    out_printf("table-bytes %llu\n", tracer_bytes());
-   out_printf("cache-bytes %llu\n", ((ULong)sizeof(CacheEntry) + sizeof(CacheSide) + sizeof(UInt)) << clo_cache_bits);
+   out_printf("cache-bytes %llu\n", (((ULong)sizeof(CacheEntry) + sizeof(CacheSide) + sizeof(UInt)) << clo_cache_bits)
+                                      + sizeof sites + sizeof page_slots);
+   out_printf("page-sites %llu\n", (ULong)n_page_slots);
    out_text("accv");
    for (Int i = 0; i < t; i++) out_printf(" %llu", accv[i]);
    out_text("\nload");
@@ -648,6 +736,7 @@ static void promote(LineEntry* e)
          return;
       }
       h->line->hot = 0;
+      page_of(h->line)->hot_lines--;
    }
    if (h->reads == NULL) hot_arrays(h, cap, 0);
    VG_(memset)(h->reads, 0, cap * sizeof(ULong));
@@ -657,6 +746,7 @@ static void promote(LineEntry* e)
    h->address = access_address;
    h->read_ip = h->write_ip = 0;
    e->hot = (UChar)(h - hot + 1);
+   page_of(e)->hot_lines++;  /* at most HOT_LINES, which a UChar holds */
    if (n_hot == HOT_LINES) {
       coldest_events = ~0U;
       for (Int i = 0; i < HOT_LINES; i++)
@@ -679,14 +769,50 @@ static inline Bool sharer_wrote(LineEntry* e, Int k)
    return (e->wrote >> k) & 1;
 }
 
+static Bool touch_page(PageLines* p);
+
+/* Lines of page `p` touched for the first time (`lines`: bit k, line k); untraced ones do not count. */
+static inline void count_new_lines(PageLines* p, ULong lines)
+{
+   lines &= ~p->skips;
+   lines_touched += (ULong)__builtin_popcountll(lines & ~p->ever);
+   p->ever |= lines;
+}
+
+/* Thread `t` touched line `e` in window `w` (as known later than the access: no events are due,
+   since nobody else touched the line in `w` before it): it becomes a sharer of that window. */
+static void note_sharer(LineEntry* e, UShort t, Bool wrote, UInt w)
+{
+   if (e->window > w) return;  /* what the entry knows is newer */
+   if (e->window != w) {
+      e->window = w;
+      e->n = 1;
+      e->sharer[0] = t;
+      e->wrote = wrote;
+      return;
+   }
+   for (Int k = 0; k < e->n; k++)
+      if (e->sharer[k] == t) { e->wrote |= (UChar)(wrote << k); return; }
+   if (e->n < SHARERS) {
+      e->wrote |= (UChar)(wrote << e->n);
+      e->sharer[e->n++] = t;
+   } else {
+      for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
+      e->sharer[SHARERS - 1] = t;
+      e->wrote = (UChar)((e->wrote >> 1) | (wrote << (SHARERS - 1)));
+   }
+}
+
 /* Thread `cur` accesses line `e` once: it becomes a sharer, and (diener) the access is an event
    with every other thread that touched the line in this window (with --pw-sharing=write, every
    other thread when the access writes, else those that wrote it). */
 static void access_line(LineEntry* e, Bool is_write)
 {
-   if (e == NULL || e->skip) return;
+   if (e == NULL) return;
+   if (!clo_mazouz) touch_page(page_of(e));
+   if (e->skip) return;
    UShort t = (UShort)cur;
-   if (e->window == 0) lines_touched++;
+   count_new_lines(page_of(e), 1ULL << e->index);
    HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
    if (h) {
       if (is_write) { h->writes[t]++; h->write_ip = access_ip; }
@@ -782,11 +908,7 @@ static void settle_slot(UInt slot)
    CacheEntry* c = &line_cache[slot];
    CacheSide* side = &cache_side[slot];
    if (side->flags & SLOT_RENEWED) {  /* the line's entry learns of the renewal's first access */
-      LineEntry* e = side->line;
-      e->window = side->window;
-      e->n = 1;
-      e->sharer[0] = side->owner;
-      e->wrote = (side->flags & SLOT_RENEWED_BY_WRITE) != 0;
+      note_sharer(side->line, side->owner, (side->flags & SLOT_RENEWED_BY_WRITE) != 0, side->window);
       side->flags = SLOT_PRIVATE;
    }
    if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
@@ -813,6 +935,107 @@ static void before_direct_access(Addr line_no)
    if (line_cache[slot].key != (line_no | key_bits)) empty_slot(slot);
 }
 
+/*------------------------------------------------------------*/
+/*--- Private pages                                        ---*/
+/*------------------------------------------------------------*/
+
+/* The slot's lines go to its page (to the page's masks while the page is still private to the
+   slot's thread in the slot's window; else they are of a window that ended), and the slot empties. */
+static void flush_page_slot(PageSlot* s)
+{
+   if (s->key == 0) return;
+   PageLines* p = s->page;
+   count_new_lines(p, s->read | s->written);
+   if (!p->shared && p->private_window == s->window && p->owner == s->owner) {
+      p->read |= s->read;
+      p->written |= s->written;
+   }
+   s->key = 0;
+   s->read = s->written = 0;
+}
+
+static void flush_page_slots(void)
+{
+   for (UInt i = 0; i < n_page_slots; i++) flush_page_slot(&page_slots[i]);
+}
+
+/* The slots that hold page `p` (several sites may watch it, in any window). */
+static void flush_page(PageLines* p)
+{
+   if (!p->watched) return;
+   for (UInt i = 0; i < n_page_slots; i++)
+      if (page_slots[i].key != 0 && page_slots[i].page == p) flush_page_slot(&page_slots[i]);
+   p->watched = False;
+}
+
+/* Another thread touches private page `p` in its window: the owner's lines become known to their
+   entries (their line slots settled first: what is pending there belongs to the entries as they
+   are, and emptied, since the owner is no longer their only possible sharer), and the page is
+   shared until the window ends. */
+static void dissolve(PageLines* p)
+{
+   flush_page(p);
+   for (ULong touched = p->read | p->written; touched != 0; touched &= touched - 1) {
+      Int k = __builtin_ctzll(touched);
+      Addr line_no = p->page_no * LINES_PER_PAGE + (Addr)k;
+      UInt slot = slot_of(line_no);
+      if (line_cache[slot].key != 0 && LINE_OF_KEY(line_cache[slot].key) == line_no) {
+         settle_slot(slot);
+         empty_slot(slot);
+      }
+      if (!p->line[k].skip) note_sharer(&p->line[k], p->owner, (p->written >> k) & 1, p->private_window);
+   }
+   p->shared = True;
+   p->read = p->written = 0;
+}
+
+/* The running thread touches page `p` for the first time in this window through a line (not a
+   page slot). Returns whether that dissolved the page, private to another thread until now. */
+static Bool touch_page(PageLines* p)
+{
+   if (p->private_window != window) {
+      p->private_window = window;
+      p->owner = (UShort)cur;
+      p->shared = False;
+      p->read = p->written = 0;
+      return False;
+   }
+   if (p->shared || p->owner == cur) return False;
+   dissolve(p);
+   return True;
+}
+
+static Site* site_of(Addr ip)
+{
+   Site* s = &sites[(ip ^ (ip >> SITE_BITS) ^ (ip >> (2 * SITE_BITS))) & ((1 << SITE_BITS) - 1)];
+   if (s->ip != ip) {
+      VG_(memset)(s, 0, sizeof *s);
+      s->ip = ip;
+      s->mode = clo_page_mode == PAGE_MODE_ALWAYS ? SITE_PAGES : SITE_LINES;
+   }
+   return s;
+}
+
+/* The site is instrumented the other way from its next translation on (none while too many
+   wait to be dropped: it keeps counting, and switches later). */
+static void switch_site(Site* s, UChar mode)
+{
+   if (n_to_retranslate == (Int)(sizeof to_retranslate / sizeof to_retranslate[0])) return;
+   to_retranslate[n_to_retranslate++] = s->ip;
+   s->mode = mode;
+}
+
+extern void VG_(discard_translations)(Addr start, ULong range, const HChar* who);
+
+/* Outside generated code: the translations of sites whose mode changed are dropped, so that the
+   next execution instruments them anew. */
+static void pw_stop_client_code(ThreadId tid, ULong blocks)
+{
+   (void)tid; (void)blocks;
+   for (Int i = 0; i < n_to_retranslate; i++) VG_(discard_translations)(to_retranslate[i], 1, "pinwise");
+   n_to_retranslate = 0;
+}
+
 /* Settle every slot that may hold pending events; with `forget` also empty them. */
 static void settle_all(Bool forget)
 {
@@ -822,6 +1045,7 @@ static void settle_all(Bool forget)
       if (forget) empty_slot(slot);
    }
    if (forget) n_shared_slots = 0;
+   flush_page_slots();  /* the lines page slots touched are counted in lines_touched then */
 }
 
 /* The running thread's stamp: one per thread and window, so its cached lines stay valid while
@@ -833,6 +1057,7 @@ static void set_stamp(void)
    if (stamp_window[cur] != window) {
       if (next_stamp > (ULong)clo_max_stamp) {
          for (UInt slot = 0; slot < 1U << clo_cache_bits; slot++) settle_slot(slot);
+         flush_page_slots();
          n_shared_slots = 0;
          VG_(memset)(line_cache, 0, sizeof(CacheEntry) << clo_cache_bits);
          VG_(memset)(cache_side, 0, sizeof(CacheSide) << clo_cache_bits);
@@ -848,6 +1073,7 @@ static void set_stamp(void)
 static void close_window(void)
 {
    window++;
+   window_started_at = total_accesses;
    set_stamp();
    if (clo_dump_ms > 0 && !clo_mazouz) {
       UInt now = VG_(read_millisecond_timer)();
@@ -926,6 +1152,23 @@ static void advance_window(void)
 #define FIRST_WRITE_OF(p) (((p) >> 48) & 1)
 #define SIZE_OF(p) ((p) >> 49)
 
+/* A line lookup of `site` missed, on a line only its thread touched in the window (`private`) or not.
+   Thousands of private misses in one window and few others: a stream through private memory
+   larger than the CPU's caches, which pages serve better. */
+static void count_line_miss(Site* site, Bool private)
+{
+   if (site->mode != SITE_LINES) return;  /* (switched: this translation is dropped at the slice's end) */
+   if (site->window != window) {
+      site->window = window;
+      site->private_misses = site->other_misses = 0;
+   }
+   if (private) site->private_misses++;
+   else site->other_misses++;
+   if (clo_page_mode == PAGE_MODE_AUTO && site->private_misses >= SWITCH_MISSES
+       && 16ULL * site->other_misses <= site->private_misses)
+      switch_site(site, SITE_PAGES);
+}
+
 /* The running thread's first access in this window to a line its slot still holds from an earlier
    window, when no other thread has touched the line since (SLOT_PRIVATE): streaming through a
    private working set larger than a window does this for every line in every window. Those
@@ -955,6 +1198,11 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    access_address = address;
    access_ip = ip;
    Addr first = address >> LINE_SHIFT, last = (address + SIZE_OF(packed) - 1) >> LINE_SHIFT;
+   UInt slot = slot_of(first);
+   CacheEntry* c = &line_cache[slot];
+   CacheSide* side = &cache_side[slot];
+   Bool cached = c->key == (first | key_bits);
+   if (!cached) c->pending -= PENDING(reads, writes);  /* before anything settles the slot */
    if (last != first) {
       before_direct_access(last);
       LineEntry* e = line_entry(last);
@@ -962,14 +1210,13 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
       repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
       note_instruction(e, reads - !first_write, writes - first_write);
    }
-   UInt slot = slot_of(first);
-   CacheEntry* c = &line_cache[slot];
-   CacheSide* side = &cache_side[slot];
-   if (c->key == (first | key_bits)) return;  /* cached: only the crossing sent us here */
-   c->pending -= PENDING(reads, writes);
+   if (cached) return;  /* only the crossing sent us here */
    ULong rest = PENDING(reads, writes) - PENDING(!first_write, first_write);
-   if ((side->flags & SLOT_PRIVATE) && side->owner == cur && LINE_OF_KEY(c->key) == first) {
+   Site* site = clo_page_mode == PAGE_MODE_NEVER || clo_mazouz ? NULL : site_of(ip);
+   if ((side->flags & SLOT_PRIVATE) && side->owner == cur && LINE_OF_KEY(c->key) == first
+       && !touch_page(page_of(side->line))) {  /* (a page slot of another thread may have touched it) */
       renew_private(slot, first, first_write, rest);
+      if (site) count_line_miss(site, True);
       return;
    }
    settle_slot(slot);
@@ -987,6 +1234,58 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    side->owner = (UShort)cur;
    side->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
    if (shared) shared_slots[n_shared_slots++] = slot;
+   if (site) count_line_miss(site, side->flags == SLOT_PRIVATE);
+}
+
+/* A page lookup missed (see "Private pages"): the page slot holds another page, or this one for
+   another thread or an earlier window, or the access crosses into a second line. The slot takes
+   the page when it is private to the running thread in this window (which this access may make it
+   be); else the access is processed line by line. The inline code counted the access already. */
+static VG_REGPARM(3) void pw_page_miss(Addr address, ULong packed, PageSlot* s)
+{
+   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
+   Bool first_write = FIRST_WRITE_OF(packed);
+   Addr first = address >> LINE_SHIFT, last = (address + SIZE_OF(packed) - 1) >> LINE_SHIFT;
+   Addr page_no = address >> PAGE_SHIFT;
+   if (s->misses_window != window) {
+      s->misses_window = window;
+      s->misses = 0;
+   }
+   s->misses++;
+   PageLines* p = first == last && !(page_no >> KEY_SHIFT) ? page_lines(page_no) : NULL;
+   if (p != NULL && p->hot_lines == 0) {
+      flush_page_slot(s);
+      touch_page(p);
+      if (!p->shared && p->owner == cur) {
+         ULong bit = 1ULL << (first & (LINES_PER_PAGE - 1));
+         s->key = page_no | key_bits;
+         s->page = p;
+         p->watched = True;
+         s->read = writes ? 0 : bit;
+         s->written = writes ? bit : 0;
+         s->window = window;
+         s->owner = (UShort)cur;
+         s->taken++;
+         /* Pages change as often as lines would miss (a site that jumps from page to page): lines serve
+            better. */
+         if (clo_page_mode == PAGE_MODE_AUTO && s->misses >= SWITCH_MISSES
+             && 16ULL * s->misses >= total_accesses - window_started_at)
+            switch_site(site_of(s->ip), SITE_LINES_FOR_GOOD);
+         return;
+      }
+   }
+   s->fallbacks++;
+   if (clo_page_mode == PAGE_MODE_AUTO && s->fallbacks >= FALLBACKS_TO_LINES && 4ULL * s->fallbacks >= s->taken)
+      switch_site(site_of(s->ip), SITE_LINES_FOR_GOOD);
+   access_address = address;
+   access_ip = s->ip;
+   for (Addr line = first; line <= last; line++) {
+      before_direct_access(line);
+      LineEntry* e = line_entry(line);
+      access_line(e, first_write);
+      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
+      note_instruction(e, reads - !first_write, writes - first_write);
+   }
 }
 
 /* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process.
@@ -1023,6 +1322,7 @@ static void protection_changed(Addr a, SizeT len, Bool writable)
       if (level3 == NULL) { page_no = (page_no / span3 + 1) * span3; continue; }
       PageLines* page = level3[page_no & (span3 - 1)];
       if (page != NULL) {
+         flush_page(page);  /* its lines were touched under the old protection */
          set_skips(page, writable);
          for (Int k = 0; k < LINES_PER_PAGE; k++) {
             Addr line_no = page_no * LINES_PER_PAGE + k;
@@ -1196,6 +1496,52 @@ static void add_pending(IRSB* sb, IRExpr* entry, ULong amount)
    addStmtToIRSB(sb, IRStmt_Store(Iend_LE, at, more));
 }
 
+/* The page slot of the access's site when it watches pages; else NULL. */
+static PageSlot* watched_page(const Access* a)
+{
+   if (!looked_up_inline(a) || clo_mazouz || clo_page_mode == PAGE_MODE_NEVER) return NULL;
+   Site* site = site_of(a->ip);
+   if (site->mode != SITE_PAGES) return NULL;
+   if (site->slot == 0) {  /* a new site that starts with pages (--pw-page-mode=always) */
+      if (n_page_slots == MAX_PAGE_SITES) return NULL;
+      site->slot = ++n_page_slots;
+      page_slots[site->slot - 1].ip = a->ip;
+   }
+   return &page_slots[site->slot - 1];
+}
+
+/* The inline lookup of a site that watches pages (see "Private pages"): when the page's slot holds
+   (page | stamp of the running thread) and the access stays inside one line, the line's bit is set
+   in the slot's read or written mask; else pw_page_miss. */
+static void add_page_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now, PageSlot* page_slot)
+{
+   IRExpr* page = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(PAGE_SHIFT))));
+   IRExpr* key = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Or64, page, key_bits_now));
+   IRExpr* slot = u64((ULong)(HWord)page_slot);
+   if (a->size > 1) {  /* an access that crosses into the next line misses: its key is off */
+      IRExpr* last_byte = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Add64, a->address, u64((ULong)(a->size - 1))));
+      IRExpr* apart = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Xor64, a->address, last_byte));
+      IRExpr* crosses = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, apart, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
+      key = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Xor64, key, crosses));
+   }
+   IRExpr* cached = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, slot));
+   IRExpr* hit = tmp_of(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, cached, key));
+   IRExpr* line = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, a->address, IRExpr_Const(IRConst_U8(LINE_SHIFT))));
+   IRExpr* index = tmp_of(sb, Ity_I8, IRExpr_Unop(Iop_64to8, tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_And64, line, u64(LINES_PER_PAGE - 1)))));
+   IRExpr* bit = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, u64(1), index));
+   IRExpr* mask_at = u64((ULong)(HWord)page_slot + (a->writes ? PAGE_WRITTEN_OFFSET : PAGE_READ_OFFSET));
+   IRExpr* mask = tmp_of(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mask_at));
+   IRExpr* more = tmp_of(sb, Ity_I64, IRExpr_Binop(Iop_Or64, mask, bit));
+   /* Stored either way (a branch would cost more): unchanged unless the slot is the thread's. */
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, mask_at, tmp_of(sb, Ity_I64, IRExpr_ITE(hit, more, mask))));
+   IRDirty* di = unsafeIRDirty_0_N(3, "pw_page_miss", VG_(fnptr_to_fnentry)(pw_page_miss),
+                                   mkIRExprVec_3(a->address,
+                                                 mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write, a->size)),
+                                                 mkIRExpr_HWord((HWord)page_slot)));
+   di->guard = tmp_of(sb, Ity_I1, IRExpr_Unop(Iop_Not1, hit));
+   addStmtToIRSB(sb, IRStmt_Dirty(di));
+}
+
 static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
 {
    IRExpr* packed = mkIRExpr_HWord((HWord)PACK(a->reads, a->writes, a->first_write, 0));
@@ -1205,6 +1551,11 @@ static void add_lookup(IRSB* sb, const Access* a, IRExpr* key_bits_now)
                                                     packed, mkIRExpr_HWord((HWord)a->ip)));
       if (a->guard) di->guard = a->guard;
       addStmtToIRSB(sb, IRStmt_Dirty(di));
+      return;
+   }
+   PageSlot* page_slot = watched_page(a);
+   if (page_slot != NULL) {
+      add_page_lookup(sb, a, key_bits_now, page_slot);
       return;
    }
    /* The line of the access's last byte: it differs from the cached tag both when the line is
@@ -1321,6 +1672,7 @@ static void pw_pre_clo_init(void)
    VG_(needs_client_requests)(pw_client_request);
    VG_(track_pre_thread_ll_create)(pw_thread_create);
    VG_(track_start_client_code)(pw_start_client_code);
+   VG_(track_stop_client_code)(pw_stop_client_code);
    VG_(track_pre_thread_ll_exit)(pw_thread_exit);
    VG_(track_change_mem_mprotect)(pw_mprotect);
    VG_(track_new_mem_mmap)(pw_mmap);
