@@ -6,8 +6,8 @@ under the whole `pinwise trace` command (Python start-up, setup, writing the mat
 more), interleaved, best of --runs: on a shared VM, interference only ever adds time, so the
 fastest run is the least disturbed measure of each (the advice of Python's timeit). Targets (issue
 13): the tool <= 1.3 x and the whole command <= 1.4 x the none floor on the tests' programs, and
-the hard case <= 1.6 x: every access a new line of an 8 MiB working set per thread, where the
-tool's line cache no longer fits the CPU's caches and every line is touched again in every window.
+the hard case <= 1.6 x: every access a new line of an 8 MiB working set per thread, touched again
+in every window, past the CPU's caches (the tool watches that loop's pages rather than its lines).
 
     python benchmarks/trace_overhead.py [--runs 5]
 """

@@ -47,7 +47,8 @@
       accesses TOTAL
       lines TOUCHED DROPPED       (lines touched; accesses to lines past --pw-max-lines)
       table-bytes B               (what the lines and the matrix take; grows with the program)
-      cache-bytes B               (the line cache: fixed, mapped as it is used)
+      cache-bytes B               (the line cache, sites and page slots: fixed, mapped as used)
+      page-sites S                (instructions that watched pages: see "Private pages")
       accv a0 a1 ...
       load i0 i1 ...
       load-together i0 i1 ...     (instructions executed while another thread was alive: a creator
