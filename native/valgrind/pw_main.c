@@ -780,6 +780,19 @@ static inline void count_new_lines(PageLines* p, ULong lines)
    p->ever |= lines;
 }
 
+/* Thread `t`, not a sharer of `e` yet, becomes one (the oldest is forgotten when all are taken). */
+static void add_sharer(LineEntry* e, UShort t, Bool wrote)
+{
+   if (e->n < SHARERS) {
+      e->wrote |= (UChar)(wrote << e->n);
+      e->sharer[e->n++] = t;
+   } else {
+      for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
+      e->sharer[SHARERS - 1] = t;
+      e->wrote = (UChar)((e->wrote >> 1) | (wrote << (SHARERS - 1)));
+   }
+}
+
 /* Thread `t` touched line `e` in window `w` (as known later than the access: no events are due,
    since nobody else touched the line in `w` before it): it becomes a sharer of that window. */
 static void note_sharer(LineEntry* e, UShort t, Bool wrote, UInt w)
@@ -794,14 +807,7 @@ static void note_sharer(LineEntry* e, UShort t, Bool wrote, UInt w)
    }
    for (Int k = 0; k < e->n; k++)
       if (e->sharer[k] == t) { e->wrote |= (UChar)(wrote << k); return; }
-   if (e->n < SHARERS) {
-      e->wrote |= (UChar)(wrote << e->n);
-      e->sharer[e->n++] = t;
-   } else {
-      for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
-      e->sharer[SHARERS - 1] = t;
-      e->wrote = (UChar)((e->wrote >> 1) | (wrote << (SHARERS - 1)));
-   }
+   add_sharer(e, t, wrote);
 }
 
 /* Thread `cur` accesses line `e` once: it becomes a sharer, and (diener) the access is an event
@@ -847,14 +853,7 @@ static void access_line(LineEntry* e, Bool is_write)
       }
    }
    if (mine >= 0) e->wrote |= (UChar)(is_write << mine);
-   else if (e->n < SHARERS) {
-      e->wrote |= (UChar)(is_write << e->n);
-      e->sharer[e->n++] = t;
-   } else {  /* forget the oldest sharer */
-      for (Int k = 1; k < SHARERS; k++) e->sharer[k - 1] = e->sharer[k];
-      e->sharer[SHARERS - 1] = t;
-      e->wrote = (UChar)((e->wrote >> 1) | (is_write << (SHARERS - 1)));
-   }
+   else add_sharer(e, t, is_write);
    if (events) line_events(e, events);
 }
 
