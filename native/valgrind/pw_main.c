@@ -1152,6 +1152,22 @@ static void advance_window(void)
 #define FIRST_WRITE_OF(p) (((p) >> 48) & 1)
 #define SIZE_OF(p) ((p) >> 49)
 
+/* The running thread's accesses that `packed` stands for, to each of lines first..last, outside
+   the fast path: each line's slot is settled first (before_direct_access), then the first access
+   is counted with its sharers and the rest repeat it. */
+static void direct_accesses(Addr first, Addr last, ULong packed)
+{
+   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
+   Bool first_write = FIRST_WRITE_OF(packed);
+   for (Addr line = first; line <= last; line++) {
+      before_direct_access(line);
+      LineEntry* e = line_entry(line);
+      access_line(e, first_write);
+      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
+      note_instruction(e, reads - !first_write, writes - first_write);
+   }
+}
+
 /* A line lookup of `site` missed, on a line only its thread touched in the window (`private`) or not.
    Thousands of private misses in one window and few others: a stream through private memory
    larger than the CPU's caches, which pages serve better. */
@@ -1203,13 +1219,7 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    CacheSide* side = &cache_side[slot];
    Bool cached = c->key == (first | key_bits);
    if (!cached) c->pending -= PENDING(reads, writes);  /* before anything settles the slot */
-   if (last != first) {
-      before_direct_access(last);
-      LineEntry* e = line_entry(last);
-      access_line(e, first_write);
-      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
-      note_instruction(e, reads - !first_write, writes - first_write);
-   }
+   if (last != first) direct_accesses(last, last, packed);
    if (cached) return;  /* only the crossing sent us here */
    ULong rest = PENDING(reads, writes) - PENDING(!first_write, first_write);
    Site* site = clo_page_mode == PAGE_MODE_NEVER || clo_mazouz ? NULL : site_of(ip);
@@ -1243,8 +1253,7 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    be); else the access is processed line by line. The inline code counted the access already. */
 static VG_REGPARM(3) void pw_page_miss(Addr address, ULong packed, PageSlot* s)
 {
-   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
-   Bool first_write = FIRST_WRITE_OF(packed);
+   ULong writes = WRITES_OF(packed);
    Addr first = address >> LINE_SHIFT, last = (address + SIZE_OF(packed) - 1) >> LINE_SHIFT;
    Addr page_no = address >> PAGE_SHIFT;
    if (s->misses_window != window) {
@@ -1279,32 +1288,17 @@ static VG_REGPARM(3) void pw_page_miss(Addr address, ULong packed, PageSlot* s)
       switch_site(site_of(s->ip), SITE_LINES_FOR_GOOD);
    access_address = address;
    access_ip = s->ip;
-   for (Addr line = first; line <= last; line++) {
-      before_direct_access(line);
-      LineEntry* e = line_entry(line);
-      access_line(e, first_write);
-      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
-      note_instruction(e, reads - !first_write, writes - first_write);
-   }
+   direct_accesses(first, last, packed);
 }
 
 /* Accesses that take no fast path (guarded ones, and ones too wide to cache): count and process.
    Windows advance at the next superblock, which keeps the stamp of this one's lookups. */
 static VG_REGPARM(3) void pw_access_counted(Addr address, SizeT size, ULong packed, Addr ip)
 {
-   ULong reads = READS_OF(packed), writes = WRITES_OF(packed);
-   Bool first_write = FIRST_WRITE_OF(packed);
-   total_accesses += reads + writes;
+   total_accesses += READS_OF(packed) + WRITES_OF(packed);
    access_address = address;
    access_ip = ip;
-   Addr first = address >> LINE_SHIFT, last = (address + size - 1) >> LINE_SHIFT;
-   for (Addr line = first; line <= last; line++) {
-      before_direct_access(line);
-      LineEntry* e = line_entry(line);
-      access_line(e, first_write);
-      repeat_accesses(e, reads - !first_write, writes - first_write, (UShort)cur);
-      note_instruction(e, reads - !first_write, writes - first_write);
-   }
+   direct_accesses(address >> LINE_SHIFT, (address + size - 1) >> LINE_SHIFT, packed);
 }
 
 /* The program changed the protection of [a, a + len) (mmap, mprotect, brk, mremap): the lines
