@@ -1496,7 +1496,7 @@ static PageSlot* watched_page(const Access* a)
    if (!looked_up_inline(a) || clo_mazouz || clo_page_mode == PAGE_MODE_NEVER) return NULL;
    Site* site = site_of(a->ip);
    if (site->mode != SITE_PAGES) return NULL;
-   if (site->slot == 0) {  /* a new site that starts with pages (--pw-page-mode=always) */
+   if (site->slot == 0) {  /* its first translation with pages: a slot of its own, for good */
       if (n_page_slots == MAX_PAGE_SITES) return NULL;
       site->slot = ++n_page_slots;
       page_slots[site->slot - 1].ip = a->ip;
