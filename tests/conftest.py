@@ -47,6 +47,21 @@ def assert_clean_failure(result: subprocess.CompletedProcess, *words: str) -> No
         assert word.lower() in lines[0].lower(), (word, lines[0])
 
 
+def eventually(condition, timeout: float = 20, interval: float = 0.05) -> bool:
+    """Whether ``condition()`` becomes true within ``timeout`` seconds, polled: what the kernel
+    does after a process ends (parent-death signals, reaping) takes longer on a loaded machine, so
+    a test waits for it instead of sleeping a fixed time."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+
+
 def need(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:

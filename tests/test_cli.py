@@ -9,10 +9,9 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import PINWISE, assert_clean_failure, run_pinwise
+from conftest import PINWISE, assert_clean_failure, eventually, run_pinwise
 
 from pinwise.cli import build_parser, main
 
@@ -83,11 +82,27 @@ def test_a_closed_pipe_ends_quietly():
     assert shell.stderr == ""
 
 
+def _runs_recorded(db_path) -> int:
+    import sqlite3
+
+    if not db_path.exists():
+        return 0
+    try:
+        connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            return connection.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return 0
+
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """SIGINT while a bench runs: the program is killed, the runs done are kept, one line says so."""
     process = subprocess.Popen([PINWISE, "bench", "--db", str(tmp_path / "i.db"), "-r", "50", "--policies", "os",
                                 "--", "sleep", "0.213"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # past start-up (a SIGINT during the imports is another test's): once a run is recorded
+    assert eventually(lambda: _runs_recorded(tmp_path / "i.db") > 0, timeout=60), "no run was recorded"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 130

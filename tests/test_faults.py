@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PINWISE, need
+from conftest import PINWISE, eventually, need
 
 #: A program no other test runs, so that what is left of it can be found by its command line: a
 #: shell that starts a long sleep in the background, naps, and kills the sleep. Only a kill that
@@ -79,9 +79,9 @@ def test_a_killed_bench_leaves_nothing_and_resumes_exactly(tmp_path, signum):
     time.sleep(rng.uniform(0, 0.35))  # somewhere inside a run, or between two
     process.send_signal(signum)
     _, err = process.communicate(timeout=30)
-    time.sleep(0.2)  # the kernel delivers the parent-death signal as pinwise's exit completes
-    assert not left_running(f"sleep {NAP}"), "the program under test outlived pinwise"
-    assert not left_running(ORPHAN), "the program's child outlived pinwise"
+    # the kernel delivers the parent-death signal as pinwise's exit completes
+    assert eventually(lambda: not left_running(f"sleep {NAP}")), "the program under test outlived pinwise"
+    assert eventually(lambda: not left_running(ORPHAN)), "the program's child outlived pinwise"
     if signum == signal.SIGKILL:
         assert process.returncode == -signal.SIGKILL
     else:
@@ -104,8 +104,7 @@ def test_a_killed_trace_leaves_no_valgrind(tmp_path, signum):
     wait_until_running("^sleep 31.7")  # Valgrind runs the shell, whose child runs the sleep natively
     process.send_signal(signum)
     _, err = process.communicate(timeout=60)
-    time.sleep(0.3)
-    assert not left_running("sleep 31.7"), "Valgrind (or the program it runs) outlived pinwise"
+    assert eventually(lambda: not left_running("sleep 31.7")), "Valgrind (or the program it runs) outlived pinwise"
     if signum != signal.SIGKILL:
         assert "Traceback" not in err
         assert "marked partial" in err and output.exists()  # what was gathered is kept, and says so
@@ -121,8 +120,8 @@ def test_a_killed_simulation_leaves_no_valgrind(signum):
     wait_until_running("^sleep 32.3")
     process.send_signal(signum)
     _, err = process.communicate(timeout=60)
-    time.sleep(0.3)
-    assert not left_running("sleep 32.3"), "Valgrind (or the program it runs) outlived pinwise simulate"
+    assert eventually(lambda: not left_running("sleep 32.3")), \
+        "Valgrind (or the program it runs) outlived pinwise simulate"
     assert process.returncode != 0
     if signum != signal.SIGKILL:
         assert "Traceback" not in err and "interrupted" in err

@@ -3,7 +3,11 @@ folder, with the environment's bin first on PATH (as after `source .venv/bin/act
 
 Each must exit 0 without a traceback, and its output must have the shape the README shows: the
 first line the README prints for it appears in the real output once numbers, paths and table
-borders are set aside. Timings and verdicts differ from run to run; the shape does not.
+borders are set aside. Timings and verdicts differ from run to run; the shape does not. The
+README's outputs were captured on one host, and the host changes (an Intel Xeon one day, an AMD
+EPYC the next): where a line names the machine (a report's ``machine:`` header), the README's
+facts and the live output's are each replaced by a token, and the live output must name the
+facts read from this machine itself (CPU model, host name, kernel, shape).
 """
 
 from __future__ import annotations
@@ -49,7 +53,35 @@ NUMBER = re.compile(r"[-+]?\d[\d,.]*(e[-+]?\d+)?(x|%|s)?")
 PATH = re.compile(r"(/[\w.+-]+)+/?")
 
 
-def shape(line: str) -> str:
+#: A report's machine header: CPU model, host, kernel, CPUs, allowed CPUs, shape (pinwise.report.summary).
+MACHINE_LINE = re.compile(r"^machine: (?P<model>.+?), host (?P<host>\S+), (?P<kernel>\S+ \S+), \d+ CPUs, "
+                          r"allowed \S+, (?P<shape>.+?), pinwise ")
+
+
+def this_machine() -> dict[str, str]:
+    """The facts a machine header names, read from this machine as pinwise records them."""
+    from pinwise.bench.runner import host_facts
+    from pinwise.topology import load_topology
+
+    facts = host_facts()
+    return {"model": facts["cpu_model"], "host": facts["host"], "kernel": facts["kernel"],
+            "shape": load_topology(None).shape}
+
+
+def host_neutral(line: str, facts: dict[str, str] | None = None) -> str:
+    """``line`` with the machine facts of its header replaced by tokens: those it names (the
+    README's), or with ``facts`` only where they are exactly this machine's (the live output's)."""
+    found = MACHINE_LINE.match(line)
+    if not found:
+        return line
+    for key in ("shape", "kernel", "host", "model"):  # right to left, so the spans stay valid
+        if facts is None or found.group(key) == facts[key]:
+            line = line[:found.start(key)] + f"<{key}>" + line[found.end(key):]
+    return line
+
+
+def shape(line: str, facts: dict[str, str] | None = None) -> str:
+    line = host_neutral(line, facts)
     line = PATH.sub("PATH", BORDERS.sub(" ", line))
     line = NUMBER.sub("#", line)
     return " ".join(line.replace("…", "").split())
@@ -83,5 +115,18 @@ def test_readme_example_runs_as_printed(folder, number):
     assert "Traceback" not in printed, printed
     if expected:
         first = shape(expected[0])
-        assert first in {shape(line) for line in printed.splitlines()}, \
+        facts = this_machine() if MACHINE_LINE.match(expected[0]) else None
+        assert first in {shape(line, facts) for line in printed.splitlines()}, \
             f"$ {command}\nthe README shows first: {expected[0]!r}\nprinted:\n{printed}"
+
+
+def test_a_machine_header_matches_only_this_machines_facts():
+    """The README's header, captured on another host, has the shape of this machine's header, and
+    a header that names another CPU than this one does not."""
+    facts = this_machine()
+    readme = next(lines[0] for _, lines in README_EXAMPLES if lines and MACHINE_LINE.match(lines[0]))
+    live = (f"machine: {facts['model']}, host {facts['host']}, {facts['kernel']}, 2 CPUs, allowed 0,1, "
+            f"{facts['shape']}, pinwise 0.1.0")
+    assert shape(readme) == shape(live, facts)
+    wrong = live.replace(facts["model"], facts["model"] + " (another CPU)", 1)
+    assert shape(readme) != shape(wrong, facts)

@@ -9,11 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import pytest
-from conftest import assert_clean_failure, compile_program, run_pinwise
+from conftest import assert_clean_failure, compile_program, eventually, run_pinwise
 
 from pinwise.bench import build_candidates
 from pinwise.pinning.launcher import NATIVE_DIR
@@ -227,9 +226,8 @@ def test_workers_take_every_access_and_end_with_the_run():
         l1 = {p.levels["L1d"]["accesses"] for p in result.placements}
         assert len(l1) == 1 and l1.pop() >= sum(result.accesses_per_thread) > 0
         assert result.cache_groups > len(placements) + 1  # several groups, so several workers had work
-    time.sleep(0.3)
-    left = subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True, text=True).stdout.split()
-    assert not left, "a simulation worker outlived the run"
+    assert eventually(lambda: not subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True,
+                                                 text=True).stdout.split()), "a simulation worker outlived the run"
 
 
 def test_the_bare_tool_takes_fewer_workers_where_valgrind_keeps_too_few_descriptors(tmp_path):
