@@ -125,6 +125,7 @@ _FIELD_READERS = {
     "creators": (list, _creators), "spawns": (list, _spawns), "lifetimes": (list, _pairs),
     "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
     "sharing": (str, str), "hot_lines": (list, _hot_lines), "environment": (dict, _environment),
+    "backend": (str, str), "sampling": (dict, lambda v: MappingProxyType(dict(v))),
 }
 
 
@@ -164,6 +165,12 @@ class TraceInfo:
     hot_lines: tuple[HotLine, ...] | None = None
     #: Variables pinwise set in the traced program's environment (OpenMP's passive waiting).
     environment: MappingProxyType | None = None
+    #: The tracer that measured it: None or "valgrind" (every access), "sample" (an estimate from
+    #: clock samples and watchpoints, pinwise.sample).
+    backend: str | None = None
+    #: The sampling backend's own record: clock period, samples, events, skipped samples by
+    #: reason, events per time block (for the bootstrap of pinwise.confidence).
+    sampling: MappingProxyType | None = None
     #: Keys of the file that pinwise does not know, kept as they were.
     extra: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 

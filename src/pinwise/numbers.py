@@ -57,3 +57,18 @@ def real_number(text: str, what: str, minimum: float | None = None, maximum: flo
     if not math.isfinite(value):
         raise PinwiseError(f"{what} {text!r} is too large")
     return _bounded(value, text, what, minimum, maximum)
+
+
+_DURATION = re.compile(r"([0-9.eE+-]+)\s*(ms|s|m|min|h)?\Z")
+_UNIT_SECONDS = {None: 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str, what: str, minimum: float | None = None, maximum: float | None = None) -> float:
+    """A duration as users write it for perf, timeout and sleep: ``10``, ``10s``, ``200ms``,
+    ``1.5m``, ``1h`` (a bare number is seconds), in seconds within [minimum, maximum]."""
+    text = str(text).strip()
+    found = _DURATION.match(text)
+    if not found:
+        raise PinwiseError(f"{what} {text[:MAX_DIGITS]!r} is not a duration such as 10s, 200ms or 2m")
+    value = real_number(found.group(1), what) * _UNIT_SECONDS[found.group(2)]
+    return _bounded(value, text, what, minimum, maximum)

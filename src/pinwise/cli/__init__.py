@@ -24,7 +24,7 @@ import warnings
 
 from .. import __version__
 from ..errors import PinwiseError, interrupted_status
-from ..numbers import real_number, whole_number
+from ..numbers import duration_seconds, real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
 from ..processes import own_settings, stop_on_termination
@@ -225,22 +225,43 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler="placing:cmd_run")
 
     tracer = commands.add_parser(
-        "trace", help="measure which threads share data (Valgrind), writing a communication matrix",
-        description="Run an unmodified program under pinwise's Valgrind tool and write its communication matrix "
-                    "(threads numbered in creation order, main = 0, as pinwise run pins them).",
+        "trace", help="measure which threads share data (Valgrind, or sampling at native speed), writing a "
+                      "communication matrix",
+        description="Measure which threads of an unmodified program share data and write its communication matrix "
+                    "(threads numbered in creation order, main = 0, as pinwise run pins them): under pinwise's "
+                    "Valgrind tool, every access (exact, 5-50x slower), or with --backend sample / --pid at the "
+                    "program's own speed from clock samples and hardware watchpoints (a statistical estimate).",
     )
     tracer.add_argument("-o", "--output", default="comm.json", type=_OUTPUT_FILE, help="matrix file to write (default comm.json)")
-    tracer.add_argument("--window", type=_whole(1, 10 ** 12), default=1_000_000,
+    tracer.add_argument("--backend", choices=("valgrind", "sample"), default=None,
+                        help="valgrind (default): every access under Valgrind; sample: outside the program at its "
+                             "own speed (perf events: clock samples decoded with Capstone, watchpoints in the other "
+                             "threads); needs kernel.perf_event_paranoid <= 2 or root")
+    sampled = tracer.add_argument_group("sampling (--backend sample, --pid)")
+    sampled.add_argument("--pid", type=_whole(1, 1 << 30), metavar="PID",
+                         help="attach to this running process (as perf record -p) instead of starting a program; "
+                              "implies --backend sample; the process runs on when pinwise detaches")
+    sampled.add_argument("--duration", type=_argument_type(duration_seconds, "--duration", 0.001, 1e9), metavar="TIME",
+                         help="sample for this long, then detach (10s, 500ms, 2m; default: until the program ends "
+                              "or Ctrl-C)")
+    sampled.add_argument("--period", type=_argument_type(duration_seconds, "--period", 1e-5, 10.0), default=None,
+                         metavar="TIME", help="CPU time between two samples of a thread (default 1ms)")
+    sampled.add_argument("--watch-rate", type=_whole(1, 1_000_000), default=None, metavar="N",
+                         help="hardware watchpoints armed per second at most (default 300): more events, more cost")
+    sampled.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the sampler's random draws")
+    tracer.add_argument("--window", type=_whole(1, 10 ** 12), default=None,
                         help="accesses per thread per time window (default 1000000); sharing counts only within a "
                              "window, which spans a time slice of every thread")
-    tracer.add_argument("--window-ms", type=_whole(1, 10 ** 9), help="windows of this many milliseconds instead")
-    tracer.add_argument("--model", choices=("diener", "mazouz"), default="diener",
+    tracer.add_argument("--window-ms", type=_whole(1, 10 ** 9),
+                        help="windows of this many milliseconds instead; with sampling, how long a watchpoint waits "
+                             "for another thread (default 20)")
+    tracer.add_argument("--model", choices=("diener", "mazouz"), default=None,
                         help="diener: events in windows (default); mazouz: alpha, accesses to lines both threads touch")
     tracer.add_argument("--sharing", choices=("write", "any"), default="write",
                         help="write (default): an event only when one of the two accesses writes the line, so data "
                              "threads only read together is not communication; any: every access to a line another "
                              "thread touched in the window (the paper's definition)")
-    tracer.add_argument("--omp-wait", choices=("passive", "keep"), default="passive",
+    tracer.add_argument("--omp-wait", choices=("passive", "keep"), default=None,
                         help="passive (default): trace with OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 KMP_BLOCKTIME=0 "
                              "where your environment does not set them, so OpenMP barriers sleep instead of spinning "
                              "through Valgrind's time slices; keep: your environment as it is")
@@ -249,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "loader's GOT, which every call into a shared library reads")
     tracer.add_argument("--stack", action="store_true",
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
-    tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=1 << 24, help="cache lines tracked at most (bounds memory)")
+    tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=None,
+                        help="cache lines tracked at most (bounds memory; default 16777216)")
     tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
                         help="skip the one native run (output discarded) that records when each thread lived; "
                              "without it, workers created in rounds are not recognised")

@@ -148,14 +148,35 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Options of one trace backend only, by the backend's name (``pinwise trace``).
+_VALGRIND_ONLY = {"window": "--window", "model": "--model", "omp_wait": "--omp-wait", "max_lines": "--max-lines"}
+_SAMPLE_ONLY = {"pid": "--pid", "duration": "--duration", "period": "--period", "watch_rate": "--watch-rate",
+                "seed": "--seed"}
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    backend = args.backend or ("sample" if args.pid is not None else "valgrind")
+    if args.pid is not None and argv:
+        raise PinwiseError("--pid attaches to a running process: give no program after --")
+    if args.pid is None and not argv:
+        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args "
+                           "(or --pid PID to sample a running process)")
+    if args.pid is not None and backend == "valgrind":
+        raise PinwiseError("--pid samples a running process, which Valgrind cannot attach to: drop --backend valgrind")
+    wrong = _VALGRIND_ONLY if backend == "sample" else _SAMPLE_ONLY
+    given = [flag for key, flag in wrong.items() if getattr(args, key) is not None]
+    if given:
+        raise PinwiseError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
+                           f"{'valgrind' if backend == 'sample' else 'sample'} backend, not --backend {backend}")
+    if backend == "sample":
+        return _sample_trace(args, argv)
     from ..trace import trace
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
-    if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args")
-    comm = trace(argv, args.output, window=args.window, window_ms=args.window_ms, model=args.model,
-                 sharing=args.sharing, omp_wait=args.omp_wait, readonly=args.readonly, stack=args.stack, max_lines=args.max_lines, native_run=args.native_run)
+    comm = trace(argv, args.output, window=args.window or 1_000_000, window_ms=args.window_ms,
+                 model=args.model or "diener", sharing=args.sharing, omp_wait=args.omp_wait or "passive",
+                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines or 1 << 24,
+                 native_run=args.native_run)
     info = comm.info
     print(f"wrote {args.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
           f"{info.lines_tracked:,} lines tracked ({format_size(_whole_kib(info.memory_bytes))} of tracer memory, "
@@ -164,6 +185,30 @@ def cmd_trace(args: argparse.Namespace) -> int:
           + (" [partial]" if info.partial else ""), file=sys.stderr)
     print(f"next: pinwise analyze {args.output}", file=sys.stderr)
     return 0 if not info.partial else 1
+
+
+def _sample_trace(args: argparse.Namespace, argv: list[str]) -> int:
+    from ..sample import ARMS_PER_S, PERIOD_US, WINDOW_MS, sample
+
+    comm = sample(argv or None, args.output, pid=args.pid, duration=args.duration,
+                  period_us=max(10, round(args.period * 1e6)) if args.period else PERIOD_US,
+                  window_ms=args.window_ms or WINDOW_MS, arms_per_s=args.watch_rate or ARMS_PER_S,
+                  sharing=args.sharing, readonly=args.readonly, stack=args.stack, seed=args.seed)
+    s = comm.info.sampling
+    skipped = {k: v for k, v in s["skipped"].items() if v}
+    print(f"wrote {args.output}: {comm.threads} threads, {s['samples']:,} samples in {comm.info.seconds:.1f} s "
+          f"({s['address_samples']:,} with an address), {s['events']:,} events from {s['arms']:,} watchpoints "
+          f"[sampled: a statistical estimate]" + (" [partial]" if comm.info.partial else ""), file=sys.stderr)
+    if skipped:
+        print("  samples without a shared address: " + ", ".join(f"{v:,} {k}" for k, v in skipped.items()),
+              file=sys.stderr)
+    if s["child_samples"]:
+        print(f"  warning: {s['child_samples']:,} samples ({s['child_samples'] / max(1, s['samples']):.0%}) were in "
+              f"{s['child_processes']} child process(es), whose threads this matrix does not hold", file=sys.stderr)
+    if s["lost"]:
+        print(f"  warning: the kernel dropped {s['lost']:,} samples (the sampler fell behind)", file=sys.stderr)
+    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    return 0 if not comm.info.partial else 1
 
 
 def _whole_kib(size: int) -> int:
@@ -183,19 +228,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     comm = read_comm_file(args.comm_file)
     topology = topo_mod.load_topology(args.topology) if args.topology else None
     result = analyze(comm, topology)
+    from ..confidence import SURE, pattern_confidence
+
+    sureness = pattern_confidence(comm, result)
     if args.json:
         import json
 
-        print(json.dumps(result.to_document(), indent=1))
+        document = result.to_document()
+        document["backend"] = comm.info.backend or "valgrind"
+        document["confidence"] = sureness.to_document() if sureness is not None else None
+        print(json.dumps(document, indent=1))
         return 0
     m = result.metrics
     console = Console(highlight=False, width=max(110, Console().width))
+    why_spins = ("threads waiting on it spin, and are sampled while they spin" if comm.info.backend == "sample" else
+                 "threads waiting on it, which Valgrind runs one at a time, spin through whole time slices")
     for line in result.spin_lines:
         console.print(Text(f"spin-wait: {_hot_line_name(line)} carries {line.events / _events(comm):.1%} of all events, "
                            f"read {sum(line.reads) / max(1, sum(line.writes)):,.0f} times per write "
                            f"({_thread_list(line.readers)} read it, {_thread_list(line.writers)} write it): "
-                           "threads waiting on it, which Valgrind runs one at a time, spin through whole time slices; "
-                           "what follows is of the matrix without its events"))
+                           f"{why_spins}; what follows is of the matrix without its events"))
     table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -225,7 +277,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
-    console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
+    doubt = ""
+    if sureness is not None:
+        if sureness.pattern_agreement is None:
+            console.print(Text(f"how sure: cannot say: {sureness.reason}"))
+            doubt = " (uncertain: a sampled matrix whose sureness cannot be measured)"
+        else:
+            console.print(Text(f"how sure: {sureness.reason}" + ("" if sureness.sure else
+                               f"; below {SURE:.0%}: the pattern rests on the luck of the draw, sample longer or at a "
+                               "higher --watch-rate")))
+            if not sureness.sure:
+                doubt = f" (uncertain: {sureness.policy_agreement:.0%} of redraws give this policy)"
+    console.print(Text(f"recommended policy: {result.policy}{doubt}: {result.reason}"))
     if result.costs is not None:
         compact = result.costs["compact"]
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "

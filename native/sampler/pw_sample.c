@@ -1,0 +1,1239 @@
+/* pinwise-sample: who talks to whom, measured outside the program at its own speed.
+ *
+ *   pinwise-sample --out FILE [options] -- PROGRAM ARGS...     start PROGRAM and sample it
+ *   pinwise-sample --out FILE --pid PID [options]              attach to a running process
+ *
+ * `pinwise trace --backend sample` runs it; its output is read by pinwise.sample. The method is
+ * ComDetective's (Sasongko et al., SC'19) without a PMU:
+ *
+ * 1. Address samples. Every thread of the program is sampled on the software clock (cpu-clock,
+ *    every --period-us of CPU time it runs, user mode only), each sample with the instruction
+ *    pointer and the general registers. The decoder (decode.c) computes the address the sampled
+ *    instruction (or the one just before it) touches. Stack, thread-local and read-only
+ *    addresses are skipped and counted.
+ * 2. Watchpoints. A sample of thread A at address X is offered to one other thread B (point 3
+ *    says which): B gets a hardware watchpoint on X's 8-byte word (perf's PERF_TYPE_BREAKPOINT, opened
+ *    from this process on B's thread id: read/write when A wrote X or --sharing any, write-only
+ *    otherwise). If B touches the word within --window-ms, the watchpoint traps once and
+ *    disables itself (PERF_EVENT_IOC_REFRESH 1): one A<->B communication event on X's line.
+ *    A thread has 4 debug registers: a new offer takes a free one, or replaces an armed one with
+ *    reservoir sampling (the k-th offer since the thread's watchpoints filled wins one of them
+ *    with probability 4/k), so every sample has the same chance to be watched. A token bucket
+ *    bounds the watchpoints armed per second (--arms-per-s) and so the traps.
+ * 3. The estimate. The watched samples of A are a random subset of A's samples, whichever thread
+ *    they are offered to, so the share of A's samples that B touched within the window is
+ *    estimated by hits(A,B) / armed(A,B), and the events by A's address samples times that share:
+ *    M[A][B] = M[B][A] = N(A) hits(A,B) / armed(A,B) + N(B) hits(B,A) / armed(B,A), as the Valgrind
+ *    tracer adds an event to both. Because the estimate divides by the arms each pair got, where
+ *    the offers go changes only its variance: half of them go to a thread drawn uniformly, half
+ *    to one drawn by the hits A's samples had with each (importance sampling). Hits are also
+ *    kept per time block, for a bootstrap of how sure the pattern is, and per line for the lines
+ *    that carried the events (spin-waits, false sharing).
+ *
+ * Threads are numbered in creation order, main = 0, as pinwise run and the Valgrind tracer
+ * number them. Started programs are followed with per-CPU inherited events (every thread and
+ * child process from exec on, creation order from the kernel's fork records); on attach, each
+ * existing thread gets its own events, numbered by start time, and new threads are opened as
+ * their fork records arrive. Samples of child processes are counted, not measured.
+ *
+ * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
+ * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
+ * "block a b hits ..." lines. --status FILE is rewritten every second while it runs.
+ *
+ * Exit status: 0 (the result is written), 2 usage, 3 perf_event_open refused, 4 no such process,
+ * 5 any other failure; one line on stderr (or in --error-file) says why.
+ *
+ * Limitations: a watchpoint covers 8 bytes of the 64-byte line (sharing of other words of the
+ * line is seen only when one of them is sampled); a thread that a debugger or the program itself
+ * gives debug registers gets fewer watchpoints; samples landing in the kernel are not taken.
+ */
+#define _GNU_SOURCE
+#include "decode.h"
+#include "tally.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOTS 4                  /* debug registers per thread */
+#define RING_PAGES 16            /* data pages of each sampling buffer */
+#define POLL_MS 5                /* how often the buffers are read */
+#define MAX_CPUS 4096
+#define HOT_LINES 32
+#define LINES_KEPT 4096
+
+enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
+
+struct options {
+    const char *out, *status, *error_file;
+    pid_t pid;
+    char **argv;
+    uint64_t period_ns, window_ns, duration_ns, block_ns;
+    double arms_per_s;
+    int sharing_any, readonly, stack, watch, blocks;
+    unsigned long long seed;
+};
+
+struct ring {
+    int fd;
+    struct perf_event_mmap_page *page;
+    size_t data_size;
+};
+
+struct slot {
+    int fd;                   /* an armed watchpoint, or -1 */
+    int owner;                /* the thread whose sample it watches */
+    double weight;            /* 1 / the chance that this thread was drawn for the sample */
+    uint64_t word, armed_ns;  /* the 8-byte word, and when the sample was taken */
+    uint64_t code;            /* the sampled instruction */
+};
+
+/* The bulletin board (ComDetective's): the last two threads whose samples fell on a line. */
+#define BOARD 65536
+struct posting {
+    uint64_t line;
+    int thread[2];
+    uint64_t time[2];
+};
+
+struct thread {
+    pid_t tid;
+    int creator;
+    uint64_t born_ns, ended_ns;
+    int alive;
+    struct ring ring;         /* attach mode: its own sampling buffer */
+    struct slot slot[SLOTS];
+    int nslots;               /* debug registers it may use (fewer when another user took some) */
+    uint64_t offers_full;     /* offers since its watchpoints were all armed (the reservoir's k) */
+    uint64_t samples, accesses, together, reads, writes;
+};
+
+static struct options opt;
+static struct thread *threads;
+static int nthreads, cap_threads;
+static int *alive;            /* indices of the live threads of the process */
+static int nalive;
+static struct ring rings[MAX_CPUS];  /* launch mode: one per CPU */
+static int nrings;
+static pid_t target;
+static struct pw_decoder *decoder;
+static struct pw_pairs offered, armed, hits;
+static struct pw_blocks blocks;
+static struct pw_lines lines;
+static struct posting board[BOARD];
+static uint64_t skipped[PW_SKIP_KINDS], samples_total, samples_unknown, child_samples, lost, arms, traps,
+                replaced, expired, budget_skips, arm_failures, no_partner, child_processes, execs, start_ns;
+static double tokens;
+static uint64_t tokens_at;
+static uint64_t rng_state;
+static long page_size;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t random64(void)
+{
+    rng_state ^= rng_state << 13;  /* xorshift64 */
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void fail(int status, const char *format, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+static void cleanup(void);
+static int attach_thread(int index);
+static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint64_t ip, double weight);
+
+static void fail(int status, const char *format, ...)
+{
+    char text[1024];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    FILE *errors = opt.error_file ? fopen(opt.error_file, "we") : NULL;
+    fprintf(errors ? errors : stderr, "pinwise-sample: %s\n", text);
+    if (errors)
+        fclose(errors);
+    cleanup();
+    exit(status);
+}
+
+static long perf_open(struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+    return syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int read_int(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    int value = -1000;
+    if (f) {
+        if (fscanf(f, "%d", &value) != 1)
+            value = -1000;
+        fclose(f);
+    }
+    return value;
+}
+
+/* Why perf_event_open failed, in words a user can act on; exits. */
+static void refused(int err, pid_t pid)
+{
+    int paranoid = read_int("/proc/sys/kernel/perf_event_paranoid");
+    if (err == ESRCH)
+        fail(EXIT_NO_PROCESS, "process %d exited before it could be sampled", (int)pid);
+    if (err == ENOSYS)
+        fail(EXIT_REFUSED, "this kernel has no perf_event_open (CONFIG_PERF_EVENTS): trace with --backend valgrind");
+    if (err == EACCES || err == EPERM) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d", (int)pid);
+        if (geteuid() != 0 && stat(path, &st) == 0 && st.st_uid != geteuid())
+            fail(EXIT_REFUSED, "process %d belongs to user %u, not to you: sample it as that user or as root",
+                 (int)pid, (unsigned)st.st_uid);
+        if (paranoid > 2 && geteuid() != 0)
+            fail(EXIT_REFUSED, "perf_event_open is refused: kernel.perf_event_paranoid is %d (2 or less lets a "
+                 "user sample their own programs: sysctl kernel.perf_event_paranoid=2, or run as root); or trace "
+                 "with --backend valgrind", paranoid);
+        fail(EXIT_REFUSED, "perf_event_open is refused (%s) although kernel.perf_event_paranoid is %d: a seccomp "
+             "profile or a container forbids it; trace with --backend valgrind", strerror(err), paranoid);
+    }
+    fail(EXIT_FAILED, "perf_event_open failed: %s", strerror(err));
+}
+
+/* -- buffers ------------------------------------------------------------------------------------ */
+
+static int map_ring(struct ring *r, int fd, int pages)
+{
+    size_t length = (size_t)(pages + 1) * (size_t)page_size;
+    void *base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return 0;
+    r->fd = fd;
+    r->page = base;
+    r->data_size = (size_t)pages * (size_t)page_size;
+    return 1;
+}
+
+static void unmap_ring(struct ring *r)
+{
+    if (r->page)
+        munmap(r->page, r->data_size + (size_t)page_size);
+    if (r->fd > 0)
+        close(r->fd);
+    r->page = NULL;
+    r->fd = -1;
+}
+
+static struct perf_event_attr clock_attr(int inherit)
+{
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = opt.period_ns;
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
+    attr.sample_regs_user = PW_REGS_MASK;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.inherit = (unsigned)inherit;
+    attr.task = 1;
+    attr.comm = 1;
+    attr.sample_id_all = 1;
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+    return attr;
+}
+
+/* Records staged from every buffer, processed in time order. */
+struct staged {
+    uint64_t time;
+    uint32_t offset, size;
+};
+static struct staged *stage;
+static size_t nstage, cap_stage;
+static unsigned char *stage_bytes;
+static size_t stage_used, stage_cap;
+
+static void stage_record(const unsigned char *record, size_t size, uint64_t time)
+{
+    if (nstage == cap_stage) {
+        cap_stage = cap_stage ? cap_stage * 2 : 1024;
+        stage = realloc(stage, cap_stage * sizeof *stage);
+    }
+    if (stage_used + size > stage_cap) {
+        stage_cap = (stage_cap + size) * 2;
+        stage_bytes = realloc(stage_bytes, stage_cap);
+    }
+    if (stage == NULL || stage_bytes == NULL)
+        fail(EXIT_FAILED, "out of memory");
+    memcpy(stage_bytes + stage_used, record, size);
+    stage[nstage++] = (struct staged){time, (uint32_t)stage_used, (uint32_t)size};
+    stage_used += size;
+}
+
+/* The time of a record: samples carry it after ip and tid; others at the end (sample_id_all). */
+static uint64_t record_time(const struct perf_event_header *h)
+{
+    const unsigned char *body = (const unsigned char *)(h + 1);
+    uint64_t time = 0;
+    if (h->type == PERF_RECORD_SAMPLE)
+        memcpy(&time, body + 16, 8);
+    else if (h->size >= sizeof *h + 8)
+        memcpy(&time, (const unsigned char *)h + h->size - 8, 8);
+    return time;
+}
+
+static void drain_ring(struct ring *r)
+{
+    if (r->page == NULL)
+        return;
+    uint64_t head = __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE), tail = r->page->data_tail;
+    const unsigned char *data = (const unsigned char *)r->page + page_size;
+    unsigned char copy[65536];
+    while (tail < head) {
+        struct perf_event_header h;
+        size_t at = (size_t)(tail % r->data_size);
+        for (size_t i = 0; i < sizeof h; i++)
+            ((unsigned char *)&h)[i] = data[(at + i) % r->data_size];
+        if (h.size < sizeof h)  /* a u16: it always fits the copy */
+            break;
+        for (size_t i = 0; i < h.size; i++)
+            copy[i] = data[(at + i) % r->data_size];
+        stage_record(copy, h.size, record_time((const struct perf_event_header *)copy));
+        tail += h.size;
+    }
+    __atomic_store_n(&r->page->data_tail, head, __ATOMIC_RELEASE);
+}
+
+/* -- threads ------------------------------------------------------------------------------------ */
+
+static int thread_of(pid_t tid)
+{
+    for (int i = nthreads - 1; i >= 0; i--)  /* the newest first: they are sampled most */
+        if (threads[i].tid == tid && threads[i].alive)
+            return i;
+    return -1;
+}
+
+/* Each armed watchpoint is a new event, closed when it expires or is replaced: re-arming a
+   breakpoint that has trapped and disabled itself (PERF_EVENT_IOC_MODIFY_ATTRIBUTES, then REFRESH)
+   leaves a debug register that traps on every access without counting (measured: the program ran
+   10x slower). Its count is read when it is closed. No event of its own stays open on a thread
+   between two watchpoints: a per-thread event breaks the kernel's cheap switch between threads
+   of one process (their inherited sampling contexts are clones), and a program that switches
+   threads a million times a second (a yielding spin barrier) then ran 5x slower. */
+static void settle(int index, struct slot *s)
+{
+    if (s->fd < 0)
+        return;
+    uint64_t count = 0;
+    if (read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0)
+        count_hit(s->owner, index, s->word, s->armed_ns, s->code, s->weight);
+    close(s->fd);
+    s->fd = -1;
+}
+
+static int add_thread(pid_t tid, int creator, uint64_t born)
+{
+    if (nthreads == cap_threads) {
+        cap_threads = cap_threads ? cap_threads * 2 : 64;
+        threads = realloc(threads, (size_t)cap_threads * sizeof *threads);
+        alive = realloc(alive, (size_t)cap_threads * sizeof *alive);
+        if (threads == NULL || alive == NULL)
+            fail(EXIT_FAILED, "out of memory");
+    }
+    if (!pw_pairs_grow(&offered, nthreads + 1) || !pw_pairs_grow(&armed, nthreads + 1) ||
+        !pw_pairs_grow(&hits, nthreads + 1) || !pw_lines_grow(&lines, nthreads + 1))
+        fail(EXIT_FAILED, "out of memory for %d threads", nthreads + 1);
+    struct thread *t = &threads[nthreads];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    t->creator = creator;
+    t->born_ns = born;
+    t->alive = 1;
+    t->ring.fd = -1;
+    if (opt.watch) {
+        for (int k = 0; k < SLOTS; k++)
+            t->slot[k].fd = -1;
+        t->nslots = SLOTS;
+    }
+    alive[nalive++] = nthreads;
+    return nthreads++;
+}
+
+/* The word a slot watched was touched by its thread: one event of the owner with it, weighted. */
+static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint64_t ip, double weight)
+{
+    *pw_pair(&hits, owner, thread) += weight;
+    traps++;
+    pw_blocks_add(&blocks, time, owner, thread, weight);
+    uint64_t line = addr >> 6;
+    struct pw_line *e = pw_lines_find(&lines, line);
+    if (e == NULL)
+        e = pw_lines_add(&lines, line, addr, nthreads);
+    if (e) {
+        e->events += weight;
+        if (e->pairs.count && thread < e->pairs.cap && owner < e->pairs.cap)
+            *pw_pair(&e->pairs, owner < thread ? owner : thread, owner < thread ? thread : owner) += weight;
+        if (!e->read_ip && !e->write_ip)
+            e->read_ip = ip;  /* the sampled access that was watched */
+    }
+}
+
+static void end_thread(int index, uint64_t time)
+{
+    struct thread *t = &threads[index];
+    if (!t->alive)
+        return;
+    for (int k = 0; k < t->nslots; k++)
+        settle(index, &t->slot[k]);
+    t->nslots = 0;
+    unmap_ring(&t->ring);
+    t->alive = 0;
+    t->ended_ns = time;
+    for (int i = 0; i < nalive; i++)
+        if (alive[i] == index) {
+            alive[i] = alive[--nalive];
+            break;
+        }
+}
+
+/* -- watchpoints --------------------------------------------------------------------------------- */
+
+static void refill_tokens(uint64_t now)
+{
+    if (tokens_at) {
+        tokens += (double)(now - tokens_at) * 1e-9 * opt.arms_per_s;
+        if (tokens > opt.arms_per_s / 10 + 1)
+            tokens = opt.arms_per_s / 10 + 1;
+    }
+    tokens_at = now;
+}
+
+/* Watch access ``a`` of thread ``owner`` in thread ``b``'s slot ``s``: a breakpoint on its word that
+   traps once (read/write when the sample wrote or --sharing any, else write). 0: it could not. */
+static int arm(int b, struct slot *s, int owner, const struct pw_access *a, uint64_t time, double weight)
+{
+    struct thread *t = &threads[b];
+    settle(b, s);
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_BREAKPOINT;
+    attr.bp_type = (a->kind == PW_WRITE || opt.sharing_any) ? HW_BREAKPOINT_RW : HW_BREAKPOINT_W;
+    /* a wider access (a vector, a string move) is watched at one of its words, drawn uniformly:
+       a stencil's vector store covers its boundary cell and three private ones */
+    uint64_t first = a->addr & ~7ULL, last = (a->addr + (a->size ? a->size : 1) - 1) & ~7ULL;
+    attr.bp_addr = first + 8 * (random64() % ((last - first) / 8 + 1));
+    attr.bp_len = HW_BREAKPOINT_LEN_8;
+    attr.sample_period = 1;
+    attr.disabled = 1;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    long fd = perf_open(&attr, t->tid, -1);
+    if (fd < 0) {
+        if (errno == ENOSPC && t->nslots > 1)  /* another user holds a debug register of it */
+            t->nslots--;
+        arm_failures++;
+        return 0;
+    }
+    if (ioctl((int)fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
+        arm_failures++;
+        close((int)fd);
+        return 0;
+    }
+    s->fd = (int)fd;
+    s->owner = owner;
+    s->weight = weight;
+    s->word = attr.bp_addr;
+    s->armed_ns = time;
+    s->code = a->ip;
+    return 1;
+}
+
+/* Offer thread a's sampled access to one other live thread, drawn at random (module comment). */
+/* The other live threads whose samples fell on ``line`` within the window (the board's), into
+   out[0..1]; the board then holds a's sample. */
+static int post(int a, uint64_t line, uint64_t time, int *out)
+{
+    struct posting *p = &board[(line * 0x9E3779B97F4A7C15ULL) >> 48];
+    int n = 0;
+    if (p->line != line)
+        *p = (struct posting){line, {-1, -1}, {0, 0}};
+    for (int k = 0; k < 2; k++)
+        if (p->thread[k] >= 0 && p->thread[k] != a && threads[p->thread[k]].alive &&
+            time < p->time[k] + opt.window_ns * 10)
+            out[n++] = p->thread[k];
+    int keep = p->thread[0] == a ? 0 : 1;  /* a replaces its own posting, else the older one */
+    if (keep == 1) {
+        p->thread[1] = p->thread[0];
+        p->time[1] = p->time[0];
+    }
+    p->thread[0] = a;
+    p->time[0] = time;
+    return n;
+}
+
+/* Offer thread a's sampled access to one other live thread. Which one is drawn from a mixture:
+   uniformly among the others; by the hits a's samples had with each before; among the threads
+   whose samples fell on the same line lately (the bulletin board). The hit is weighted by 1 / the
+   chance of the thread drawn (Horvitz-Thompson), so the estimate stays that of uniform offers
+   while the watchpoints go where sharing is (module comment, point 3). */
+static void offer(int a, const struct pw_access *access, uint64_t time)
+{
+    int posted[2], nposted = post(a, access->addr >> 6, time, posted);
+    if (nalive < 2 || !opt.watch) {
+        no_partner++;
+        return;
+    }
+    int others = nalive - 1, b = -1;
+    double by_hits = nthreads <= 1024 ? (nposted ? 1.0 / 3 : 0.5) : 0, by_board = nposted ? 1.0 / 3 : 0;
+    double uniform = 1 - by_hits - by_board, total = 0;
+    if (by_hits > 0)
+        for (int i = 0; i < nalive; i++)
+            if (alive[i] != a)
+                total += *pw_pair(&hits, a, alive[i]) + 0.1;
+    double x = (double)(random64() >> 11) * 0x1p-53;
+    if (x < by_board) {
+        b = posted[random64() % (uint64_t)nposted];
+    } else if (x < by_board + by_hits) {
+        double y = (double)(random64() >> 11) * 0x1p-53 * total;
+        for (int i = 0; i < nalive && b < 0; i++)
+            if (alive[i] != a && (y -= *pw_pair(&hits, a, alive[i]) + 0.1) <= 0)
+                b = alive[i];
+    }
+    if (b < 0) {
+        int pick = (int)(random64() % (uint64_t)others);
+        for (int i = 0, k = 0; i < nalive; i++)
+            if (alive[i] != a && k++ == pick) {
+                b = alive[i];
+                break;
+            }
+    }
+    if (b < 0 || threads[b].nslots == 0) {
+        no_partner++;
+        return;
+    }
+    double chance = uniform / others;
+    if (by_hits > 0)
+        chance += by_hits * (*pw_pair(&hits, a, b) + 0.1) / total;
+    for (int k = 0; k < nposted; k++)
+        if (posted[k] == b)
+            chance += by_board / nposted;
+    (*pw_pair(&offered, a, b))++;
+    refill_tokens(now_ns());
+    if (tokens < 1) {
+        budget_skips++;
+        return;
+    }
+    struct thread *t = &threads[b];
+    struct slot *s = NULL;
+    for (int k = 0; k < t->nslots && !s; k++)
+        if (t->slot[k].fd < 0)
+            s = &t->slot[k];
+    if (s == NULL) {
+        t->offers_full++;
+        if (random64() % t->offers_full >= (uint64_t)t->nslots)
+            return;
+        s = &t->slot[random64() % (uint64_t)t->nslots];
+        replaced++;
+    }
+    if (arm(b, s, a, access, time, 1.0 / chance)) {
+        tokens -= 1;
+        arms++;
+        (*pw_pair(&armed, a, b))++;
+    }
+}
+
+static void expire(uint64_t now)
+{
+    for (int i = 0; i < nalive; i++) {
+        struct thread *t = &threads[alive[i]];
+        for (int k = 0; k < t->nslots; k++)
+            if (t->slot[k].fd >= 0 && now > t->slot[k].armed_ns + opt.window_ns) {
+                settle(alive[i], &t->slot[k]);
+                expired++;
+            }
+    }
+}
+
+/* -- records ------------------------------------------------------------------------------------- */
+
+static void handle_sample(const unsigned char *body, size_t size)
+{
+    uint64_t ip, time, abi, values[PW_REGS], regs[PW_REGS] = {0};
+    uint32_t pid, tid;
+    if (size < 32)
+        return;
+    memcpy(&ip, body, 8);
+    memcpy(&pid, body + 8, 4);
+    memcpy(&tid, body + 12, 4);
+    memcpy(&time, body + 16, 8);
+    memcpy(&abi, body + 24, 8);
+    samples_total++;
+    if ((pid_t)pid != target) {
+        child_samples++;
+        return;
+    }
+    int a = thread_of((pid_t)tid);
+    if (a < 0) {
+        samples_unknown++;
+        return;
+    }
+    struct thread *t = &threads[a];
+    t->samples++;
+    if (nalive > 1)
+        t->together++;
+    int n = __builtin_popcountll(PW_REGS_MASK);
+    if (abi == 0 || size < 32 + 8 * (size_t)n)
+        return;
+    memcpy(values, body + 32, 8 * (size_t)n);
+    for (int bit = 0, k = 0; bit < PW_REGS; bit++)
+        if (PW_REGS_MASK & (1ULL << bit))
+            regs[bit] = values[k++];
+    struct pw_access access;
+    enum pw_skip why = pw_decode(decoder, ip, regs, &access);
+    skipped[why]++;
+    if (why != PW_OK)
+        return;
+    t->accesses++;
+    if (access.kind == PW_WRITE)
+        t->writes++;
+    else
+        t->reads++;
+    struct pw_line *e = pw_lines_find(&lines, access.addr >> 6);
+    if (e) {
+        if (access.kind == PW_WRITE) {
+            e->writes[a]++;
+            e->write_ip = access.ip;
+        } else {
+            e->reads[a]++;
+            if (!e->read_ip)
+                e->read_ip = access.ip;
+        }
+    }
+    if (now_ns() <= time + opt.window_ns)  /* a stale sample would watch a moment long past */
+        offer(a, &access, time);
+}
+
+static void handle_record(const unsigned char *record)
+{
+    const struct perf_event_header *h = (const void *)record;
+    const unsigned char *body = record + sizeof *h;
+    uint32_t ids[4];
+    uint64_t time;
+    switch (h->type) {
+    case PERF_RECORD_SAMPLE:
+        handle_sample(body, h->size - sizeof *h);
+        break;
+    case PERF_RECORD_FORK:  /* pid, ppid, tid, ptid, time */
+        memcpy(ids, body, 16);
+        memcpy(&time, body + 16, 8);
+        if ((pid_t)ids[0] == target && (pid_t)ids[2] != target && thread_of((pid_t)ids[2]) < 0) {
+            int index = add_thread((pid_t)ids[2], thread_of((pid_t)ids[3]), time);
+            if (nrings == 0 && !attach_thread(index))  /* attached: a new thread's own events */
+                end_thread(index, time);
+        }
+        else if (ids[0] != ids[1] && (pid_t)ids[1] == target)
+            child_processes++;
+        break;
+    case PERF_RECORD_EXIT:
+        memcpy(ids, body, 16);
+        memcpy(&time, body + 16, 8);
+        if ((pid_t)ids[0] == target) {
+            int index = thread_of((pid_t)ids[2]);
+            if (index >= 0)
+                end_thread(index, time);
+        }
+        break;
+    case PERF_RECORD_COMM:
+        memcpy(ids, body, 8);
+        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)ids[0] == target) {
+            pw_decoder_reset(decoder);  /* a new image: new code, new mappings */
+            execs++;
+        }
+        break;
+    case PERF_RECORD_LOST: {
+        uint64_t count;
+        memcpy(&count, body + 8, 8);
+        lost += count;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static int by_time(const void *x, const void *y)
+{
+    const struct staged *a = x, *b = y;
+    return a->time < b->time ? -1 : a->time > b->time;
+}
+
+static void drain_all(void)
+{
+    nstage = stage_used = 0;
+    for (int i = 0; i < nrings; i++)
+        drain_ring(&rings[i]);
+    for (int i = 0; i < nthreads; i++)
+        drain_ring(&threads[i].ring);
+    qsort(stage, nstage, sizeof *stage, by_time);
+    for (size_t i = 0; i < nstage; i++)
+        handle_record(stage_bytes + stage[i].offset);
+}
+
+/* -- starting and attaching ---------------------------------------------------------------------- */
+
+static int online_cpus(int *cpus)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+    int n = 0;
+    if (f) {
+        int lo, hi;
+        char sep;
+        while (fscanf(f, "%d", &lo) == 1) {
+            hi = lo;
+            if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+                if (fscanf(f, "%d", &hi) != 1)
+                    break;
+                if (fscanf(f, "%c", &sep) != 1)
+                    sep = '\n';
+            }
+            for (int c = lo; c <= hi && n < MAX_CPUS; c++)
+                cpus[n++] = c;
+            if (sep != ',')
+                break;
+        }
+        fclose(f);
+    }
+    if (n == 0)
+        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && n < MAX_CPUS; c++)
+            cpus[n++] = (int)c;
+    return n;
+}
+
+/* Start the program stopped before exec, open its per-CPU inherited events, let it exec. */
+static pid_t launch(void)
+{
+    int go[2], failed[2];
+    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0)
+        fail(EXIT_FAILED, "pipe: %s", strerror(errno));
+    pid_t child = fork();
+    if (child < 0)
+        fail(EXIT_FAILED, "fork: %s", strerror(errno));
+    if (child == 0) {
+        char byte;
+        close(go[1]);
+        close(failed[0]);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (read(go[0], &byte, 1) != 1)
+            _exit(127);
+        execvp(opt.argv[0], opt.argv);
+        int err = errno;
+        if (write(failed[1], &err, sizeof err) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(go[0]);
+    close(failed[1]);
+    target = child;
+    int cpus[MAX_CPUS], ncpus = online_cpus(cpus);
+    struct perf_event_attr attr = clock_attr(1);
+    attr.disabled = 1;
+    attr.enable_on_exec = 1;
+    for (int i = 0; i < ncpus; i++) {
+        long fd = perf_open(&attr, child, cpus[i]);
+        if (fd < 0) {
+            int err = errno;
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            refused(err, child);
+        }
+        if (!map_ring(&rings[nrings], (int)fd, RING_PAGES)) {
+            int err = errno;
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            fail(EXIT_REFUSED, "cannot map the sampling buffers (%s): the locked-memory limit "
+                 "(kernel.perf_event_mlock_kb, ulimit -l) is too low; run as root or raise it", strerror(err));
+        }
+        nrings++;
+    }
+    decoder = pw_decoder_new(child, opt.readonly, opt.stack);
+    if (decoder == NULL)
+        fail(EXIT_FAILED, "cannot start the x86 decoder (Capstone)");
+    add_thread(child, -1, now_ns());
+    if (write(go[1], "x", 1) != 1)
+        fail(EXIT_FAILED, "cannot start %s", opt.argv[0]);
+    close(go[1]);
+    int err = 0;
+    if (read(failed[0], &err, sizeof err) == (ssize_t)sizeof err) {
+        waitpid(child, NULL, 0);
+        fail(EXIT_NO_PROCESS, "cannot run %s: %s", opt.argv[0], strerror(err));
+    }
+    close(failed[0]);
+    pw_decoder_reset(decoder);  /* the exec'd image */
+    return child;
+}
+
+struct existing {
+    pid_t tid;
+    unsigned long long start;
+};
+
+static int by_start(const void *x, const void *y)
+{
+    const struct existing *a = x, *b = y;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+/* Open the sampling events of one existing thread; 0 when it is gone. */
+static int attach_thread(int index)
+{
+    struct perf_event_attr attr = clock_attr(0);
+    long fd = perf_open(&attr, threads[index].tid, -1);
+    if (fd < 0) {
+        if (errno == ESRCH)
+            return 0;
+        refused(errno, target);
+    }
+    if (!map_ring(&threads[index].ring, (int)fd, RING_PAGES / 4))
+        fail(EXIT_REFUSED, "cannot map the sampling buffers (%s): the locked-memory limit "
+             "(kernel.perf_event_mlock_kb, ulimit -l) is too low; run as root or raise it", strerror(errno));
+    return 1;
+}
+
+/* The threads of the process not yet known, oldest first; each gets its events. */
+static void scan_threads(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)target);
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return;
+    struct existing *found = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        if (tid <= 0 || thread_of(tid) >= 0)
+            continue;
+        char stat_path[96], text[1024];
+        snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%d/stat", (int)target, (int)tid);
+        unsigned long long start = 0;
+        FILE *f = fopen(stat_path, "re");
+        if (f) {
+            size_t got = fread(text, 1, sizeof text - 1, f);
+            text[got] = '\0';
+            fclose(f);
+            char *close_paren = strrchr(text, ')');  /* fields after the command name */
+            if (close_paren)
+                sscanf(close_paren + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                       "%*d %llu", &start);
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            found = realloc(found, cap * sizeof *found);
+            if (found == NULL)
+                fail(EXIT_FAILED, "out of memory");
+        }
+        found[n++] = (struct existing){tid, tid == target ? 0 : start};
+    }
+    closedir(dir);
+    qsort(found, n, sizeof *found, by_start);
+    for (size_t i = 0; i < n; i++) {
+        int index = add_thread(found[i].tid, nthreads ? 0 : -1, now_ns());
+        if (!attach_thread(index))
+            end_thread(index, now_ns());
+    }
+    free(found);
+}
+
+static void attach(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", (int)opt.pid);
+    if (access(path, F_OK) != 0)
+        fail(EXIT_NO_PROCESS, "no process %d", (int)opt.pid);
+    target = opt.pid;
+    decoder = pw_decoder_new(target, opt.readonly, opt.stack);
+    if (decoder == NULL)
+        fail(EXIT_FAILED, "cannot start the x86 decoder (Capstone)");
+    scan_threads();
+    if (nthreads == 0)
+        fail(EXIT_NO_PROCESS, "process %d exited before it could be sampled", (int)opt.pid);
+}
+
+/* -- output -------------------------------------------------------------------------------------- */
+
+static void write_list(FILE *out, const char *key, uint64_t (*value)(const struct thread *))
+{
+    fprintf(out, "%s", key);
+    for (int i = 0; i < nthreads; i++)
+        fprintf(out, " %llu", (unsigned long long)value(&threads[i]));
+    fprintf(out, "\n");
+}
+
+static uint64_t v_samples(const struct thread *t) { return t->samples; }
+static uint64_t v_accesses(const struct thread *t) { return t->accesses; }
+static uint64_t v_together(const struct thread *t) { return t->together; }
+static uint64_t v_reads(const struct thread *t) { return t->reads; }
+static uint64_t v_writes(const struct thread *t) { return t->writes; }
+
+static int by_events(const void *x, const void *y)
+{
+    const struct pw_line *a = *(struct pw_line *const *)x, *b = *(struct pw_line *const *)y;
+    return a->events > b->events ? -1 : a->events < b->events;
+}
+
+static void write_code(FILE *out, const char *key, uint64_t ip)
+{
+    char text[512];
+    if (ip == 0) {
+        fprintf(out, "%s -\n", key);
+        return;
+    }
+    pw_describe(decoder, ip, text, sizeof text);
+    fprintf(out, "%s 0x%llx %s\n", key, (unsigned long long)ip, text);
+}
+
+static void write_hot_lines(FILE *out)
+{
+    struct pw_line **order = malloc(sizeof *order * (lines.used ? lines.used : 1));
+    if (order == NULL)
+        fail(EXIT_FAILED, "out of memory");
+    for (size_t i = 0; i < lines.used; i++)
+        order[i] = &lines.entry[i];
+    qsort(order, lines.used, sizeof *order, by_events);
+    size_t n = lines.used < HOT_LINES ? lines.used : HOT_LINES;
+    fprintf(out, "hot-lines %zu\n", n);
+    for (size_t i = 0; i < n; i++) {
+        struct pw_line *e = order[i];
+        char where[512];
+        pw_describe(decoder, e->address, where, sizeof where);
+        fprintf(out, "hot 0x%llx %.0f\nhot-where %s\n", (unsigned long long)e->address, e->events, where);
+        write_code(out, "hot-read", e->read_ip);
+        write_code(out, "hot-write", e->write_ip);
+        fprintf(out, "hot-reads");
+        for (int t = 0; t < nthreads; t++)
+            fprintf(out, " %u", e->reads[t]);
+        fprintf(out, "\nhot-writes");
+        for (int t = 0; t < nthreads; t++)
+            fprintf(out, " %u", e->writes[t]);
+        fprintf(out, "\nhot-pairs");
+        if (e->pairs.count && e->pairs.cap >= nthreads)
+            for (int a = 0; a < nthreads; a++)
+                for (int b = a + 1; b < nthreads; b++)
+                    if (*pw_pair(&e->pairs, a, b) >= 0.5)
+                        fprintf(out, " %d %d %.0f", a, b, *pw_pair(&e->pairs, a, b));
+        fprintf(out, "\n");
+    }
+    free(order);
+}
+
+/* A's address samples that B touched within the window (Horvitz-Thompson): each hit weighs
+   1 / the chance that B was drawn for its sample; dividing by the share of B's draws that were
+   armed makes up for the token bucket and the reservoir; and a's samples that were offered to
+   no one (stale, or no other thread alive) count as the offered ones did. */
+static double estimate(int a, int b, double h)
+{
+    double offers = *pw_pair(&offered, a, b), arms_ab = *pw_pair(&armed, a, b);
+    double watched = arms_ab / offers;  /* of the draws of b for a's samples, those armed */
+    double all = 0;                     /* a's samples offered to anyone */
+    for (int c = 0; c < nthreads; c++)
+        all += *pw_pair(&offered, a, c);
+    return h / watched * (double)threads[a].accesses / all;
+}
+
+static void write_result(int exit_status, int partial)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt.out);
+    FILE *out = fopen(tmp, "we");
+    if (out == NULL)
+        fail(EXIT_FAILED, "cannot write %s: %s", tmp, strerror(errno));
+    uint64_t end = now_ns(), functions, instructions, reloads;
+    pw_decoder_counts(decoder, &functions, &instructions, &reloads);
+    fprintf(out, "pinwise-sample 1\nbackend sample\nclock cpu-clock\npartial %d\nthreads %d\n", partial, nthreads);
+    fprintf(out, "period-ns %llu\nwindow-ns %llu\nsharing %s\narms-per-s %.0f\nseconds %.3f\n",
+            (unsigned long long)opt.period_ns, (unsigned long long)opt.window_ns, opt.sharing_any ? "any" : "write",
+            opt.arms_per_s, (double)(end - start_ns) * 1e-9);
+    fprintf(out, "exit-status %d\nsamples %llu\nsamples-child %llu\nchild-processes %llu\nexecs %llu\n"
+            "samples-unknown %llu\nlost %llu\n", exit_status, (unsigned long long)samples_total,
+            (unsigned long long)child_samples, (unsigned long long)child_processes, (unsigned long long)execs,
+            (unsigned long long)samples_unknown, (unsigned long long)lost);
+    fprintf(out, "skipped no-access %llu stack %llu tls %llu readonly %llu unmapped %llu no-code %llu\n",
+            (unsigned long long)skipped[PW_SKIP_NO_ACCESS], (unsigned long long)skipped[PW_SKIP_STACK],
+            (unsigned long long)skipped[PW_SKIP_TLS], (unsigned long long)skipped[PW_SKIP_READONLY],
+            (unsigned long long)skipped[PW_SKIP_UNMAPPED], (unsigned long long)skipped[PW_SKIP_NO_CODE]);
+    fprintf(out, "watch arms %llu traps %llu replaced %llu expired %llu budget-skips %llu no-partner %llu "
+            "failed %llu\n", (unsigned long long)arms, (unsigned long long)traps, (unsigned long long)replaced,
+            (unsigned long long)expired, (unsigned long long)budget_skips, (unsigned long long)no_partner,
+            (unsigned long long)arm_failures);
+    fprintf(out, "decoded functions %llu instructions %llu map-reads %llu\n", (unsigned long long)functions,
+            (unsigned long long)instructions, (unsigned long long)reloads);
+    write_list(out, "samples-per-thread", v_samples);
+    write_list(out, "accv", v_accesses);
+    write_list(out, "reads", v_reads);
+    write_list(out, "writes", v_writes);
+    write_list(out, "load", v_samples);
+    write_list(out, "load-together", v_together);
+    fprintf(out, "tids");
+    for (int i = 0; i < nthreads; i++)
+        fprintf(out, " %d", (int)threads[i].tid);
+    fprintf(out, "\ncreator -");
+    for (int i = 1; i < nthreads; i++)
+        fprintf(out, " %d", threads[i].creator < 0 ? 0 : threads[i].creator);
+    fprintf(out, "\nlifetime-ns");
+    for (int i = 0; i < nthreads; i++)
+        fprintf(out, " %llu %llu", (unsigned long long)(threads[i].born_ns > start_ns ? threads[i].born_ns - start_ns : 0),
+                (unsigned long long)((threads[i].alive ? end : threads[i].ended_ns) - start_ns));
+    fprintf(out, "\npairs-offered");
+    for (int a = 0; a < nthreads; a++)
+        for (int b = 0; b < nthreads; b++)
+            if (*pw_pair(&offered, a, b))
+                fprintf(out, " %d %d %.0f %.0f %.6g", a, b, *pw_pair(&offered, a, b), *pw_pair(&armed, a, b),
+                        *pw_pair(&hits, a, b));
+    fprintf(out, "\nmatrix\n");
+    for (int a = 0; a < nthreads; a++) {
+        for (int b = 0; b < nthreads; b++) {
+            double value = 0;
+            for (int k = 0; k < 2; k++) {  /* A's samples seen by B, and B's seen by A */
+                int from = k ? b : a, to = k ? a : b;
+                double h = *pw_pair(&hits, from, to), m = *pw_pair(&armed, from, to);
+                if (h > 0 && m > 0)
+                    value += estimate(from, to, h);
+            }
+            fprintf(out, b ? " %.6g" : "%.6g", a == b ? 0.0 : value);
+        }
+        fprintf(out, "\n");
+    }
+    write_hot_lines(out);
+    pw_blocks_write(&blocks, out);
+    if (fflush(out) != 0 || ferror(out)) {
+        fclose(out);
+        unlink(tmp);
+        fail(EXIT_FAILED, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    fclose(out);
+    if (rename(tmp, opt.out) != 0)
+        fail(EXIT_FAILED, "cannot write %s: %s", opt.out, strerror(errno));
+}
+
+static void write_status(void)
+{
+    if (!opt.status)
+        return;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt.status);
+    FILE *out = fopen(tmp, "we");
+    if (out == NULL)
+        return;
+    fprintf(out, "threads %d\nalive %d\nsamples %llu\narms %llu\ntraps %llu\nseconds %.1f\n", nthreads, nalive,
+            (unsigned long long)samples_total, (unsigned long long)arms, (unsigned long long)traps,
+            (double)(now_ns() - start_ns) * 1e-9);
+    fclose(out);
+    rename(tmp, opt.status);
+}
+
+static void cleanup(void)
+{
+    for (int i = 0; i < nthreads; i++) {
+        for (int k = 0; k < threads[i].nslots; k++)
+            if (threads[i].slot[k].fd >= 0) {
+                close(threads[i].slot[k].fd);
+                threads[i].slot[k].fd = -1;
+            }
+        threads[i].nslots = 0;
+        unmap_ring(&threads[i].ring);
+    }
+    for (int i = 0; i < nrings; i++)
+        unmap_ring(&rings[i]);
+    nrings = 0;
+}
+
+/* -- the command line and the loop --------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--period-us N] [--window-ms N] "
+                    "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--duration-ms N] "
+                    "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
+    exit(EXIT_USAGE);
+}
+
+static unsigned long long number(const char *text, const char *name, unsigned long long lo, unsigned long long hi)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || end == text || *end || value < lo || value > hi) {
+        fprintf(stderr, "pinwise-sample: %s must be a whole number from %llu to %llu, not '%s'\n", name, lo, hi, text);
+        exit(EXIT_USAGE);
+    }
+    return value;
+}
+
+static void parse(int argc, char **argv)
+{
+    opt.period_ns = 1000000;
+    opt.window_ns = 20000000;
+    opt.arms_per_s = 1000;
+    opt.watch = 1;
+    opt.blocks = 32;
+    opt.block_ns = 50000000;
+    opt.seed = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)getpid();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--")) {
+            if (i + 1 >= argc)
+                usage();
+            opt.argv = &argv[i + 1];
+            break;
+        } else if (!strcmp(a, "--readonly")) {
+            opt.readonly = 1;
+        } else if (!strcmp(a, "--stack")) {
+            opt.stack = 1;
+        } else if (!strcmp(a, "--no-watch")) {
+            opt.watch = 0;
+        } else if (value == NULL) {
+            usage();
+        } else if (!strcmp(a, "--out")) {
+            opt.out = argv[++i];
+        } else if (!strcmp(a, "--status")) {
+            opt.status = argv[++i];
+        } else if (!strcmp(a, "--error-file")) {
+            opt.error_file = argv[++i];
+        } else if (!strcmp(a, "--pid")) {
+            opt.pid = (pid_t)number(argv[++i], "--pid", 1, 1u << 30);
+        } else if (!strcmp(a, "--period-us")) {
+            opt.period_ns = number(argv[++i], "--period-us", 10, 10000000) * 1000;
+        } else if (!strcmp(a, "--window-ms")) {
+            opt.window_ns = number(argv[++i], "--window-ms", 1, 100000) * 1000000;
+        } else if (!strcmp(a, "--arms-per-s")) {
+            opt.arms_per_s = (double)number(argv[++i], "--arms-per-s", 1, 1000000);
+        } else if (!strcmp(a, "--duration-ms")) {
+            opt.duration_ns = number(argv[++i], "--duration-ms", 1, 1ULL << 40) * 1000000;
+        } else if (!strcmp(a, "--blocks")) {
+            opt.blocks = (int)number(argv[++i], "--blocks", 2, 4096) & ~1;
+        } else if (!strcmp(a, "--seed")) {
+            opt.seed = number(argv[++i], "--seed", 0, ~0ULL);
+        } else if (!strcmp(a, "--sharing")) {
+            value = argv[++i];
+            if (strcmp(value, "write") && strcmp(value, "any"))
+                usage();
+            opt.sharing_any = !strcmp(value, "any");
+        } else {
+            usage();
+        }
+    }
+    if (opt.out == NULL || (opt.pid == 0) == (opt.argv == NULL))
+        usage();
+    rng_state = opt.seed ? opt.seed : 1;
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    page_size = sysconf(_SC_PAGESIZE);
+    if (!pw_blocks_init(&blocks, opt.blocks, opt.block_ns) || !pw_lines_init(&lines, LINES_KEPT))
+        fail(EXIT_FAILED, "out of memory");
+    /* Stop signals arrive on a descriptor: the loop finishes its work and writes the result. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    start_ns = now_ns();
+    pid_t child = opt.argv ? launch() : (attach(), 0);
+    int pidfd = child ? -1 : (int)syscall(SYS_pidfd_open, target, 0);
+    int exit_status = -1, stopped = 0, ended = 0;
+    uint64_t last_status = 0;
+    while (!ended) {
+        struct pollfd fds[2] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+        int ready = poll(fds, pidfd >= 0 ? 2 : 1, POLL_MS);
+        if (ready > 0 && (fds[0].revents & POLLIN)) {
+            struct signalfd_siginfo info;
+            while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {
+                if (info.ssi_signo == SIGCHLD)
+                    continue;
+                stopped = 1;
+                if (child)  /* the program gets the signal too, and ends in its own time */
+                    kill(child, (int)info.ssi_signo);
+            }
+        }
+        drain_all();
+        uint64_t now = now_ns();
+        expire(now);
+        if (child) {
+            int status;
+            if (waitpid(child, &status, WNOHANG) == child) {
+                exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                drain_all();
+                ended = 1;
+            }
+        } else if (pidfd >= 0 ? (fds[1].revents & POLLIN) != 0 : kill(target, 0) != 0) {
+            drain_all();
+            ended = 1;
+        }
+        if (!child && !ended) {
+            static uint64_t last_scan;
+            if (now - last_scan > 100000000ULL) {  /* threads whose fork record we could not see */
+                scan_threads();
+                last_scan = now;
+            }
+        }
+        if (stopped && !child)
+            break;
+        if (opt.duration_ns && now - start_ns >= opt.duration_ns) {
+            if (!child)
+                break;
+            cleanup();  /* detach, and let the program finish on its own */
+            opt.duration_ns = 0;
+            opt.watch = 0;
+        }
+        if (now - last_status > 1000000000ULL) {
+            write_status();
+            last_status = now;
+        }
+    }
+    for (int i = 0; i < nthreads; i++)  /* every watchpoint still armed: counted, closed */
+        for (int k = 0; k < threads[i].nslots; k++)
+            settle(i, &threads[i].slot[k]);
+    cleanup();
+    write_result(exit_status, stopped || (child && exit_status != 0));
+    pw_decoder_free(decoder);
+    return 0;
+}

@@ -1,0 +1,115 @@
+"""How sure a sampled matrix's pattern is: a bootstrap over its time blocks.
+
+A matrix from ``pinwise trace --backend sample`` (:mod:`pinwise.sample`) is an estimate from a few
+hundred or thousand watchpoint traps. The sampler keeps the traps of each time block apart
+(``TraceInfo.sampling["blocks"]``: weighted hits per ordered pair of threads), so the estimate can
+be redrawn: resample the blocks with replacement (Efron's bootstrap; blocks rather than single
+traps, because traps close in time are not independent), rebuild the matrix, classify it again.
+The share of redraws that give the pattern (and the policy) of the whole matrix says how much the
+verdict rests on the luck of the draw. With fewer than MIN_BLOCKS blocks it cannot say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .comm import CommMatrix
+
+RESAMPLES = 200
+MIN_BLOCKS = 4
+#: Below this share of redraws agreeing, a pattern is called uncertain.
+SURE = 0.9
+
+
+@dataclass(frozen=True)
+class PatternConfidence:
+    """The bootstrap's verdict on a sampled matrix: the share of ``resamples`` redraws of its
+    ``blocks`` time blocks that gave the same pattern (and policy) as the whole matrix, or None
+    with ``reason`` when it cannot say."""
+
+    pattern_agreement: float | None
+    policy_agreement: float | None
+    resamples: int
+    blocks: int
+    events: int
+    reason: str
+
+    @property
+    def sure(self) -> bool:
+        return self.pattern_agreement is not None and self.pattern_agreement >= SURE
+
+    def to_document(self) -> dict:
+        return {"pattern_agreement": self.pattern_agreement, "policy_agreement": self.policy_agreement,
+                "resamples": self.resamples, "blocks": self.blocks, "events": self.events, "reason": self.reason}
+
+
+def block_matrices(comm: CommMatrix) -> list[np.ndarray] | None:
+    """The sampled matrix's events per time block, each weighted as the whole matrix is (the
+    sampler's estimate, pw_sample.c); None when the file has no usable blocks."""
+    sampling = comm.info.sampling
+    if sampling is None:
+        return None
+    t = comm.threads
+    try:
+        accesses = np.asarray(comm.accesses, dtype=float)
+        offered = np.zeros((t, t))
+        armed = np.zeros((t, t))
+        for a, b, offers, arms, _hits in sampling["pairs"]:
+            offered[int(a), int(b)] = float(offers)
+            armed[int(a), int(b)] = float(arms)
+        offered_by = offered.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(armed > 0, offered / armed, 0.0) * np.where(offered_by > 0, accesses / offered_by,
+                                                                          0.0)[:, None]
+        found = []
+        for block in sampling["blocks"]:
+            m = np.zeros((t, t))
+            for k in range(0, len(block) - 2, 3):
+                a, b, weight = int(block[k]), int(block[k + 1]), float(block[k + 2])
+                m[a, b] += weight * factor[a, b]
+            found.append(m + m.T)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return found if all(np.all(np.isfinite(m)) for m in found) else None
+
+
+def pattern_confidence(comm: CommMatrix, analysis, resamples: int = RESAMPLES, seed: int = 0) -> PatternConfidence | None:
+    """The bootstrap of a sampled matrix (module docstring); None for a traced (exact) one.
+    ``analysis`` is the :class:`pinwise.patterns.Analysis` of ``comm``."""
+    if comm.info.backend != "sample":
+        return None
+    from .metrics import metrics
+    from .patterns import classify, recommend
+
+    events = int((comm.info.sampling or {}).get("events", 0))
+    blocks = block_matrices(comm)
+    if blocks is None:
+        return PatternConfidence(None, None, 0, 0, events, "the file holds no time blocks of the sample")
+    used = [m for m in blocks if m.any()]
+    if len(used) < MIN_BLOCKS:
+        return PatternConfidence(None, None, 0, len(used), events,
+                                 f"only {len(used)} time block(s) saw events (at least {MIN_BLOCKS} needed): sample "
+                                 "longer or at a higher --watch-rate")
+    whole = sum(used)
+    # the analysis took spin-waits out: each redraw loses the same share of each pair
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kept = np.where(whole > 0, np.asarray(analysis.comm.matrix) / whole, 0.0) if analysis.comm is not None else 1.0
+    kept = np.clip(np.nan_to_num(kept, nan=0.0, posinf=0.0), 0.0, 1.0) if not np.isscalar(kept) else kept
+    base_policy, _ = recommend(analysis.metrics, analysis.pattern)  # before a topology's cost check
+    rng = np.random.default_rng(seed)
+    stack = np.stack(used)
+    same_pattern = same_policy = 0
+    for _ in range(resamples):
+        counts = np.bincount(rng.integers(0, len(used), len(used)), minlength=len(used))
+        matrix = np.tensordot(counts.astype(float), stack, axes=1) * kept
+        redrawn = replace(analysis.comm if analysis.comm is not None else comm, matrix=matrix)
+        found = metrics(redrawn)
+        pattern, _ = classify(redrawn, found)
+        policy, _ = recommend(found, pattern)
+        same_pattern += pattern == analysis.pattern
+        same_policy += policy == base_policy
+    return PatternConfidence(same_pattern / resamples, same_policy / resamples, resamples, len(used), events,
+                             f"{same_pattern / resamples:.0%} of {resamples} redraws of the {len(used)} time blocks "
+                             f"give {analysis.pattern} ({events:,} events sampled)")

@@ -1,0 +1,297 @@
+"""Capability 13: the communication matrix estimated outside the program, at its own speed.
+
+``pinwise trace --backend sample -- prog`` and ``pinwise trace --pid PID`` run pinwise's sampler
+(native/sampler/pw_sample.c, whose header explains the method: ComDetective's address samples and
+watchpoints, with a software clock and Capstone instead of a PMU). Threads run side by side as
+they do without pinwise, so a spinning thread is sampled as often as it runs, not through whole
+time slices as under Valgrind.
+
+The result is the same comm file as the Valgrind tracer's, so analyze, map, bench, auto, simulate
+and report take it unchanged, with the backend's own fields in ``TraceInfo.sampling``: the clock
+period, the samples and events taken, why samples gave no address, and the events per time block
+(:func:`pinwise.confidence.pattern_confidence` resamples them). It is a statistical estimate: an
+entry is the number of watchpoint traps weighted by how often the pair's samples were watched.
+
+Started programs run with the preload library observing (PINWISE_OBSERVE, pins nothing): its log
+numbers the threads as ``pinwise run`` pins them and records the main thread's create and join
+calls, so workers created in rounds fold as they do after a Valgrind trace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from .comm import CommMatrix, TraceInfo, write_comm
+from .errors import PinwiseError
+from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
+from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+
+SAMPLER = NATIVE_DIR / "bin" / "pinwise-sample"
+TOOL_VERSION = "pinwise-sample 1"
+#: Defaults of ``pinwise trace --backend sample`` (measured in benchmarks/trace_overhead.py).
+PERIOD_US = 1000
+WINDOW_MS = 20
+ARMS_PER_S = 300
+#: The sampler's exit statuses that are a refusal, with its one line as the message.
+_REFUSALS = {2: "usage", 3: "refused", 4: "no process", 5: "failed"}
+
+
+def check_sampler() -> Path:
+    if not SAMPLER.exists():
+        raise PinwiseError("pinwise was built without its sampler (Capstone's headers were missing): install them "
+                           "(Debian/Ubuntu: libcapstone-dev; Fedora: capstone-devel) and reinstall pinwise, or trace "
+                           "with --backend valgrind")
+    return SAMPLER
+
+
+def sampling_permitted() -> tuple[bool, str]:
+    """Whether this process may sample its own programs with perf_event_open, and why (or why not):
+    what ``pinwise auto`` decides its backend by."""
+    if not SAMPLER.exists():
+        return False, "pinwise was built without its sampler (no Capstone)"
+    try:
+        paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    except (OSError, ValueError):
+        return False, "this kernel has no perf events (/proc/sys/kernel/perf_event_paranoid is missing)"
+    if paranoid > 2 and os.geteuid() != 0:
+        return False, f"kernel.perf_event_paranoid is {paranoid} (2 or less lets a user sample their own programs)"
+    return True, f"perf events are open to this user (kernel.perf_event_paranoid {paranoid})"
+
+
+def check_pid(pid: int) -> None:
+    """One clear line for a process that is not there to attach to."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise PinwiseError(f"no process {pid}") from None
+    except PermissionError:
+        owner = "someone else"
+        try:
+            owner = f"user {os.stat(f'/proc/{pid}').st_uid}"
+        except OSError:
+            pass
+        raise PinwiseError(f"process {pid} belongs to {owner}: sample it as that user or as root") from None
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        raise PinwiseError(f"no process {pid}") from None
+    if state in ("Z", "X"):
+        raise PinwiseError(f"process {pid} has exited (a zombie its parent has not reaped): nothing to sample")
+
+
+def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None, duration: float | None = None,
+           period_us: int = PERIOD_US, window_ms: int = WINDOW_MS, arms_per_s: int = ARMS_PER_S,
+           sharing: str = "write", readonly: bool = False, stack: bool = False, quiet: bool = False,
+           progress: bool | None = None, seed: int | None = None,
+           extra_env: dict[str, str] | None = None) -> CommMatrix:
+    """Sample ``argv`` (or attach to process ``pid`` for ``duration`` seconds, None: until it ends
+    or Ctrl-C) and write its communication matrix to ``output``. ``sharing`` as in
+    :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output."""
+    if (argv is None) == (pid is None):
+        raise PinwiseError("sample a program (argv) or a running process (pid), not both")
+    if sharing not in ("write", "any"):
+        raise PinwiseError(f"unknown sharing {sharing!r}: use write (an event needs a write) or any (every access)")
+    if duration is not None and not 0 < duration <= 1e9:
+        raise PinwiseError("the duration must be a positive number of seconds")
+    sampler = check_sampler()
+    if pid is not None:
+        check_pid(pid)
+    program = find_program(argv) if argv is not None else None
+    show = sys.stderr.isatty() if progress is None else progress
+    with temporary_folder("sample") as tmp:
+        result_path, status_path, error_path = (Path(tmp, name) for name in ("result.txt", "status.txt", "error.txt"))
+        log_path = Path(tmp, "threads.log")
+        command = [str(sampler), "--out", str(result_path), "--status", str(status_path), "--error-file",
+                   str(error_path), "--period-us", str(period_us), "--window-ms", str(window_ms), "--arms-per-s",
+                   str(arms_per_s), "--sharing", sharing, *(["--readonly"] if readonly else []),
+                   *(["--stack"] if stack else []), *(["--seed", str(seed)] if seed is not None else []),
+                   *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
+        if program is not None:
+            command += ["--", program, *argv[1:]]
+            env = preload_environment(None, str(log_path), False)  # observes only: numbering and rounds
+            env.update(extra_env or {})
+        else:
+            command += ["--pid", str(pid)]
+            env = None
+        start = time.perf_counter()
+        interrupted = False
+        with GroupGuard() as guard:
+            with signals_held():
+                try:
+                    process = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=die_with_parent(),
+                                               stdout=subprocess.DEVNULL if quiet else None,
+                                               stdin=subprocess.DEVNULL if pid is not None else None)
+                except OSError as err:
+                    raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
+                guard.watch(process.pid)
+            try:
+                while True:
+                    try:
+                        returncode = process.wait(timeout=1.0 if show else None)
+                        break
+                    except subprocess.TimeoutExpired:
+                        _show_progress(status_path, time.perf_counter() - start)
+                    except KeyboardInterrupt as interrupt:  # the sampler writes what it has, then ends
+                        interrupted = True
+                        signum = getattr(interrupt, "signum", signal.SIGINT)
+                        try:
+                            if pid is None:
+                                os.killpg(process.pid, signum)  # the program ends too
+                            else:
+                                os.kill(process.pid, signum)  # an attached process runs on
+                        except ProcessLookupError:
+                            pass
+            finally:
+                kill_group(process.pid)
+        if show:
+            sys.stderr.write("\r\033[K")
+        if returncode != 0:
+            message = error_path.read_text(errors="replace").strip() if error_path.exists() else ""
+            message = message.removeprefix("pinwise-sample: ") or f"the sampler ended with status {returncode}"
+            raise PinwiseError(message)
+        if not result_path.exists():
+            raise PinwiseError("the sampler wrote nothing; nothing saved")
+        comm = parse_sample(result_path.read_text(), str(result_path))
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    comm = _renumbered(comm, log_text)
+    seconds = round(time.perf_counter() - start, 3)
+    what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
+    info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or interrupted and pid is None)
+    comm = replace(comm, info=info)
+    _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}")
+    write_comm(comm, output)
+    return comm
+
+
+def _show_progress(status_path: Path, elapsed: float) -> None:
+    fields = {}
+    try:
+        for line in status_path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            fields[key] = value
+    except OSError:
+        pass
+    done = ""
+    if fields:
+        done = (f", {fields.get('threads', '?')} threads, {int(fields.get('samples', 0)):,} samples, "
+                f"{int(fields.get('traps', 0)):,} events")
+    sys.stderr.write(f"\r\033[Ksampling: {elapsed:.0f} s{done}")
+    sys.stderr.flush()
+
+
+def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str) -> None:
+    sampling = comm.info.sampling or {}
+    if comm.threads >= 2:
+        return
+    children = sampling.get("child_samples", 0)
+    total = sampling.get("samples", 0)
+    if children and children >= total / 2:
+        raise PinwiseError(f"{name} ran one thread, and {children / max(1, total):.0%} of the samples were in "
+                           f"{sampling.get('child_processes', 0)} child process(es), which pinwise does not trace: "
+                           "trace the program that creates the threads (not a shell or launcher around it)")
+    raise PinwiseError(f"{name} ran one thread: there is no communication between threads to measure")
+
+
+def parse_sample(text: str, source: str) -> CommMatrix:
+    """Read the sampler's output (format in pw_sample.c) into a CommMatrix."""
+    from .trace import _hot_lines
+
+    lines = text.splitlines()
+    header: dict[str, list[str]] = {}
+    try:
+        index = 0
+        while lines[index] != "matrix":
+            key, *values = lines[index].split()
+            header[key] = values
+            index += 1
+        threads = int(header["threads"][0])
+        rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
+        matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
+        rest = lines[index + 1 + threads:]
+        hot_count = int(rest[0].split()[1]) if rest and rest[0].startswith("hot-lines ") else 0
+        hot = _hot_lines(rest, threads)
+        block_lines = rest[1 + 7 * hot_count:]
+        count, block_ns = (int(v) for v in block_lines[0].split()[1:3])
+        blocks = [[float(v) if i % 3 == 2 else int(v) for i, v in enumerate(line.split()[1:])]
+                  for line in block_lines[1:1 + count]]
+        ints = {key: [int(v) for v in header[key]] for key in ("accv", "load", "load-together", "samples-per-thread",
+                                                                "reads", "writes", "tids")}
+        skipped = dict(zip(header["skipped"][0::2], (int(v) for v in header["skipped"][1::2])))
+        watch = dict(zip(header["watch"][0::2], (int(v) for v in header["watch"][1::2])))
+        pairs = [float(v) if i % 5 == 4 else int(v) for i, v in enumerate(header.get("pairs-offered", []))]
+        ends = [int(v) for v in header["lifetime-ns"]]
+        sampling = {
+            "clock": header["clock"][0], "period_ns": int(header["period-ns"][0]),
+            "window_ns": int(header["window-ns"][0]), "arms_per_s": float(header["arms-per-s"][0]),
+            "samples": int(header["samples"][0]), "address_samples": sum(ints["accv"]),
+            "samples_per_thread": ints["samples-per-thread"], "reads": ints["reads"], "writes": ints["writes"],
+            "events": watch["traps"], "arms": watch["arms"], "watch": watch, "skipped": skipped,
+            "child_samples": int(header["samples-child"][0]), "child_processes": int(header["child-processes"][0]),
+            "lost": int(header["lost"][0]), "execs": int(header["execs"][0]),
+            "exit_status": int(header["exit-status"][0]), "tids": ints["tids"],
+            "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
+            "block_ns": block_ns, "blocks": blocks,
+        }
+        info = TraceInfo(
+            backend="sample", tool=TOOL_VERSION, sharing=header["sharing"][0],
+            partial=header["partial"][0] == "1", total_accesses=sum(ints["accv"]),
+            window={"milliseconds": max(1, round(int(header["window-ns"][0]) / 1e6))},
+            creators=(None, *(int(v) for v in header["creator"][1:])) if threads else None,
+            lifetimes=tuple((ends[i], ends[i + 1]) for i in range(0, len(ends) - 1, 2)),
+            instructions_together=tuple(ints["load-together"]), hot_lines=hot,
+            exit_status=None if int(header["exit-status"][0]) < 0 else int(header["exit-status"][0]),
+            sampling=MappingProxyType(sampling))
+    except (IndexError, KeyError, ValueError) as err:
+        raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
+    return CommMatrix(matrix, np.array(ints["accv"], dtype=np.float64), np.array(ints["load"], dtype=np.float64), info)
+
+
+def _renumbered(comm: CommMatrix, log_text: str) -> CommMatrix:
+    """Threads in the preload log's creation order (how ``pinwise run`` numbers them) where the
+    log has every sampled thread, with the main thread's create and join calls; else as sampled."""
+    from .pinning.log import parse_log, parse_spawns
+
+    if not log_text or comm.info.sampling is None:
+        return comm
+    tids = list(comm.info.sampling["tids"])
+    records = [t for t in parse_log(log_text) if t.tid in tids and t.pid == tids[0]]
+    if sorted(t.tid for t in records) != sorted(tids) or [t.index for t in sorted(records, key=lambda t: t.index)] \
+            != list(range(len(tids))):
+        return comm
+    order = [tids.index(t.tid) for t in sorted(records, key=lambda t: t.index)]  # new k -> old position
+    if order != list(range(len(order))):
+        comm = _permuted(comm, order)
+    main = next(t for t in records if t.index == 0)
+    spawns = tuple((kind, index) for kind, pid, tid, index in parse_spawns(log_text)
+                   if pid == main.pid and tid == main.tid)
+    return replace(comm, info=replace(comm.info, spawns=spawns))
+
+
+def _permuted(comm: CommMatrix, order: list[int]) -> CommMatrix:
+    """``comm`` with thread k being the old thread order[k]."""
+    old = {position: k for k, position in enumerate(order)}
+    p = np.array(order)
+    info = comm.info
+    sampling = dict(info.sampling)
+    for key in ("samples_per_thread", "reads", "writes", "tids"):
+        sampling[key] = [sampling[key][i] for i in order]
+    sampling["pairs"] = [[old[a], old[b], *rest] for a, b, *rest in sampling["pairs"]]
+    sampling["blocks"] = [[v if i % 3 == 2 else old[v] for i, v in enumerate(block)] for block in sampling["blocks"]]
+    creators = info.creators and tuple(None if c is None else old[c] for c in (info.creators[i] for i in order))
+    hot = info.hot_lines and tuple(replace(h, reads=tuple(h.reads[i] for i in order),
+                                           writes=tuple(h.writes[i] for i in order),
+                                           pairs=tuple((min(old[a], old[b]), max(old[a], old[b]), n)
+                                                       for a, b, n in h.pairs)) for h in info.hot_lines)
+    pick = lambda values: values and tuple(values[i] for i in order)  # noqa: E731
+    info = replace(info, creators=creators, hot_lines=hot, lifetimes=pick(info.lifetimes),
+                   instructions_together=pick(info.instructions_together), sampling=MappingProxyType(sampling))
+    return CommMatrix(comm.matrix[np.ix_(p, p)], comm.accesses[p], comm.instructions[p], info)
