@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 # (likwid-pin), scotch (gmap), LEMON (exact matching, built into the kernels), gcc/g++ with
 # OpenMP for the test programs, chromium (renders the HTML report in a test), Open MPI (the engine
 # of pinwise mpi: its launcher, and the headers the PMPI recorder is built against), Slurm and
-# munge (a one-node Slurm that a test starts in a folder of its own).
-APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev \
+# munge (a one-node Slurm that a test starts in a folder of its own), Capstone (the sampling tracer's x86
+# decoder, built into pinwise-sample).
+APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev libcapstone-dev \
 	openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
