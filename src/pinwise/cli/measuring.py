@@ -15,7 +15,6 @@ from .placing import reads_matrix, read_comm_file
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import BenchOptions, build_candidates, interrupted_message, open_db, run_bench
-    from ..bench.runner import unique_candidates
     from ..policies import REGISTRY
     from ..report import print_report, summarize
 
@@ -38,11 +37,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.baseline is not None and args.baseline not in [c.name for c in candidates]:
         raise PinwiseError(f"--baseline {args.baseline!r} is none of the placements benchmarked "
                            f"({', '.join(c.name for c in candidates)})")
-    if run_all:  # every placement whose CPUs differ, once: on a small machine many policies coincide
-        candidates, aliases = unique_candidates(candidates)
-        for name, same in aliases.items():
-            print(f"pinwise: {', '.join(same)} place{'s' if len(same) == 1 else ''} the threads as {name} does "
-                  f"here: run once, as {name}", file=sys.stderr)
     try:
         options = BenchOptions(args.runs, args.warmup, args.time_regex, args.timeout, args.new, args.seed,
                                progress=False if args.quiet else None,
