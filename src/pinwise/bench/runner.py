@@ -10,6 +10,7 @@ machine's drift over all placements instead of charging it to one).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -184,10 +185,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         if match is None:
             failure = f"time regex {time_regex.pattern!r} found nothing in the output"
         else:
-            try:
-                program_time = float(match.group(1) if match.groups() else match.group(0))
-            except ValueError:
-                failure = f"time regex matched {match.group(0)!r}, which is not a number"
+            program_time, failure = read_time(match)
 
     def delta(name):
         return after[name] - before[name] if after[name] is not None and before[name] is not None else None
@@ -205,6 +203,34 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
         placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
+
+
+#: The units a program may print with its time, in seconds (Google Benchmark prints ns, us, ms, s).
+TIME_UNITS = {"ns": 1e-9, "nsec": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+              "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+              "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+              "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+              "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0}
+_NUMBER = re.compile(r"[ \t]*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)")
+_UNIT = re.compile(r"[ \t]*(" + "|".join(sorted(map(re.escape, TIME_UNITS), key=len, reverse=True)) + r")(?![A-Za-z])")
+
+
+def read_time(match: re.Match) -> tuple[float | None, str | None]:
+    """The seconds a --time-regex match says, or why it says none: its group (the whole match
+    without one) is a number, with its unit inside the group ("2.27 ms") or right after it on the
+    same line ("([0-9.]+)" before " ms"); no unit is seconds. "nan", "inf" and numbers too large
+    for a float are refused: a run's time must be a time."""
+    text = match.group(1) if match.groups() else match.group(0)
+    end = match.end(1) if match.groups() else match.end()
+    number = _NUMBER.match(text or "")
+    rest = text[number.end():] if number else ""
+    unit = _UNIT.match(rest) if rest.strip() else _UNIT.match(match.string, end)
+    if number is None or (rest.strip() and (unit is None or rest[unit.end():].strip())):
+        return None, f"time regex matched {text!r}, which is not a number of seconds"
+    value = float(number.group(1)) * TIME_UNITS[unit.group(1) if unit else "s"]
+    if not math.isfinite(value):
+        return None, f"time regex matched {text!r}, which is too large to be a time"
+    return value, None
 
 
 def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[str]:
@@ -443,6 +469,11 @@ def all_failed_message(failed: list[db.Run]) -> str:
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:
     tail = " | ".join(line.strip() for line in run.output_tail.strip().splitlines()[-3:])
     printed = f"its output ends with: {tail[-200:]!r}" if tail else "it printed nothing on standard output"
+    if run.failure.startswith("time regex matched"):  # it found something, which is no time
+        found = run.failure[len("time regex "):]
+        return (f"--time-regex {pattern.pattern!r} {found}, in the output of the first run ({name}); {printed}. "
+                "Fix the expression (one group around the number, its unit after it) or drop it to measure wall "
+                "time; nothing was recorded")
     return (f"--time-regex {pattern.pattern!r} found nothing in the output of the first run ({name}); {printed}. "
             "Fix the expression (one group around the number) or drop it to measure wall time; nothing was recorded")
 

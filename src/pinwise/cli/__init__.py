@@ -303,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), help="threads to plan for (default: every allowed CPU)")
     bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
     bench.add_argument("--time-regex", metavar="RE",
-                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
+                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall "
+                            "time); a unit after the number, in the group or just after it (ns, us, ms, s, min), "
+                            "is read with it: Google Benchmark's '2.27 ms' is 0.00227 s")
     bench.add_argument("--timeout", type=_real(0.001, 10 ** 7), metavar="S", help="kill a run after S seconds and record it as failed (default: 10x the slowest run of the first block, at least 5 s)")
     bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
     bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
@@ -352,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Find the best placement for a program by experiment, with statistics.")
     auto.add_argument("--budget", type=_real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
-    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
+    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time), "
+                                                          "with its unit as bench reads it")
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
