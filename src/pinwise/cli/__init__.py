@@ -100,11 +100,15 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
 
 def _mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = False) -> None:
     if comm_option:  # before the job, which takes the rest of the line
-        parser.add_argument("--comm", required=True, metavar="FILE",
-                            help="communication matrix of the ranks (pinwise mpi trace, or any)")
+        parser.add_argument("--comm", metavar="FILE",
+                            help="communication matrix of the ranks (pinwise mpi trace, or any); not needed by the "
+                                 "policies that read none (compact, scatter...), which count the ranks from the job's "
+                                 "-np")
     else:
         parser.add_argument("comm", metavar="COMM_FILE", help="communication matrix (pinwise mpi trace, or any)")
-    parser.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 pu:2'")
+    parser.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 "
+                                                          "pu:2' (default: the Slurm allocation, else this machine "
+                                                          "alone, named localhost)")
     parser.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
     parser.add_argument("--node-topology", metavar="T",
                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
@@ -440,8 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Map the ranks as pinwise mpi map does, then run the job through its launcher with each rank on "
                     "its node (Open MPI's mpirun: a rankfile; MPICH's mpiexec: a machinefile of one host per rank; "
                     "Slurm's srun: SLURM_HOSTFILE and --distribution=arbitrary) and pinwise's preload library in "
-                    "every rank (each thread of a rank on its own PU). Example: pinwise mpi run --comm comm.json "
-                    "--hostfile hosts --threads-per-rank 2 --verify -- mpirun -np 4 ./app")
+                    "every rank (each thread of a rank on its own PU). Without --cluster, --hostfile or a Slurm "
+                    "allocation the job runs on this machine alone. Examples: pinwise mpi run --comm comm.json "
+                    "--hostfile hosts --threads-per-rank 2 --verify -- mpirun -np 4 ./app; pinwise mpi run "
+                    "--policy compact --verify -- mpirun -np 4 ./app")
     _mpi_placement_options(mpi_run, comm_option=True)
     mpi_run.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
                          help="PUs per rank for its threads (hybrid MPI + OpenMP/pthreads; default 1)")

@@ -497,12 +497,12 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
 def cmd_mpi_run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from ..mpi import find_cluster, rank_plans, run_placed
+    from ..mpi import find_cluster, rank_plans, ranks_matrix, run_placed
     from ..report.wide import wide_console
 
     job = args.job[1:] if args.job[:1] == ["--"] else args.job
-    comm = read_comm_file(args.comm)
-    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
+    comm = ranks_matrix(args.comm, args.policy, job)
+    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology, job)
     per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank)
     status, rankfile, found = run_placed(job, cluster, per_rank, args.verify)
     print("placement: " + "; ".join(rankfile), file=sys.stderr)
