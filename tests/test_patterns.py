@@ -158,3 +158,35 @@ def test_analyze_json_and_compare_marks_the_recommendation(tmp_path):
     marked = [line.split() for line in out.splitlines() if " * " in line]
     assert len(marked) == 1 and found["policy"] in marked[0][:3], marked
     assert f"rec. *: recommended (pinwise analyze -t): {found['policy']}" in out
+
+
+def test_hot_lines_say_only_what_the_tracer_saw(tmp_path):
+    """Found on real programs: a line named by glibc's __x86_rep_stosb_threshold (the address
+    that made it hot) "written" at pthread_cond code that wrote elsewhere in its 64 bytes; a
+    spin-wait "read 567,413 times per write (... threads write it)" with no write counted. The
+    variable is the one at that address, the code is the line's, and no write is no write."""
+    from pinwise.comm import HotLine, TraceInfo, write_comm
+
+    matrix = np.zeros((3, 3))
+    matrix[1, 2] = matrix[2, 1] = 1000
+    matrix[0, 1] = matrix[1, 0] = matrix[0, 2] = matrix[2, 0] = 2e6
+    spin = HotLine(0x4a4ac0, 1_900_000, "variable ready_flag+0", "0x10d43c: wait_for (spin.c:12)", None,
+                   (0, 300_000, 267_413), (0, 0, 0), ((0, 1, 900_000), (0, 2, 1_000_000)))
+    shared = HotLine(0x4b2648, 50_000, "variable __x86_rep_stosb_threshold+0", "0x49e10: memset (memset.S:40)",
+                     "0x49d41fc: __condvar_dec_grefs (pthread_cond_wait.c:152)", (10, 20, 0), (0, 4, 0),
+                     ((0, 1, 50_000),))
+    path = tmp_path / "comm.json"
+    write_comm(CommMatrix(matrix, np.full(3, 1e7), np.full(3, 1e8), TraceInfo(hot_lines=(spin, shared))), path)
+    out = run_pinwise("analyze", str(path), "--hot", "5", "--heat-map", "none", check=True,
+                      env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"}).stdout
+    text = " ".join(out.split())
+    share = 1_900_000 / (1000 + 2e6 + 2e6)  # of the events, each counted once in the upper triangle
+    assert (f"spin-wait: line 0x4a4ac0 (an access at ready_flag+0) carries {share:.1%} of all events, read 567,413 "
+            "times, no write since it became hot (threads 1,2 read it)") in text, text
+    assert "times per write" not in text and "threads write" not in text and "write it" not in text.split(
+        "spin-wait:")[1].split(":")[0]
+    listed = next(line for line in out.splitlines() if "0x4b2640" in line)
+    assert "at __x86_rep_stosb_threshold+0: threads 0,1 read, thread 1 write" in listed
+    assert ("in the line: read at 0x49e10: memset (memset.S:40), written at 0x49d41fc: __condvar_dec_grefs "
+            "(pthread_cond_wait.c:152)") in listed
+    assert "ready_flag+0: threads 1,2 read, no write" in text

@@ -186,10 +186,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     console = Console(highlight=False, width=max(110, Console().width))
     for line in result.spin_lines:
         console.print(Text(f"spin-wait: {_hot_line_name(line)} carries {line.events / _events(comm):.1%} of all events, "
-                           f"read {sum(line.reads) / max(1, sum(line.writes)):,.0f} times per write "
-                           f"({_thread_list(line.readers)} read it, {_thread_list(line.writers)} write it): "
-                           "threads waiting on it, which Valgrind runs one at a time, spin through whole time slices; "
-                           "what follows is of the matrix without its events"))
+                           f"{_reads_and_writes(line)}: threads waiting on it, which Valgrind runs one at a time, spin "
+                           "through whole time slices; what follows is of the matrix without its events"))
     table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -240,11 +238,32 @@ def _events(comm) -> float:
 def _thread_list(threads) -> str:
     from ..cpulist import format_cpulist
 
+    if not threads:
+        return "no thread"
     return f"threads {format_cpulist(threads)}" if len(threads) != 1 else f"thread {threads[0]}"
 
 
+def _reads_and_writes(line) -> str:
+    """What the tracer counted on a hot line since it became hot, and only that: "read 40 times
+    per write (threads 1,2 read it, thread 0 writes it)", or, with no write counted, "read 567,413
+    times, no write since it became hot (threads 1,2 read it)"."""
+    reads, writes = sum(line.reads), sum(line.writes)
+    if writes == 0:
+        return f"read {reads:,} times, no write since it became hot ({_thread_list(line.readers)} read it)"
+    return (f"read {reads / writes:,.0f} times per write ({_thread_list(line.readers)} read it, "
+            f"{_thread_list(line.writers)} write{'s' if len(line.writers) == 1 else ''} it)")
+
+
 def _hot_line_name(line) -> str:
-    return f"line 0x{line.address & ~63:x} ({line.where})"
+    return f"line 0x{line.address & ~63:x} (an access {_where(line)})"
+
+
+def _where(line) -> str:
+    """Where the address the tracer described in a hot line lies: "at progress+0" (the variable
+    at that address, not everything the line's 64 bytes hold), or "in anonymous memory ..."."""
+    if line.where.startswith("variable "):
+        return f"at {line.where[len('variable '):]}"
+    return f"in {line.where}"
 
 
 #: "(in /usr/lib/x86_64-linux-gnu/libgomp.so.1)" in Valgrind's descriptions of code: the file's name is enough.
@@ -257,20 +276,23 @@ def _print_hot_lines(console, comm, result, count: int) -> None:
     from rich.text import Text
 
     total = _events(comm)
-    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here):"))
+    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here). "
+                       "Each is named by an address accessed in it, with what is there; other variables may share its "
+                       "64 bytes, and the code was seen reading and writing somewhere in the line, not always at that "
+                       "address; counts are since the line became hot:"))
     for line in result.hot_lines[:count]:
         pairs = sorted(line.pairs, key=lambda p: -p[2])[:3]
         counted = sum(n for _, _, n in line.pairs) or 1
         read, written = (OBJECT_PATH.sub(r"(in \1)", text) if text else None
                          for text in (line.read_code, line.write_code))
         code = (f"read and written at {read}" if read == written and read else
-                "; ".join(f"{kind} at {text}" for kind, text in (("read", read), ("written", written)) if text))
+                ", ".join(f"{kind} at {text}" for kind, text in (("read", read), ("written", written)) if text))
         who = (f"{_thread_list(line.readers)} read, {_thread_list(line.writers)} write" if line.writers
-               else f"{_thread_list(line.readers)} read")
+               else f"{_thread_list(line.readers)} read, no write")
         top = ", ".join(f"{i}-{j} {n / counted:.0%}" for i, j, n in pairs)
         console.print(Text(f"  {line.events / total:6.1%}{' spin-wait' if line in result.spin_lines else ''}  "
-                           f"0x{line.address & ~63:x}  {line.where}: {who}"
-                           + (f"; pairs {top}" if top else "") + (f"; {code}" if code else "")))
+                           f"0x{line.address & ~63:x}  {_where(line)}: {who}"
+                           + (f"; pairs {top}" if top else "") + (f"; in the line: {code}" if code else "")))
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
