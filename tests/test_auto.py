@@ -273,3 +273,16 @@ def test_a_baseline_that_never_ran_well_is_no_verdict(tmp_path):
     assert result.lines[-1] == (f"no verdict: the OS placement, the baseline, ran well 0 times in {LOOKS[0]} "
                                 f"({LOOKS[0]} x exit status 3: out of memory): nothing to compare the candidates with")
     assert isinstance(runner(PROGRAM, None, None, None, None), Run)
+
+
+def test_a_weak_reading_benches_what_it_reads_across_its_threshold(tmp_path):
+    """0.62% of accesses communicate, near the 1% that separates none from master/reduction:
+    auto benches balance (master/reduction's policy) and locality beside scatter."""
+    matrix = np.zeros((4, 4))
+    matrix[0, 1:] = matrix[1:, 0] = 100
+    comm = CommMatrix(matrix, np.full(4, 1.2e4), np.full(4, 1e6))
+    result, said = auto(FakeProgram({"os": 1.0, "other": 1.0}, 0.05), tmp_path, comm)
+    assert result.analysis.pattern == "none" and result.analysis.alternatives == (("master/reduction", "balance"),)
+    benched = set(result.candidates) | {n for same in result.aliases.values() for n in same}
+    assert {"scatter", "balance", "locality"} <= benched
+    assert said[2].startswith("    recommended: scatter (threads hardly communicate") and "weak: 0.62%" in said[2]

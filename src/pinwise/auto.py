@@ -51,10 +51,12 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     blog's pairs, whose workers also read a shared loop bound, came out "all-to-all" in some
     traces and "neighbour" in others, and without ``locality`` among the candidates auto told a
     program that runs 5x faster pinned not to pin. One more candidate costs runs; the bench
-    decides."""
+    decides. A weak reading (:func:`pinwise.patterns.weak_reading`) adds the policies it gives
+    across a threshold: sysbench read "none" or "master/reduction" with the number of events."""
     policies = ["os", "compact", "scatter", analysis.policy]
-    if analysis.pattern != "none":
+    if analysis.pattern != "none" or analysis.alternatives:
         policies.append("locality")
+    policies += [policy for _, policy in analysis.alternatives]  # a weak reading: what it reads across a threshold
     return list(dict.fromkeys(policies))
 
 

@@ -217,7 +217,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
-    console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
+    console.print(Text(f"recommended policy: {result.policy}{' (a weak reading)' if result.doubt else ''}: "
+                       f"{result.reason}"))
     if result.costs is not None:
         compact = result.costs["compact"]
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
