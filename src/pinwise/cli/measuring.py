@@ -277,10 +277,8 @@ def _print_hot_lines(console, comm, result, count: int) -> None:
     from rich.text import Text
 
     total = _events(comm)
-    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here). "
-                       "Each is named by an address accessed in it, with what is there; other variables may share its "
-                       "64 bytes, and the code was seen reading and writing somewhere in the line, not always at that "
-                       "address; counts are since the line became hot:"))
+    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here; "
+                       "one address seen in each, code seen anywhere in its 64 bytes, counts since it became hot):"))
     for line in result.hot_lines[:count]:
         pairs = sorted(line.pairs, key=lambda p: -p[2])[:3]
         counted = sum(n for _, _, n in line.pairs) or 1
