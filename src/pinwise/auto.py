@@ -109,7 +109,8 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
     say("2/2 simulating on " + (target.source or "the target") + ": " + ", ".join(
         c.name + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "") + f" CPUs {c.plan.cpulist()}"
         for c in unique))
-    return simulate(argv, target, [(c.name, c.plan if not c.random_threads else c.plan_for_run(target, 0))
+    return simulate(argv, target, [(" = ".join((c.name, *aliases.get(c.name, ()))),
+                                    c.plan if not c.random_threads else c.plan_for_run(target, 0))
                                    for c in unique], quantum=quantum)
 
 

@@ -108,10 +108,11 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
                        f"test, p={median.pvalue:.2g}, does not agree): not established")
     if result.tests_say_slower():
         return Verdict("slower", "SLOWER", f"significantly slower (median test p={median.pvalue_slower:.2g})")
+    tests = f"median test p={median.pvalue:.2g}, {mean_p}"
     if busy:
-        return Verdict("inconclusive", "inconclusive", "no significant difference on a busy machine: cannot tell")
-    return Verdict("no difference", "no difference", f"no significant difference (median test p={median.pvalue:.2g}, "
-                   f"{mean_p})")
+        return Verdict("inconclusive", "inconclusive", f"no significant difference ({tests}) on a busy machine: "
+                       "cannot tell")
+    return Verdict("no difference", "no difference", f"no significant difference ({tests})")
 
 
 @dataclass(frozen=True)
