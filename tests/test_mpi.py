@@ -167,8 +167,10 @@ def test_bad_maps(tmp_path):
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "node:2 pack:1 core:2 pu:1"), "larger cluster")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "pack:2"), "start with node:N")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "node:x pack:2"), "whole number")
-    assert_clean_failure(run_pinwise("mpi", "map", ring8, env={k: v for k, v in os.environ.items()
-                                                               if k != "SLURM_JOB_NODELIST"}), "no cluster given")
+    # no cluster, no hostfile, no Slurm: this machine alone, as a single-node job runs
+    no_slurm = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}
+    here = run_pinwise("mpi", "map", ring_matrix(2, tmp_path / "ring2.csv"), "-f", "json", env=no_slurm, check=True)
+    assert [p["host"] for p in json.loads(here.stdout)["ranks"]] == ["localhost", "localhost"]
     empty = tmp_path / "empty-hosts"
     empty.write_text("# nothing\n")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--hostfile", str(empty)), "names no host",
@@ -302,3 +304,47 @@ def test_mpi_run_refuses_a_job_of_another_size_than_the_matrix(tmp_path):
     result = run_pinwise("mpi", "run", "--comm", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile),
                          "--", "mpirun", "-np", "4", "true", env={**os.environ, **ROOT_OK}, input="")
     assert_clean_failure(result, "the job starts 4 ranks but the matrix has 2")
+
+
+def test_a_single_node_job_of_a_matrix_free_policy_needs_no_comm_and_no_cluster(tmp_path):
+    """The issue's command: compact reads no matrix, so the ranks are counted from -np, and with
+    no cluster, hostfile or Slurm allocation the job runs on this machine, each rank where asked."""
+    threads = tmp_path / "threads"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(threads), str(PROGRAMS / "threads.c")], check=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}, **ROOT_OK}
+    result = subprocess.run(no_aslr(PINWISE, "mpi", "run", "--verify", "--policy", "compact", "--", "mpirun", "-np",
+                                    "2", str(threads), "0"),
+                            capture_output=True, text=True, input="", env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "placement: rank 0=localhost slot=0:0; rank 1=localhost slot=0:1" in result.stderr
+    rows = ran(result)
+    assert len(rows) == 2 and all(row[3] == row[4] and row[5] == "yes" for row in rows)
+    assert "2 threads in 2 ranks, all where asked" in result.stderr
+
+
+def test_mpi_run_says_what_it_lacks(tmp_path):
+    job = ["--", "mpirun", "-np", "2", "true"]
+    assert_clean_failure(run_pinwise("mpi", "run", "--policy", "locality", *job), "places the ranks by their "
+                         "communication", "--comm")
+    assert_clean_failure(run_pinwise("mpi", "run", "--policy", "compact", "--", "mpirun", "true"), "how many ranks",
+                         "-np")
+    assert_clean_failure(run_pinwise("mpi", "run", "--policy", "compact", "--", "mpirun", "-H", "a,b", "-np", "2",
+                                     "true", env={k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}),
+                         "the job names its hosts (-H)", "--hostfile")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Open MPI refuses root only to root")
+def test_the_launchers_refusal_is_passed_on_not_guessed_at(tmp_path, ring):
+    """Open MPI refuses to run as root unless told: pinwise says so in the launcher's words, not
+    "no rank wrote its row: did the program call MPI_Finalize?", and writes no matrix."""
+    env = {k: v for k, v in os.environ.items() if k not in ROOT_OK and k != "SLURM_JOB_NODELIST"}
+    out = tmp_path / "comm.json"
+    for command in (["mpi", "trace", "-o", str(out), "--", "mpirun", "-np", "2", str(ring), "100", "1"],
+                    ["mpi", "run", "--policy", "compact", "--", "mpirun", "-np", "2", str(ring), "100", "1"]):
+        result = run_pinwise(*command, env=env, timeout=300)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("pinwise: error: mpirun failed (exit status 1) before any rank ") and \
+            "it said 'mpirun has detected an attempt to run as root.'" in last, last
+        assert "MPI_Finalize" not in result.stderr and "attempt to run as root" in result.stderr.split(last)[0]
+    assert not out.exists()

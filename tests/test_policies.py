@@ -52,10 +52,15 @@ def test_bench_accepts_every_name_of_the_registry(tmp_path, pairs_csv):
     assert result.returncode == 0, result.stderr
     connection = db.open_db(database, create=False)
     try:
-        recorded = [row.policy for row in db.runs(connection, db.latest_experiment(connection).id)]
+        experiment = db.latest_experiment(connection)
+        recorded = [row.policy for row in db.runs(connection, experiment.id)]
     finally:
         connection.close()
-    assert sorted(recorded) == sorted(NAMES)  # one run of each, none dropped or renamed
+    # one run of each placement, none dropped or renamed; names of one placement run once, as its first
+    aliases = experiment.config.get("aliases", {})
+    assert len(recorded) == len(set(recorded))
+    assert sorted(recorded + [n for same in aliases.values() for n in same]) == sorted(NAMES)
+    assert set(aliases) <= set(recorded)
 
 
 def test_auto_accepts_every_name_of_the_registry(tmp_path):

@@ -130,3 +130,17 @@ def test_a_machine_header_matches_only_this_machines_facts():
     assert shape(readme) == shape(live, facts)
     wrong = live.replace(facts["model"], facts["model"] + " (another CPU)", 1)
     assert shape(readme) != shape(wrong, facts)
+
+
+def test_the_python_apis_first_lines_run_as_printed():
+    """The README's Python block starts with the two lines a user pastes first: they run as
+    printed and give this machine (pinwise.topology() once raised TypeError)."""
+    api = README.read_text().split("## Python API", 1)[1]
+    block = api.split("```python\n", 1)[1].split("```", 1)[0].splitlines()
+    first = [line for line in block[:4] if line.startswith(("import pinwise", "machine = ", "print(machine)"))]
+    assert [line.split()[0] for line in first] == ["import", "machine", "print(machine)"], block[:4]
+    result = subprocess.run([sys.executable, "-c", "\n".join(first)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    from pinwise.topology import load_topology
+
+    assert result.stdout.splitlines()[0] == load_topology(None).summary()

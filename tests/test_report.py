@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import csv
 import io
+import json
 import math
 import re
 import statistics
@@ -51,13 +53,14 @@ def test_significant_never_stands_beside_an_interval_containing_one(tmp_path):
         text = "\n".join(hyperfine_lines(summary))
         if ": significantly faster" in text:
             assert near.median_ci.low > 1, text
-        assert ("best: near" in text) == near.median.significant
+        # One verdict: the sentence, the table's cell and the conclusion say the same.
+        assert ("best: near" in text) == near.verdict.faster == (": significantly faster" in text)
         console = Console(width=250, record=True, file=io.StringIO())
         console.print(summary_table(summary))
         row = next(line for line in console.export_text().splitlines() if line.strip("│ ").startswith("near"))
-        decision = re.search(r"(yes|no|\?)/(yes|no)", row)
-        assert decision.group(2) == ("yes" if near.median.significant else "no")
-        if decision.group(2) == "yes":
+        cells = [cell.strip() for cell in row.strip("│").split("│")]
+        assert cells[8] == near.verdict.word, row
+        if cells[8] == "faster":
             assert near.median_ci.low > 1, row
     # The samples do reach the boundary, so the rule above was exercised, not passed by luck.
     assert disagreements >= 1
@@ -135,13 +138,13 @@ def test_report_lines_carry_the_figures_of_the_recorded_runs(tmp_path):
         elif name == "slow":
             assert u == 0 and verdict == f"significantly slower (median test p={p:.2g})"
         else:
-            assert verdict == "no significant difference"
+            assert verdict.startswith(f"no significant difference (median test p={p:.2g}, mean test p=")
     assert out.rstrip().splitlines()[-1] == "best: fast (CPUs 0)"
     table = {cells[0]: cells for cells in
              ([c.strip() for c in line.strip("│").split("│")] for line in out.splitlines() if line.startswith("│"))}
     assert [table[name][1] for name in ("os", "fast", "slow", "same")] == ["12"] * 4
     for name, sample in times.items():
-        # each time in the unit it reads best in; min...max in the larger's; the variance in ms² here
+        # each time in the unit it reads best in; min...max in the larger's; the variance in one unit, ms² here
         assert table[name][3] == f"{timed(mean(sample))} ± {timed(math.sqrt(variance(sample)))}"
         assert table[name][4] == timed(statistics.median(sample))
         assert table[name][5] == timed(min(sample), max(sample))
@@ -150,7 +153,7 @@ def test_report_lines_carry_the_figures_of_the_recorded_runs(tmp_path):
         if name != "os":
             assert table[name][6].startswith(f"{mean(base) / mean(sample):.2f} [")
             assert table[name][7].startswith(f"{statistics.median(base) / statistics.median(sample):.2f} [")
-    assert table["fast"][8] == "yes/yes" and table["slow"][8] == "SLOWER" and table["same"][8] == "no/no"
+    assert table["fast"][8] == "faster" and table["slow"][8] == "SLOWER" and table["same"][8] == "no difference"
 
 
 def timed(value: float, high: float | None = None) -> str:
@@ -220,3 +223,162 @@ def test_html_report_has_the_machine_units_both_speedups_and_the_recommended_row
     assert "recommended (per program)" in text and "geometric mean of the <em>median</em> speedups" in text.replace(
         "Geometric", "geometric")
     assert text.count("<img") == 4 and "<title>pinwise report</title>" in text
+
+
+class PlantedProgram:
+    """A bench runner whose runs take the planted times of each placement, in order (keyed by
+    CPU list, "os" for the OS); ``busy`` is the share of the CPUs other processes take."""
+
+    def __init__(self, times: dict[str, list[float]], busy: float = 0.0):
+        self.times = {name: iter(values) for name, values in times.items()}
+        self.busy = busy
+
+    def __call__(self, argv, plan, pattern, timeout, counters) -> db.Run:
+        placement = "os" if plan is None else plan.cpulist()
+        wall = next(self.times[placement])
+        return db.Run(started="2026-01-01T00:00:00", wall=wall, program_time=None, user=wall, sys=0.0,
+                      max_rss_kb=1000, migrations=0, context_switches=2, energy_j=None, exit_status=0, failure=None,
+                      misplaced=0, placement=placement, load1=1.0, others_cpu=self.busy * 2 * wall, steal_cpu=0.0,
+                      all_cpu=2 * wall)
+
+
+def planted_summary(tmp_path, times: dict[str, list[float]], placements: list[str], busy: float = 0.0, name="p"):
+    candidates = build_candidates(["os"], placements, TOPOLOGY, None)
+    path = str(tmp_path / f"{name}.db")
+    runs = len(next(iter(times.values())))
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(runs, progress=False, seed=1),
+                           runner=PlantedProgram(times, busy))
+    connection = db.open_db(path, create=False)
+    try:
+        return summarize(connection, experiment)
+    finally:
+        connection.close()
+
+
+def every_output(tmp_path, summary) -> dict[str, str]:
+    """The experiment as each output writes it: terminal, HTML, Markdown, LaTeX, CSV and JSON."""
+    from pinwise.report import write_html
+    from pinwise.report.export import to_csv, to_json, to_latex, to_markdown
+
+    console = Console(width=250, record=True, file=io.StringIO())
+    console.print(summary_table(summary))
+    for line in hyperfine_lines(summary):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    html = tmp_path / "r.html"
+    write_html([summary], html)
+    return {"terminal": console.export_text(), "html": html.read_text(), "markdown": to_markdown([summary]),
+            "latex": to_latex([summary]), "csv": to_csv([summary]), "json": to_json([summary])}
+
+
+def test_a_gain_of_the_mean_alone_is_one_verdict_in_every_output(tmp_path):
+    """pigz's case: a few slow runs of the OS make the mean test say faster while the median test
+    does not. The table, the sentence, the conclusion, the HTML, Markdown, LaTeX, CSV and JSON
+    say one thing: faster by one test only, not established; no "yes" and no "best"."""
+    steady = [1.0 + 0.001 * (i % 10) for i in range(30)]
+    base = [2.0 if i % 5 == 0 else t for i, t in enumerate(steady)]  # 6 of 30 runs twice as slow
+    summary = planted_summary(tmp_path, {"os": base, "0": steady}, ["steady=0"])
+    steady_result = summary.result("steady")
+    assert steady_result.mean.significant and not steady_result.median.significant  # the planted disagreement
+    assert steady_result.verdict.kind == "one test"
+    out = every_output(tmp_path, summary)
+    row = next(line for line in out["terminal"].splitlines() if line.startswith("│ steady"))
+    assert [c.strip() for c in row.strip("│").split("│")][8] == "one test"
+    assert re.search(r"steady ran 1\.\d\d ± 0\.\d\d times faster than os: faster by the mean test only \(",
+                     out["terminal"]), out["terminal"]
+    assert out["terminal"].rstrip().endswith("no placement is faster by both tests: steady by one test only; measure "
+                                             "more runs before choosing, or keep the OS placement")
+    assert "significantly faster" not in out["terminal"] and "best:" not in out["terminal"]
+    assert "<td>one test</td>" in out["html"] and '<tr class="faster">' not in out["html"]
+    assert "| one test |" in out["markdown"] and "- no placement is faster by both tests" in out["markdown"]
+    assert r"& one test \\" in out["latex"]
+    csv_row = next(r for r in csv.DictReader(io.StringIO(out["csv"])) if r["policy"] == "steady")
+    assert csv_row["verdict"] == "one test"
+    found = next(r for r in json.loads(out["json"])["experiments"][0]["results"] if r["policy"] == "steady")
+    assert found["verdict"] == "one test" and found["verdict_text"].startswith("faster by the mean test only")
+
+
+def test_one_placement_under_two_names_is_run_once_with_one_verdict(tmp_path):
+    """The issue's xz case on two CPUs: compact and scatter are both 0,1. Benched once, under
+    compact's name, and reported under both: one row, one sentence, and a CSV row per name."""
+    program = FakeProgram({"os": 1.0, "0,1": 0.9, "other": 1.0}, 0.02)
+    candidates = build_candidates(["os", "compact", "scatter"], [], TOPOLOGY, 2)
+    path = str(tmp_path / "same.db")
+    said = []
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path,
+                           BenchOptions(8, progress=False, seed=2, say=said.append), runner=program)
+    assert set(program.calls) == {"os", "0,1"} and len(program.calls) == 16  # 8 runs each, not 8 more of scatter
+    assert said[0] == ("pinwise: scatter and compact place the threads on the same CPUs here: one placement, run once "
+                       "and reported under both names")
+    connection = db.open_db(path, create=False)
+    summary = summarize(connection, experiment, baseline="os")
+    assert summarize(connection, experiment, baseline="scatter").baseline == "compact"
+    connection.close()
+    assert summary.result("scatter") is summary.result("compact")
+    out = every_output(tmp_path, summary)
+    assert out["terminal"].count("compact = scatter") == 3  # the row, the sentence, the conclusion
+    assert "compact = scatter ran 1.1" in out["terminal"] and out["terminal"].count(" ran ") == 1
+    rows = {r["policy"]: r for r in csv.DictReader(io.StringIO(out["csv"]))}
+    assert rows["scatter"]["same_as"] == "compact" and rows["compact"]["same_as"] == ""
+    assert {k: v for k, v in rows["scatter"].items() if k not in ("policy", "same_as")} == \
+        {k: v for k, v in rows["compact"].items() if k not in ("policy", "same_as")}
+    assert "| `compact = scatter` |" in out["markdown"] and "compact = scatter" in out["latex"]
+
+
+def test_a_busy_machines_warning_reaches_every_export(tmp_path):
+    program = FakeProgram({"os": 1.0, "other": 1.0}, 0.05, busy=0.5)
+    candidates = build_candidates(["os"], ["one=0"], TOPOLOGY, None)
+    path = str(tmp_path / "busy.db")
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(6, progress=False),
+                           runner=program)
+    connection = db.open_db(path, create=False)
+    summary = summarize(connection, experiment)
+    connection.close()
+    out = every_output(tmp_path, summary)
+    for kind in ("terminal", "html", "markdown", "latex", "json"):
+        text = out[kind].replace(r"\%", "%")  # LaTeX escapes it
+        assert "the machine was busy during the bench (other processes used 50% of the CPU time" in text, kind
+        assert "inconclusive: the machine was busy" in text, kind
+    assert summary.result("one").verdict.kind in ("inconclusive", "faster", "slower", "one test")
+    assert "keep the OS placement" not in out["markdown"] + out["latex"]
+
+
+def test_the_variance_column_has_one_unit(tmp_path):
+    """Variances of 0.03 s² and 1e-8 s² side by side: one unit for the column (s² here), so that
+    a reader compares numbers, not units."""
+    slow = [2.0 + 0.2 * (i % 3) for i in range(6)]
+    fast = [0.001 + 0.0001 * (i % 3) for i in range(6)]
+    summary = planted_summary(tmp_path, {"os": slow, "0": fast}, ["fast=0"])
+    console = Console(width=250, record=True, file=io.StringIO())
+    console.print(summary_table(summary))
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in console.export_text().splitlines()
+            if line.startswith("│")]
+    variances = {row[0]: row[9] for row in rows}
+    assert variances == {"os": f"{statistics.variance(slow):.3g} s²", "fast": f"{statistics.variance(fast):.3g} s²"}
+
+
+def test_the_speedup_plots_legend_names_the_colours_of_its_bars(tmp_path):
+    """Each bar's colour is its placement's verdict, and the legend's entry of that colour names
+    that verdict: green faster, red slower, grey no difference."""
+    from matplotlib.colors import to_rgb
+
+    from pinwise.report.plots import speedup_figure
+
+    base = [1.0 + 0.01 * (i % 5) for i in range(12)]
+    times = {"os": base, "0": [t * 0.5 for t in base], "1": [t * 1.5 for t in base], "0,1": list(reversed(base))}
+    summary = planted_summary(tmp_path, times, ["fast=0", "slow=1", "same=0,1"])
+    figure = speedup_figure(summary)
+    axes = figure.axes[0]
+    legend = {to_rgb(h.get_facecolor()): text.get_text()
+              for h, text in zip(axes.get_legend().legend_handles, axes.get_legend().get_texts())}
+    names = [t.get_text() for t in axes.get_xticklabels()]
+    bars = axes.patches
+    assert len(bars) == 2 * len(names)
+    expected = {"fast": "faster", "slow": "slower", "same": "no significant difference"}
+    for i, bar in enumerate(bars):
+        name = names[i % len(names)]
+        assert legend[to_rgb(bar.get_facecolor())] == expected[name], (name, legend)
+        assert summary.result(name).verdict.kind == {"faster": "faster", "slower": "slower"}.get(
+            expected[name], "no difference")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)

@@ -51,10 +51,12 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     blog's pairs, whose workers also read a shared loop bound, came out "all-to-all" in some
     traces and "neighbour" in others, and without ``locality`` among the candidates auto told a
     program that runs 5x faster pinned not to pin. One more candidate costs runs; the bench
-    decides."""
+    decides. A weak reading (:func:`pinwise.patterns.weak_reading`) adds the policies it gives
+    across a threshold: sysbench read "none" or "master/reduction" with the number of events."""
     policies = ["os", "compact", "scatter", analysis.policy]
-    if analysis.pattern != "none":
+    if analysis.pattern != "none" or analysis.alternatives:
         policies.append("locality")
+    policies += [policy for _, policy in analysis.alternatives]  # a weak reading: what it reads across a threshold
     return list(dict.fromkeys(policies))
 
 
@@ -103,11 +105,12 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
     chosen = [name for name in candidate_policies(analysis) if name != "os"]
     candidates = build_candidates(chosen, placements or [], target, None, comm)
     candidates += creator_variants(candidates, comm, target)
-    unique, aliases = unique_candidates(candidates)
+    unique, aliases = unique_candidates(candidates, target)
     say("2/2 simulating on " + (target.source or "the target") + ": " + ", ".join(
         c.name + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "") + f" CPUs {c.plan.cpulist()}"
         for c in unique))
-    return simulate(argv, target, [(c.name, c.plan if not c.random_threads else c.plan_for_run(target, 0))
+    return simulate(argv, target, [(" = ".join((c.name, *aliases.get(c.name, ()))),
+                                    c.plan if not c.random_threads else c.plan_for_run(target, 0))
                                    for c in unique], quantum=quantum)
 
 
@@ -154,7 +157,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         chosen = list(dict.fromkeys(["os", *policies])) if policies else candidate_policies(analysis)
         candidates = build_candidates(chosen, placements or [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
-        unique, aliases = unique_candidates(candidates)  # policies that give the same CPUs are run once
+        unique, aliases = unique_candidates(candidates, topology)  # one placement under several names runs once
         names = [c.name for c in unique]
         say("2/3 candidates: " + ", ".join(
             f"{c.name}" + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "")
@@ -175,15 +178,18 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             say(f"3/3 benchmarking, {look} runs per placement (interleaved) ...")
             fresh = runs == 0 and db_path is not None and os.path.exists(db_path)
             experiment = run_bench(argv, unique, topology, db_file,
-                                   BenchOptions(look, time_regex=time_regex, new=fresh, progress=progress), runner=runner)
+                                   BenchOptions(look, time_regex=time_regex, new=fresh, progress=progress,
+                                                extra_config={"aliases": aliases}, stop_if_all_fail=True,
+                                                continuing=runs > 0), runner=runner)
             runs = look
             connection = open_db(db_file, create=False)
             try:
                 summary = summarize(connection, experiment, "os", 1 - alpha, correction=correction)
             finally:
                 connection.close()
-            if summary.winner() is not None:
-                break
+            base = summary.result("os")
+            if summary.winner() is not None or not len(base.times):
+                break  # a winner; or a baseline that never ran well, which no further look can compare with
         assert summary is not None
     winner = summary.winner()
     result = AutoResult(comm, analysis, names, aliases, {c.name: c.plan for c in unique}, summary, winner, runs, alpha)
@@ -196,11 +202,28 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
 
     summary, winner = result.summary, result.winner
     lines = noise_lines(summary)
+    base = summary.result("os")
+    if base is None or len(base.times) < 2:
+        lines.append(f"no verdict: the OS placement, the baseline, {_ran_well(base, result.runs)}: nothing to "
+                     "compare the candidates with")
+        return lines
     if winner is None:
-        best = max((p for p in summary.policies if p.median), key=lambda p: p.median.speedup, default=None)
-        detail = f" (best: {best.name}, {best.median.speedup:.2f}x, median test p={best.median.pvalue:.2g})" if best else ""
-        lines.append(summary.no_gain_text(f"no candidate is significantly faster than the OS placement after "
-                                          f"{result.runs} runs each{detail}: do not pin this program"))
+        compared = [p for p in summary.policies if p.median]
+        best = max(compared, key=lambda p: p.median.speedup, default=None)
+        detail = (f" (best: {best.label}, {best.median.speedup:.2f}x, {best.verdict.text})" if best else "")
+        untested = [p for p in summary.policies if p.verdict.kind == "no data"]
+        unsure = [p for p in compared if p.verdict.kind == "one test"]
+        if untested:
+            advice = ("no verdict on " + "; ".join(f"{p.label}, which {_ran_well(p, result.runs)}" for p in untested)
+                      + (f"; of the others, none is significantly faster than the OS placement{detail}"
+                         if compared else ""))
+        elif unsure:
+            advice = (f"no candidate is faster by both tests after {result.runs} runs each{detail}: not established; "
+                      "run auto again with a larger --budget, or keep the OS placement")
+        else:
+            advice = (f"no candidate is significantly faster than the OS placement after {result.runs} runs each"
+                      f"{detail}: do not pin this program")
+        lines.append(summary.no_gain_text(advice))
         return lines
     m, ci = winner.median, winner.median_ci
     mean = (f"mean {winner.mean.speedup:.2f}x, p={winner.mean.pvalue:.2g}" if winner.mean.concluded
@@ -208,7 +231,7 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
     base = summary.result("os")
     variance = (f", variance {winner.spread.variance / base.spread.variance:.2g}x the OS's"
                 if base and base.spread and base.spread.variance > 0 else "")
-    lines.append(f"winner: {winner.name}" + (f" (= {', '.join(result.aliases[winner.name])})" if winner.name in result.aliases else ""))
+    lines.append(f"winner: {winner.label}")
     lines.append(f"  {m.speedup:.2f}x faster than the OS placement (median; CI {format_interval(ci)}, "
                  f"Wilcoxon-Mann-Whitney p={m.pvalue:.2g}; {mean}){variance}; {result.runs} runs each; "
                  f"{summary.level_text()}")
@@ -224,3 +247,11 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
                  f"  {line}{command_after.get(name, '')}"
                  for name, line in plan.job_script_lines(plan.traced_threads, hw_threads))
     return lines
+
+
+def _ran_well(result: PolicyResult | None, runs: int) -> str:
+    """How often a placement's runs ended well, and why the others did not: "ran well 0 times in
+    15 (15 x exit status 1: ...)"."""
+    good = len(result.times) if result is not None else 0
+    reasons = "; ".join(f"{n} x {reason}" for reason, n in result.failures.items()) if result is not None else ""
+    return f"ran well {good} time{'' if good == 1 else 's'} in {runs}" + (f" ({reasons})" if reasons else "")

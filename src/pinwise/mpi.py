@@ -172,6 +172,34 @@ def read_rows(folder: Path) -> tuple[int, dict[int, dict]]:
     return size, rows
 
 
+def launcher_message(text: str) -> str:
+    """The line of a launcher's standard error that says what went wrong: the first line of the
+    last boxed message (Open MPI frames each between rules of dashes), else the last line."""
+    lines = [line.strip() for line in text.splitlines()]
+
+    def rule(line: str) -> bool:
+        return len(line) >= 10 and set(line) <= set("-=*")
+
+    rules = [i for i, line in enumerate(lines) if rule(line)]
+    if len(rules) >= 2:
+        boxed = [line for line in lines[rules[-2] + 1:rules[-1]] if line]
+        if boxed:
+            return boxed[0]
+    said = [line for line in lines if line and not rule(line)]
+    return said[-1] if said else ""
+
+
+def launcher_failed(launcher: str, status: int, stderr: bytes, when: str) -> str:
+    """The error of a job whose launcher failed before the ranks did anything pinwise can read:
+    the launcher's own words, not a guess about the program."""
+    message = launcher_message(bytes(stderr).decode(errors="replace"))
+    name = Path(launcher).name
+    how = f"exit status {status}" if status > 0 else f"killed by signal {-status}"
+    if not message:
+        return f"{name} failed ({how}) {when}, and said nothing on standard error"
+    return f"{name} failed ({how}) {when}: it said {message!r} (its whole message is above)"
+
+
 def merge(size: int, rows: dict[int, dict], command: list[str], exit_status: int, seconds: float) -> CommMatrix:
     directed = np.zeros((size, size))
     messages = np.zeros((size, size))
@@ -228,8 +256,11 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
         env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
         command = launch_command(argv, kind, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
         start = time.perf_counter()
-        status = run_in_group(command, argv[0], env=env)
+        said = bytearray()
+        status = run_in_group(command, argv[0], env=env, stderr_tail=said)
         seconds = time.perf_counter() - start
+        if status != 0 and not any(rows.glob("rank-*.txt")):
+            raise PinwiseError(launcher_failed(argv[0], status, said, "before any rank wrote its row"))
         size, found = read_rows(rows)
     comm = merge(size, found, list(argv), status, seconds)
     write_comm(comm, output)
@@ -341,9 +372,32 @@ def expand_hostlist(text: str) -> list[str]:
     return hosts
 
 
-def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str | None) -> Cluster:
+#: The options of mpirun/mpiexec (Open MPI's and MPICH's) that name the hosts of a job.
+HOST_OPTIONS = ("-H", "-host", "--host", "-hosts", "-hostfile", "--hostfile", "-machinefile", "--machinefile",
+                "--default-hostfile", "-f")
+
+#: The name of this machine in the rankfile or machinefile of a job on this machine alone: what
+#: Open MPI's and MPICH's launchers take as the local node whatever the host is called.
+THIS_MACHINE = "localhost"
+
+
+def job_hosts(argv: list[str]) -> str | None:
+    """The option by which a job's command names its hosts (``-H a,b``, ``--hostfile F``), if any,
+    before the program (whose own options are its own)."""
+    for word in argv[1:]:
+        name = word.split("=", 1)[0]
+        if name in HOST_OPTIONS:
+            return name
+        if not word.startswith("-") and shutil.which(word) is not None:
+            return None
+    return None
+
+
+def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str | None,
+                 job: list[str] | None = None) -> Cluster:
     """The cluster from --cluster, or --hostfile (each node like --node-topology, default this
-    machine), or Slurm's allocation (SLURM_JOB_NODELIST) when running inside one."""
+    machine), or Slurm's allocation (SLURM_JOB_NODELIST) when running inside one; else this machine
+    alone (a single-node job), unless the ``job``'s command names hosts of its own."""
     from .topology import load_topology
 
     if cluster is not None and hostfile is not None:
@@ -357,8 +411,11 @@ def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str |
         return cluster_of(read_hostfile(hostfile), node)
     if os.environ.get("SLURM_JOB_NODELIST"):
         return cluster_of(expand_hostlist(os.environ["SLURM_JOB_NODELIST"]), node)
-    raise PinwiseError("no cluster given: --cluster 'node:4 pack:2 core:8 pu:2', --hostfile FILE, or run inside a "
-                       "Slurm allocation")
+    named = job_hosts(job) if job else None
+    if named is not None:
+        raise PinwiseError(f"the job names its hosts ({named}), and pinwise places the ranks on them: give pinwise the "
+                           "same hosts with --hostfile FILE (or --cluster), and leave them out after --")
+    return cluster_of([THIS_MACHINE], node)
 
 
 @dataclass(frozen=True)
@@ -454,6 +511,28 @@ def format_placement(places: list[RankPlace], fmt: str) -> str:
 
 # ---- running a job with its placement ----------------------------------------------------------
 
+def ranks_matrix(comm_file: str | None, policy: str, job: list[str] | None) -> CommMatrix:
+    """The matrix a placement of ranks is computed from: the ranks' own (``comm_file``), or, for a
+    policy that reads none (compact, scatter...), an empty one with as many ranks as the job
+    starts (its -np)."""
+    from . import policies
+    from .comm import read_comm
+
+    name = policy.strip().lower()
+    if comm_file is not None:
+        return read_comm(comm_file)
+    if name == policies.AUTO or policies.lookup(name).needs_matrix:
+        raise PinwiseError(f"policy {policy} places the ranks by their communication: give --comm FILE (pinwise mpi "
+                           "trace writes it), or a policy that needs no matrix (compact, scatter, ...)")
+    ranks = job_ranks(job) if job else None
+    if ranks is None:
+        raise PinwiseError(f"how many ranks? policy {policy} needs no matrix, but the job's command does not say "
+                           "(give -np N after the launcher), and there is no --comm to count them")
+    if ranks < 1:
+        raise PinwiseError(f"the job starts {ranks} ranks: give -np 1 or more")
+    return CommMatrix(np.zeros((ranks, ranks)))
+
+
 def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank: int, seed: int | None = None):
     """Per rank, the cluster PUs its threads get (``threads_per_rank`` each, thread k of the rank
     on the k-th), chosen by ``policy`` on the ranks' matrix. With several threads per rank the
@@ -508,6 +587,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
     places = rank_places(per_rank, cluster)
     lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
     plans = [";".join(map(str, p.cpus)) for p in places]
+    said = bytearray()
     with temporary_folder("mpirun") as tmp:
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
@@ -517,7 +597,8 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text("".join(f"{p.host}\n" for p in places))
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
-            status = run_in_group(command, argv[0], env={**clean, **variables, "SLURM_HOSTFILE": str(hostfile)})
+            status = run_in_group(command, argv[0], env={**clean, **variables, "SLURM_HOSTFILE": str(hostfile)},
+                                  stderr_tail=said)
         elif kind == "mpich":  # Hydra: rank i on line i's host; each thread pinned by pinwise
             taken = [word for word in argv[1:] if word in ("-f", "-hostfile", "-machinefile", "-hosts", "-host")]
             if taken:
@@ -527,13 +608,16 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
             machinefile.write_text("".join(f"{p.host}:1\n" for p in places))
             command = [argv[0], "-f", str(machinefile),
                        *[part for name, value in variables.items() for part in ("-genv", name, value)], *argv[1:]]
-            status = run_in_group(command, argv[0], env=clean)
+            status = run_in_group(command, argv[0], env=clean, stderr_tail=said)
         else:
             rankfile = Path(tmp, "rankfile")
             rankfile.write_text("\n".join(lines) + "\n")
             command = [argv[0], "--rankfile", str(rankfile),
                        *[part for name, value in variables.items() for part in ("-x", f"{name}={value}")], *argv[1:]]
-            status = run_in_group(command, argv[0], env=clean)
+            status = run_in_group(command, argv[0], env=clean, stderr_tail=said)
+        started = [rank for rank in range(len(per_rank)) if Path(f"{log}.rank{rank}").exists()]
+        if status != 0 and not started:
+            raise PinwiseError(launcher_failed(argv[0], status, said, "before any rank started"))
         found = {}
         if verify:
             for rank in range(len(per_rank)):

@@ -50,6 +50,26 @@ FLOOR_LIFT = 0.8             # and the lift it must have there (clear: the floor
 #: A spin-wait line (module docstring).
 SPIN_SHARE = 0.25
 SPIN_READS_PER_WRITE = 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The thresholds the pattern and the recommendation are read with (the constants above)."""
+
+    comm_share_low: float = COMM_SHARE_LOW
+    structure_lift: float = STRUCTURE_LIFT
+    flat_cv: float = FLAT_CV
+    heterogeneity_high: float = HETEROGENEITY_HIGH
+    bcomm_high: float = BCOMM_HIGH
+
+
+LIMITS = Limits()
+#: How far each threshold is moved, both ways, to see whether the reading holds (a factor, or
+#: for the lift an amount): a matrix whose quantity lies within that of a threshold reads the
+#: other way in a trace of another length or input (sysbench's share of communicating accesses
+#: crossed 1% with the number of events), so its recommendation is weak and says so.
+MARGINS = {"comm_share_low": ("factor", 2.0), "structure_lift": ("amount", 0.1), "flat_cv": ("factor", 1.5),
+           "heterogeneity_high": ("factor", 1.5), "bcomm_high": ("factor", 1.5)}
 #: Policies that aim at locality: the cost model judges them.
 LOCALITY_POLICIES = ("locality", "balanced-locality", "compact")
 #: How much above compact's cost a recommendation may be before it is replaced (rounding).
@@ -73,6 +93,10 @@ class Analysis:
     hot_lines: tuple[HotLine, ...] = ()
     #: With a topology: (policy, cost) of the recommended policy and of compact, and the topology's name.
     costs: dict | None = None
+    #: Why the reading is weak (empty when it holds with every threshold moved within MARGINS),
+    #: and the (pattern, policy) it gives with a threshold so moved.
+    doubt: str = ""
+    alternatives: tuple[tuple[str, str], ...] = ()
 
     def to_document(self) -> dict:
         """``pinwise analyze --json``."""
@@ -80,7 +104,9 @@ class Analysis:
         total = event_count(self.comm) if self.comm is not None else 0.0
         document = {
             "threads": m.threads, "pattern": self.pattern, "pattern_reason": self.pattern_reason,
-            "policy": self.policy, "reason": self.reason, "hcomm": m.hcomm, "hcomm_offdiagonal": m.heterogeneity,
+            "policy": self.policy, "reason": self.reason, "doubt": self.doubt or None,
+            "alternatives": [{"pattern": p, "policy": q} for p, q in self.alternatives],
+            "hcomm": m.hcomm, "hcomm_offdiagonal": m.heterogeneity,
             "bcomm": m.bcomm, "acomm": m.acomm, "rcomm": m.rcomm, "load_balance": m.load_balance,
             "events_per_access": m.comm_share,
             "spin_waits": [f"0x{line.address:x}" for line in self.spin_lines],
@@ -90,6 +116,11 @@ class Analysis:
         if self.costs is not None:
             document["costs"] = self.costs
         return document
+
+
+def percent(share: float) -> str:
+    """A share as a percentage with two significant digits, never rounded to a false 0.00%."""
+    return "0%" if share == 0 else f"{share * 100:.2g}%"
 
 
 def event_count(comm: CommMatrix) -> float:
@@ -156,13 +187,13 @@ def _working(comm: CommMatrix) -> np.ndarray | None:
     return None
 
 
-def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
+def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple[str, str]:
     """The pattern of the papers the matrix looks like, with the evidence."""
     m = communication(comm.matrix)
     t = m.shape[0]
     total = m.sum() / 2  # over pairs i < j
-    if total <= 0 or (found.comm_share is not None and found.comm_share < COMM_SHARE_LOW):
-        share = "no communication" if total <= 0 else f"{found.comm_share:.2%} of accesses communicate"
+    if total <= 0 or (found.comm_share is not None and found.comm_share < limits.comm_share_low):
+        share = "no communication" if total <= 0 else f"{percent(found.comm_share)} of accesses communicate"
         return "none", f"{share} (like EP: private data only)"
     if t == 2:
         return "pairs", "two threads: one pair"
@@ -176,7 +207,7 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
     beside = ""
     scored = [(name, pairs, _lift(m, pairs, total)) for name, pairs in _structures(t, m)]
     best = max(lift for _, _, lift in scored)
-    if best < STRUCTURE_LIFT and floor > 0 and above_total > 0:
+    if best < limits.structure_lift and floor > 0 and above_total > 0:
         lifted = [(name, pairs, _lift(above, pairs, above_total)) for name, pairs in _structures(t, above)]
         top = max(lift for _, _, lift in lifted)
         name, pairs, _ = min([s for s in lifted if s[2] >= top - LIFT_TIE], key=lambda s: len(set(s[1])))
@@ -184,7 +215,7 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
             scored, best, m, total = lifted, top, above, above_total
             beside = (f"; above what every pair shares alike ({1 - above_total / (communication(comm.matrix).sum() / 2):.0%}"
                       " of events: a barrier or a counter every thread touches)")
-    if best >= STRUCTURE_LIFT:
+    if best >= limits.structure_lift:
         close = [s for s in scored if s[2] >= best - LIFT_TIE]
         name, pairs, lift = min(close, key=lambda s: len(set(s[1])))
         share = sum(m[i, j] for i, j in set(pairs)) / total
@@ -193,7 +224,7 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
             work = _working(comm)
             busiest = 1 + int(np.argmax(work[1:-1])) if work is not None else 0
             imbalance = (work[busiest] / np.median(work[1:]) - 1) * 100 if work is not None else 0.0
-            if work is not None and imbalance >= BCOMM_HIGH:
+            if work is not None and imbalance >= limits.bcomm_high:
                 return "pipeline", (f"{share:.0%} between neighbours and stage {busiest} works harder (load imbalance "
                                     f"{imbalance:.0f} %): stages handing data on (like ferret){beside}")
             return "neighbour", f"{share:.0%} of communication is between i and i+1 (like NPB UA){beside}"
@@ -208,22 +239,22 @@ def classify(comm: CommMatrix, found: Metrics) -> tuple[str, str]:
     rest = np.delete(np.delete(m, busiest, 0), busiest, 1)
     off = rest[np.triu_indices(t - 1, 1)]
     cv = off.std() / off.mean() if off.mean() > 0 else 0.0
-    if off.mean() > 0 and cv < FLAT_CV:
+    if off.mean() > 0 and cv < limits.flat_cv:
         whole = m[np.triu_indices(t, 1)]
-        but = f" without thread {busiest}" if whole.std() / whole.mean() >= FLAT_CV else ""
+        but = f" without thread {busiest}" if whole.std() / whole.mean() >= limits.flat_cv else ""
         return "all-to-all", f"every pair communicates about as much (CV {cv:.2f}{but}, like swaptions)"
-    if found.heterogeneity >= HETEROGENEITY_HIGH:
+    if found.heterogeneity >= limits.heterogeneity_high:
         return "clustered", "groups of threads communicate mostly among themselves"
     return "irregular", "no pattern of the papers"
 
 
-def recommend(found: Metrics, pattern: str) -> tuple[str, str]:
+def recommend(found: Metrics, pattern: str, limits: Limits = LIMITS) -> tuple[str, str]:
     """High heterogeneity -> locality; high BComm -> balance; both -> balanced-locality;
     little communication -> scatter (Diener et al., section 4)."""
     if pattern == "none":
         return "scatter", "threads hardly communicate: spread them so each gets more cache and bandwidth"
-    hetero = found.heterogeneity >= HETEROGENEITY_HIGH and pattern not in ("all-to-all", "master/reduction")
-    imbalanced = found.bcomm >= BCOMM_HIGH
+    hetero = found.heterogeneity >= limits.heterogeneity_high and pattern not in ("all-to-all", "master/reduction")
+    imbalanced = found.bcomm >= limits.bcomm_high
     if hetero and imbalanced:
         return "balanced-locality", (f"groups communicate (heterogeneity {found.heterogeneity:.0f}) but unevenly "
                                      f"(BComm {found.bcomm:.0f}): keep groups close without piling load on one cache")
@@ -235,10 +266,61 @@ def recommend(found: Metrics, pattern: str) -> tuple[str, str]:
     return "scatter", "communication is flat: no placement improves locality, so spread threads for cache capacity"
 
 
-def checked_on(comm: CommMatrix, policy: str, reason: str, topology) -> tuple[str, str, dict]:
+def weak_reading(comm: CommMatrix, found: Metrics, pattern: str, policy: str) -> tuple[str, tuple]:
+    """Whether the reading (pattern, policy) holds with each threshold moved within MARGINS: the
+    sentence that says why not (empty if it holds) and the (pattern, policy) pairs read instead,
+    those that name another pattern or a policy with another aim (locality or spreading)."""
+    readings: dict[tuple[str, str], list[str]] = {}
+    for name, (kind, margin) in MARGINS.items():
+        nominal = getattr(LIMITS, name)
+        for moved in ((nominal * margin, nominal / margin) if kind == "factor" else (nominal + margin, nominal - margin)):
+            limits = replace(LIMITS, **{name: moved})
+            other = classify(comm, found, limits)[0]
+            reading = (other, recommend(found, other, limits)[0])
+            if other != pattern or _aims_at_locality(reading[1]) != _aims_at_locality(policy):
+                readings.setdefault(reading, []).append(name)
+    if not readings:
+        return "", ()
+    why = "; ".join(f"{_near(name, comm, found)}: read across it, {other} -> {chosen}"
+                    for (other, chosen), names in readings.items() for name in dict.fromkeys(names))
+    return (f"weak: {why}. A trace of another length or input (more or fewer events) can read either way: bench "
+            "both (pinwise auto does)"), tuple(readings)
+
+
+def _aims_at_locality(policy: str) -> bool:
+    """Locality and balanced-locality differ in a nuance (how much load one cache may take), not
+    in what they aim at: a reading that only swaps one for the other is not called weak."""
+    return policy in LOCALITY_POLICIES
+
+
+def _near(name: str, comm: CommMatrix, found: Metrics) -> str:
+    """The quantity a threshold judges, its value and the threshold, in words."""
+    if name == "comm_share_low":
+        return (f"{percent(found.comm_share)} of accesses communicate, within a factor {MARGINS[name][1]:g} of the "
+                f"{COMM_SHARE_LOW:.0%} below which no pattern is read")
+    if name == "heterogeneity_high":
+        return (f"heterogeneity {found.heterogeneity:.0f}, within a factor {MARGINS[name][1]:g} of the "
+                f"{HETEROGENEITY_HIGH:.0f} above which threads are read as groups")
+    if name == "bcomm_high":
+        return (f"BComm {found.bcomm:.0f} %, within a factor {MARGINS[name][1]:g} of the {BCOMM_HIGH:.0f} % above "
+                "which communication is read as imbalanced")
+    m = communication(comm.matrix)
+    total = m.sum() / 2
+    if name == "structure_lift" and total > 0 and m.shape[0] > 2:
+        best, lift = max(((n, _lift(m, pairs, total)) for n, pairs in _structures(m.shape[0], m)), key=lambda x: x[1])
+        return (f"the strongest structure ({best}) has a lift of {lift:.2f}, within {MARGINS[name][1]:g} of the "
+                f"{STRUCTURE_LIFT:g} that names a pattern")
+    return f"the pairs' spread (CV) lies within a factor {MARGINS['flat_cv'][1]:g} of the {FLAT_CV:g} below which " \
+           "communication is read as flat"
+
+
+def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metrics | None = None,
+               weak: bool = False) -> tuple[str, str, dict]:
     """The recommendation judged by the cost model on ``topology``: a locality policy that costs
     more than compact is replaced by the cheapest locality policy; any other policy that costs
-    more keeps its place, and the reason says why. Returns (policy, reason, costs)."""
+    more keeps its place, and the reason says why, in the cost's terms: how little communication
+    it gives up, or, for a ``weak`` reading (:func:`weak_reading`), that the cost model favours
+    compact and only a bench can say whether the trade pays. Returns (policy, reason, costs)."""
     from .mapping import compare
 
     names = sorted({policy, *LOCALITY_POLICIES})
@@ -256,6 +338,13 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology) -> tuple[st
                           f"{cheapest} costs {rows[cheapest] / compact:.2f}x: {cheapest} instead"), costs
     why = {"scatter": "it trades locality for cache and bandwidth, which is what this matrix needs",
            "balance": "it trades locality for an even load on the caches"}.get(policy, "it does not aim at locality")
+    share = found.comm_share if found is not None else None
+    if weak:
+        why = (f"by the cost model compact places these threads better; whether {policy}'s trade pays, a reading "
+               "this weak cannot say")
+    elif share is not None and share < COMM_SHARE_LOW:
+        why = (f"the communication it spreads out is {percent(share)} of the accesses, so the locality it gives up "
+               "weighs less than the cache and bandwidth it gains")
     return policy, f"{reason} (it costs {ratio:.2f}x compact's on {topology.source}: {why})", costs
 
 
@@ -271,10 +360,14 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
         evidence += (f"; without the spin-wait{'s' if len(spins) > 1 else ''} on "
                      + ", ".join(line.where for line in spins))
     policy, reason = recommend(found, pattern)
+    doubt, alternatives = weak_reading(used, found, pattern, policy)
     costs = None
     if topology is not None and comm.threads >= 2:
-        policy, reason, costs = checked_on(used, policy, reason, topology)
-    return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs)
+        policy, reason, costs = checked_on(used, policy, reason, topology, found, bool(doubt))
+    if doubt:
+        reason = f"{reason}; {doubt}"
+    return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs,
+                    doubt, alternatives)
 
 
 # -- the labelled corpus ------------------------------------------------------------------------

@@ -180,12 +180,17 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def run_in_group(command: list[str], what: str, **popen_options) -> int:
+def run_in_group(command: list[str], what: str, stderr_tail: bytearray | None = None, **popen_options) -> int:
     """Run ``command`` in a process group of its own and wait for it; whatever ends pinwise (a
     signal, kill -9 through the GroupGuard) ends the group too, and what it left running is killed
-    when it ends. Returns its exit status; ``what`` names it in the error if it cannot start."""
+    when it ends. Returns its exit status; ``what`` names it in the error if it cannot start.
+    With ``stderr_tail``, what the command writes on standard error still reaches pinwise's as it
+    comes, and its last STDERR_KEPT bytes are kept there (a launcher's own message, to pass on)."""
     import subprocess
 
+    if stderr_tail is not None:
+        popen_options["stderr"] = subprocess.PIPE
+    copier = None
     with GroupGuard() as guard:
         with signals_held():
             try:
@@ -194,6 +199,11 @@ def run_in_group(command: list[str], what: str, **popen_options) -> int:
             except OSError as err:
                 raise PinwiseError(f"cannot start {what}: {err.strerror}") from None
             guard.watch(process.pid)
+        if stderr_tail is not None:
+            import threading
+
+            copier = threading.Thread(target=_copy_stderr, args=(process.stderr, stderr_tail), daemon=True)
+            copier.start()
         try:
             return process.wait()
         except KeyboardInterrupt:
@@ -202,6 +212,23 @@ def run_in_group(command: list[str], what: str, **popen_options) -> int:
             raise
         finally:
             kill_group(process.pid)
+            if copier is not None:
+                copier.join(timeout=5)  # the pipe ends when the last process holding it has gone
+                process.stderr.close()
+
+
+#: How much of a command's standard error run_in_group keeps when asked.
+STDERR_KEPT = 16384
+
+
+def _copy_stderr(pipe, tail: bytearray) -> None:
+    while chunk := pipe.read1(65536):
+        try:
+            os.write(2, chunk)
+        except OSError:
+            pass
+        tail += chunk
+        del tail[:-STDERR_KEPT]
 
 
 def _owner_alive(name: str) -> bool:

@@ -10,6 +10,7 @@ machine's drift over all placements instead of charging it to one).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -33,6 +34,7 @@ from ..placement import Placement, resolve
 from ..plan import Plan
 from ..topology import Topology
 from ..topology import to_json as topology_json
+from ..topology.symmetry import placement_form
 from . import db
 from .counters import SoftwareCounters, rapl_energy_uj
 from .noise import cpu_times, load_average, run_noise
@@ -89,25 +91,32 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
     return candidates
 
 
-def unique_candidates(candidates: list[Candidate]) -> tuple[list[Candidate], dict[str, list[str]]]:
-    """Candidates whose plans put the threads on the same CPUs (with the same repeat rule) are run
-    once, under the first one's name; returns them and, per kept name, the names it stands for."""
+def unique_candidates(candidates: list[Candidate], topology: Topology | None = None
+                      ) -> tuple[list[Candidate], dict[str, list[str]]]:
+    """Candidates that are one placement are run once, under the first one's name; returns them
+    and, per kept name, the names it stands for. One placement: the same CPUs for every thread
+    (and the same repeat rule and skip mask), or, given ``topology``, CPUs that its symmetry maps
+    onto each other (0,1,0 and 1,0,1 on two identical cores: :mod:`pinwise.topology.symmetry`)."""
     unique: list[Candidate] = []
+    keys: list[object] = []
     aliases: dict[str, list[str]] = {}
     for candidate in candidates:
-        key = _placement_key(candidate)
-        same = next((u for u in unique if key is not None and _placement_key(u) == key), None)
+        key = _placement_key(candidate, topology)
+        same = next((u for u, k in zip(unique, keys) if key is not None and k == key), None)
         if same is None:
             unique.append(candidate)
+            keys.append(key)
         else:
             aliases.setdefault(same.name, []).append(candidate.name)
     return unique, aliases
 
 
-def _placement_key(candidate: Candidate):
+def _placement_key(candidate: Candidate, topology: Topology | None):
     if candidate.plan is None or candidate.random_threads:
         return None  # the OS and random placements are never the same as another
-    return candidate.plan.slots, candidate.plan.repeat_from, candidate.plan.skip_mask
+    plan = candidate.plan
+    slots = placement_form(topology, plan.slots) if topology is not None else plan.slots
+    return slots, plan.repeat_from, plan.skip_mask
 
 
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
@@ -176,10 +185,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         if match is None:
             failure = f"time regex {time_regex.pattern!r} found nothing in the output"
         else:
-            try:
-                program_time = float(match.group(1) if match.groups() else match.group(0))
-            except ValueError:
-                failure = f"time regex matched {match.group(0)!r}, which is not a number"
+            program_time, failure = read_time(match)
 
     def delta(name):
         return after[name] - before[name] if after[name] is not None and before[name] is not None else None
@@ -197,6 +203,34 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
         placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
+
+
+#: The units a program may print with its time, in seconds (Google Benchmark prints ns, us, ms, s).
+TIME_UNITS = {"ns": 1e-9, "nsec": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+              "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+              "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+              "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+              "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0}
+_NUMBER = re.compile(r"[ \t]*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)")
+_UNIT = re.compile(r"[ \t]*(" + "|".join(sorted(map(re.escape, TIME_UNITS), key=len, reverse=True)) + r")(?![A-Za-z])")
+
+
+def read_time(match: re.Match) -> tuple[float | None, str | None]:
+    """The seconds a --time-regex match says, or why it says none: its group (the whole match
+    without one) is a number, with its unit inside the group ("2.27 ms") or right after it on the
+    same line ("([0-9.]+)" before " ms"); no unit is seconds. "nan", "inf" and numbers too large
+    for a float are refused: a run's time must be a time."""
+    text = match.group(1) if match.groups() else match.group(0)
+    end = match.end(1) if match.groups() else match.end()
+    number = _NUMBER.match(text or "")
+    rest = text[number.end():] if number else ""
+    unit = _UNIT.match(rest) if rest.strip() else _UNIT.match(match.string, end)
+    if number is None or (rest.strip() and (unit is None or rest[unit.end():].strip())):
+        return None, f"time regex matched {text!r}, which is not a number of seconds"
+    value = float(number.group(1)) * TIME_UNITS[unit.group(1) if unit else "s"]
+    if not math.isfinite(value):
+        return None, f"time regex matched {text!r}, which is too large to be a time"
+    return value, None
 
 
 def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[str]:
@@ -259,6 +293,10 @@ class BenchOptions:
     progress: bool | None = None
     extra_config: dict = field(default_factory=dict)
     say: object = None  # say(text): where the bench's own lines go (default: standard error)
+    #: Stop, with the runs' reasons, when every run of the first block failed (auto: no verdict without data).
+    stop_if_all_fail: bool = False
+    #: Extending an experiment this caller made (auto's next look): no "runs already recorded" line.
+    continuing: bool = False
 
 
 def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, db_path: str,
@@ -284,15 +322,20 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
         except re.error as err:
             raise PinwiseError(f"--time-regex {time_regex!r} is not a regular expression ({err})") from None
     argv = [program, *argv[1:]]
+    candidates, aliases, merged = _one_run_per_placement(candidates, options.extra_config.get("aliases"))
     names = [c.name for c in candidates]
     config = {"candidates": names, "plans": {c.name: (c.plan.cpulist() if c.plan else None) for c in candidates},
               "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **options.extra_config}
+    if aliases:  # only then: the configuration of a bench without them stays what it was, and resumes
+        config["aliases"] = aliases
     connection = db.open_db(db_path)
     try:
         before = {e.id for e in db.experiments(connection)}
         experiment = open_experiment(connection, argv, config, topology, options.new, db_path, options.seed)
         for problem in dict.fromkeys(connection.problems):  # damaged experiments are left as they are
             say(f"pinwise: warning: {db_path}: {problem}")
+        for line in merged:
+            say(line)
         done = db.done_runs(connection, experiment.id)
         # (block, placement, warm-up?, position in its block)
         schedule = [(b, name, warm, position) for warm, blocks in ((1, warmup), (0, runs)) for b in range(blocks)
@@ -300,16 +343,32 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
         todo = [item for item in schedule if item[:3] not in done]
         recorded = len(schedule) - len(todo)
         if experiment.id in before:
-            say(f"pinwise: experiment {experiment.id} of {db_path}: {recorded}/{len(schedule)} runs already recorded"
-                + (f", {len(todo)} to run" if todo else "; nothing to run (--new measures again)"))
+            if not options.continuing:
+                say(f"pinwise: experiment {experiment.id} of {db_path}: {recorded}/{len(schedule)} runs already recorded"
+                    + (f", {len(todo)} to run" if todo else "; nothing to run (--new measures again)"))
         elif before:
             say(f"pinwise: new experiment {experiment.id} in {db_path}, beside {len(before)} other"
                 f"{'s' if len(before) > 1 else ''} (pinwise report shows them all)")
         _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout,
-                 options.progress, runner or run_once, options.say)
+                 options.progress, runner or run_once, options.say, options.stop_if_all_fail)
         return experiment
     finally:
         connection.close()
+
+
+def _one_run_per_placement(candidates: list[Candidate], known: dict | None):
+    """The candidates whose CPUs differ (:func:`unique_candidates`); per kept name every name that
+    stands for it: ``known`` (a caller that merged them already: auto merges mirror images too)
+    and those merged here; and the lines that say the latter. Mirror images are not merged here: a
+    user who names CPU 0 and CPU 1 of two identical cores may be measuring what the tree does not
+    show (which CPU takes the interrupts)."""
+    unique, found = unique_candidates(candidates)
+    said = [f"pinwise: {', '.join(same)} and {name} place the threads on the same CPUs here: one placement, run "
+            f"once and reported under {'both names' if len(same) == 1 else 'every name'}" for name, same in found.items()]
+    aliases = {name: list(same) for name, same in (known or {}).items()}
+    for name, same in found.items():
+        aliases.setdefault(name, []).extend(n for n in same if n not in aliases[name])
+    return unique, aliases, said
 
 
 #: Without --timeout, a run is stopped after this many times the slowest run of the first block
@@ -326,7 +385,7 @@ def default_timeout(first_block: list[db.Run]) -> float | None:
 
 
 def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
-             runner, say) -> None:
+             runner, say, stop_if_all_fail=False) -> None:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -383,6 +442,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 db.record_run(connection, experiment.id, result)
                 if block == 0 and warm == first_warm:
                     first_block.append(result)
+                if stop_if_all_fail and not any_good and len(first_block) >= len(candidates):
+                    raise PinwiseError(all_failed_message(first_block))
                 if not warm and result.failure is None:
                     medians.setdefault(name, []).append(result.time)
                 text = "  ".join(f"{n} {sorted(v)[len(v) // 2] * 1e3:.1f}ms" for n, v in medians.items())
@@ -393,9 +454,26 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
             guard.close()
 
 
+def all_failed_message(failed: list[db.Run]) -> str:
+    """Why there is no verdict when every run of a block failed: each placement's reason (the
+    program's exit status and its last line on standard error), said once when they agree."""
+    reasons = {run.policy: run.failure for run in failed}
+    if len(set(reasons.values())) == 1:
+        why = f"{'every placement' if len(reasons) > 1 else next(iter(reasons))}: {next(iter(reasons.values()))}"
+    else:
+        why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+    return (f"no verdict: every run of the first block failed ({why}); a placement can only be judged on runs "
+            "that end well: check the command (pinwise run -- PROGRAM ARGS shows its output)")
+
+
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:
     tail = " | ".join(line.strip() for line in run.output_tail.strip().splitlines()[-3:])
     printed = f"its output ends with: {tail[-200:]!r}" if tail else "it printed nothing on standard output"
+    if run.failure.startswith("time regex matched"):  # it found something, which is no time
+        found = run.failure[len("time regex "):]
+        return (f"--time-regex {pattern.pattern!r} {found}, in the output of the first run ({name}); {printed}. "
+                "Fix the expression (one group around the number, its unit after it) or drop it to measure wall "
+                "time; nothing was recorded")
     return (f"--time-regex {pattern.pattern!r} found nothing in the output of the first run ({name}); {printed}. "
             "Fix the expression (one group around the number) or drop it to measure wall time; nothing was recorded")
 

@@ -100,11 +100,15 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
 
 def _mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = False) -> None:
     if comm_option:  # before the job, which takes the rest of the line
-        parser.add_argument("--comm", required=True, metavar="FILE",
-                            help="communication matrix of the ranks (pinwise mpi trace, or any)")
+        parser.add_argument("--comm", metavar="FILE",
+                            help="communication matrix of the ranks (pinwise mpi trace, or any); not needed by the "
+                                 "policies that read none (compact, scatter...), which count the ranks from the job's "
+                                 "-np")
     else:
         parser.add_argument("comm", metavar="COMM_FILE", help="communication matrix (pinwise mpi trace, or any)")
-    parser.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 pu:2'")
+    parser.add_argument("--cluster", metavar="SPEC", help="'node:N' then one node's levels, e.g. 'node:4 pack:2 core:8 "
+                                                          "pu:2' (default: the Slurm allocation, else this machine "
+                                                          "alone, named localhost)")
     parser.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
     parser.add_argument("--node-topology", metavar="T",
                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
@@ -325,7 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), help="threads to plan for (default: every allowed CPU)")
     bench.add_argument("--comm", metavar="FILE", help="communication matrix for the communication-aware policies")
     bench.add_argument("--time-regex", metavar="RE",
-                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall time)")
+                       help="take the time the program prints, e.g. 'Time in seconds = *([0-9.]+)' (default: wall "
+                            "time); a unit after the number, in the group or just after it (ns, us, ms, s, min), "
+                            "is read with it: Google Benchmark's '2.27 ms' is 0.00227 s")
     bench.add_argument("--timeout", type=_real(0.001, 10 ** 7), metavar="S", help="kill a run after S seconds and record it as failed (default: 10x the slowest run of the first block, at least 5 s)")
     bench.add_argument("--db", default="pinwise-results.db", help="results database (default pinwise-results.db)")
     bench.add_argument("--new", action="store_true", help="start a new experiment even if the database holds another")
@@ -374,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Find the best placement for a program by experiment, with statistics.")
     auto.add_argument("--budget", type=_real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
-    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time)")
+    auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time), "
+                                                          "with its unit as bench reads it")
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
@@ -459,8 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Map the ranks as pinwise mpi map does, then run the job through its launcher with each rank on "
                     "its node (Open MPI's mpirun: a rankfile; MPICH's mpiexec: a machinefile of one host per rank; "
                     "Slurm's srun: SLURM_HOSTFILE and --distribution=arbitrary) and pinwise's preload library in "
-                    "every rank (each thread of a rank on its own PU). Example: pinwise mpi run --comm comm.json "
-                    "--hostfile hosts --threads-per-rank 2 --verify -- mpirun -np 4 ./app")
+                    "every rank (each thread of a rank on its own PU). Without --cluster, --hostfile or a Slurm "
+                    "allocation the job runs on this machine alone. Examples: pinwise mpi run --comm comm.json "
+                    "--hostfile hosts --threads-per-rank 2 --verify -- mpirun -np 4 ./app; pinwise mpi run "
+                    "--policy compact --verify -- mpirun -np 4 ./app")
     _mpi_placement_options(mpi_run, comm_option=True)
     mpi_run.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
                          help="PUs per rank for its threads (hybrid MPI + OpenMP/pthreads; default 1)")

@@ -15,7 +15,6 @@ from .placing import reads_matrix, read_comm_file
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import BenchOptions, build_candidates, interrupted_message, open_db, run_bench
-    from ..bench.runner import unique_candidates
     from ..policies import REGISTRY
     from ..report import print_report, summarize
 
@@ -38,11 +37,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.baseline is not None and args.baseline not in [c.name for c in candidates]:
         raise PinwiseError(f"--baseline {args.baseline!r} is none of the placements benchmarked "
                            f"({', '.join(c.name for c in candidates)})")
-    if run_all:  # every placement whose CPUs differ, once: on a small machine many policies coincide
-        candidates, aliases = unique_candidates(candidates)
-        for name, same in aliases.items():
-            print(f"pinwise: {', '.join(same)} place{'s' if len(same) == 1 else ''} the threads as {name} does "
-                  f"here: run once, as {name}", file=sys.stderr)
     try:
         options = BenchOptions(args.runs, args.warmup, args.time_regex, args.timeout, args.new, args.seed,
                                progress=False if args.quiet else None,
@@ -245,9 +239,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                  "threads waiting on it, which Valgrind runs one at a time, spin through whole time slices")
     for line in result.spin_lines:
         console.print(Text(f"spin-wait: {_hot_line_name(line)} carries {line.events / _events(comm):.1%} of all events, "
-                           f"read {sum(line.reads) / max(1, sum(line.writes)):,.0f} times per write "
-                           f"({_thread_list(line.readers)} read it, {_thread_list(line.writers)} write it): "
-                           f"{why_spins}; what follows is of the matrix without its events"))
+                           f"{_reads_and_writes(line)}: {why_spins}; what follows is of the matrix without its events"))
     table = Table(title=Text(f"{args.comm_file}: {m.threads} threads"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -277,18 +269,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
-    doubt = ""
+    unsure = ""
     if sureness is not None:
         if sureness.pattern_agreement is None:
             console.print(Text(f"how sure: cannot say: {sureness.reason}"))
-            doubt = " (uncertain: a sampled matrix whose sureness cannot be measured)"
+            unsure = " (uncertain: a sampled matrix whose sureness cannot be measured)"
         else:
             console.print(Text(f"how sure: {sureness.reason}" + ("" if sureness.sure else
                                f"; below {SURE:.0%}: the pattern rests on the luck of the draw, sample longer or at a "
                                "higher --watch-rate")))
             if not sureness.sure:
-                doubt = f" (uncertain: {sureness.policy_agreement:.0%} of redraws give this policy)"
-    console.print(Text(f"recommended policy: {result.policy}{doubt}: {result.reason}"))
+                unsure = f" (uncertain: {sureness.policy_agreement:.0%} of redraws give this policy)"
+    weak = " (a weak reading)" if result.doubt else ""
+    console.print(Text(f"recommended policy: {result.policy}{unsure or weak}: {result.reason}"))
     if result.costs is not None:
         compact = result.costs["compact"]
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
@@ -309,11 +302,32 @@ def _events(comm) -> float:
 def _thread_list(threads) -> str:
     from ..cpulist import format_cpulist
 
+    if not threads:
+        return "no thread"
     return f"threads {format_cpulist(threads)}" if len(threads) != 1 else f"thread {threads[0]}"
 
 
+def _reads_and_writes(line) -> str:
+    """What the tracer counted on a hot line since it became hot, and only that: "read 40 times
+    per write (threads 1,2 read it, thread 0 writes it)", or, with no write counted, "read 567,413
+    times, no write since it became hot (threads 1,2 read it)"."""
+    reads, writes = sum(line.reads), sum(line.writes)
+    if writes == 0:
+        return f"read {reads:,} times, no write since it became hot ({_thread_list(line.readers)} read it)"
+    return (f"read {reads / writes:,.0f} times per write ({_thread_list(line.readers)} read it, "
+            f"{_thread_list(line.writers)} write{'s' if len(line.writers) == 1 else ''} it)")
+
+
 def _hot_line_name(line) -> str:
-    return f"line 0x{line.address & ~63:x} ({line.where})"
+    return f"line 0x{line.address & ~63:x} (an access {_where(line)})"
+
+
+def _where(line) -> str:
+    """Where the address the tracer described in a hot line lies: "at progress+0" (the variable
+    at that address, not everything the line's 64 bytes hold), or "in anonymous memory ..."."""
+    if line.where.startswith("variable "):
+        return f"at {line.where[len('variable '):]}"
+    return f"in {line.where}"
 
 
 #: "(in /usr/lib/x86_64-linux-gnu/libgomp.so.1)" in Valgrind's descriptions of code: the file's name is enough.
@@ -326,20 +340,21 @@ def _print_hot_lines(console, comm, result, count: int) -> None:
     from rich.text import Text
 
     total = _events(comm)
-    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here):"))
+    console.print(Text("hot shared lines (the cache lines that carry the most communication; fix false sharing here; "
+                       "one address seen in each, code seen anywhere in its 64 bytes, counts since it became hot):"))
     for line in result.hot_lines[:count]:
         pairs = sorted(line.pairs, key=lambda p: -p[2])[:3]
         counted = sum(n for _, _, n in line.pairs) or 1
         read, written = (OBJECT_PATH.sub(r"(in \1)", text) if text else None
                          for text in (line.read_code, line.write_code))
         code = (f"read and written at {read}" if read == written and read else
-                "; ".join(f"{kind} at {text}" for kind, text in (("read", read), ("written", written)) if text))
+                ", ".join(f"{kind} at {text}" for kind, text in (("read", read), ("written", written)) if text))
         who = (f"{_thread_list(line.readers)} read, {_thread_list(line.writers)} write" if line.writers
-               else f"{_thread_list(line.readers)} read")
+               else f"{_thread_list(line.readers)} read, no write")
         top = ", ".join(f"{i}-{j} {n / counted:.0%}" for i, j, n in pairs)
         console.print(Text(f"  {line.events / total:6.1%}{' spin-wait' if line in result.spin_lines else ''}  "
-                           f"0x{line.address & ~63:x}  {line.where}: {who}"
-                           + (f"; pairs {top}" if top else "") + (f"; {code}" if code else "")))
+                           f"0x{line.address & ~63:x}  {_where(line)}: {who}"
+                           + (f"; pairs {top}" if top else "") + (f"; in the line: {code}" if code else "")))
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
@@ -566,12 +581,12 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
 def cmd_mpi_run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from ..mpi import find_cluster, rank_plans, run_placed
+    from ..mpi import find_cluster, rank_plans, ranks_matrix, run_placed
     from ..report.wide import wide_console
 
     job = args.job[1:] if args.job[:1] == ["--"] else args.job
-    comm = read_comm_file(args.comm)
-    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
+    comm = ranks_matrix(args.comm, args.policy, job)
+    cluster = find_cluster(args.cluster, args.hostfile, args.node_topology, job)
     per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank)
     status, rankfile, found = run_placed(job, cluster, per_rank, args.verify)
     print("placement: " + "; ".join(rankfile), file=sys.stderr)

@@ -1,8 +1,10 @@
 """Exports of a report, as hyperfine has them: CSV, JSON, Markdown, and the papers' tables in LaTeX.
 
 Every export holds, per experiment and placement, the figures of the terminal table in plain
-units (seconds, seconds squared for the variance) and the Speedup-Test decisions; JSON adds every
-run's time and the machine header; LaTeX writes the papers' tables (per program, and over all
+units (seconds, seconds squared for the variance), the Speedup-Test decisions and the one verdict
+per placement the terminal prints (:class:`pinwise.report.summary.Verdict`); JSON adds every run's
+time, the machine header and the lines under the table (a busy machine's warning, the conclusion),
+which Markdown and LaTeX carry too; LaTeX writes the papers' tables (per program, and over all
 programs when there are several) with booktabs rules.
 """
 
@@ -22,28 +24,32 @@ from .summary import ExperimentSummary, OverallRow, machine_facts, overall_rows
 CSV_COLUMNS = ("experiment", "program", "policy", "cpus", "metric", "baseline", "runs", "failed", "mean_s",
                "stddev_s", "median_s", "min_s", "max_s", "variance_s2", "cv", "speedup_mean", "speedup_mean_low",
                "speedup_mean_high", "speedup_median", "speedup_median_low", "speedup_median_high", "faster_mean",
-               "faster_median", "slower", "p_mean", "p_median", "migrations", "context_switches", "max_rss_kb",
-               "confidence")
+               "faster_median", "slower", "verdict", "same_as", "p_mean", "p_median", "migrations", "context_switches",
+               "max_rss_kb", "confidence")
 
 
 def _number(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-def placement_rows(summary: ExperimentSummary) -> list[dict]:
-    """One dict per placement with the CSV columns (None where a figure does not exist)."""
+def placement_rows(summary: ExperimentSummary, every_name: bool = True) -> list[dict]:
+    """One dict per placement with the CSV columns (None where a figure does not exist); with
+    ``every_name``, one per name of a placement benched under several (``same_as`` names the one
+    it ran as), else one per placement under its label (``compact = scatter``)."""
     rows = []
     for p in summary.policies:
         s = p.spread
         row = {
-            "experiment": summary.experiment.id, "program": summary.experiment.label, "policy": p.name,
+            "experiment": summary.experiment.id, "program": summary.experiment.label,
+            "policy": p.name if every_name else p.label,
             "cpus": p.placement, "metric": summary.metric, "baseline": summary.baseline, "runs": p.runs,
             "failed": sum(p.failures.values()),
             "mean_s": s and s.mean, "stddev_s": s and s.std, "median_s": s and s.median, "min_s": s and s.minimum,
             "max_s": s and s.maximum, "variance_s2": s and s.variance, "cv": s and _number(s.cv),
             "speedup_mean": None, "speedup_mean_low": None, "speedup_mean_high": None, "speedup_median": None,
             "speedup_median_low": None, "speedup_median_high": None, "faster_mean": None, "faster_median": None,
-            "slower": p.slower, "p_mean": None, "p_median": None, "migrations": p.migrations,
+            "slower": p.slower, "verdict": p.verdict.kind, "same_as": None, "p_mean": None, "p_median": None,
+            "migrations": p.migrations,
             "context_switches": p.context_switches, "max_rss_kb": p.max_rss_kb, "confidence": summary.confidence,
         }
         if p.name == summary.baseline and s is not None:
@@ -55,7 +61,10 @@ def placement_rows(summary: ExperimentSummary) -> list[dict]:
                        faster_mean=p.mean.significant if p.mean.concluded else None,
                        faster_median=p.median.significant, p_mean=_number(p.mean.pvalue),
                        p_median=_number(p.median.pvalue))
-        rows.append({k: _number(v) for k, v in row.items()})
+        row = {k: _number(v) for k, v in row.items()}
+        rows.append(row)
+        if every_name:
+            rows.extend({**row, "policy": alias, "same_as": p.name} for alias in p.aliases)
     return rows
 
 
@@ -85,13 +94,15 @@ def to_json(summaries: list[ExperimentSummary]) -> str:
     experiments = []
     for summary in summaries:
         results = placement_rows(summary)
-        for row, p in zip(results, summary.policies):
+        for row in results:
+            p = summary.result(row["policy"])
+            row["verdict_text"] = p.verdict.text
             row["times_s"] = [float(t) for t in p.times]
             row["failures"] = dict(p.failures)
         e = summary.experiment
         experiments.append({"id": e.id, "command": e.command, "created": e.created, "metric": summary.metric,
                             "baseline": summary.baseline, "confidence": summary.confidence,
-                            "machine": machine_facts(e), "results": results})
+                            "machine": machine_facts(e), "results": results, "notes": notes(summary)})
     overall = [{"policy": r.policy, "programs": r.overall.programs,
                 "geometric_mean_median_speedup": _number(r.overall.geometric_mean_speedup),
                 "significantly_faster": r.overall.significant, "share": _number(r.overall.share),
@@ -111,12 +122,12 @@ def _speedup(value, low, high) -> str:
     return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None else "")
 
 
-def _verdict(row: dict) -> str:
-    if row["faster_median"]:
-        return "faster"
-    if row["slower"]:
-        return "**slower**"
-    return "-" if row["speedup_median_low"] is None else "no"
+def notes(summary: ExperimentSummary) -> list[str]:
+    """What the terminal prints under an experiment's table beside the verdicts: the machine's
+    noise (a busy machine's warning) and the conclusion."""
+    from .terminal import conclusion_line, noise_lines
+
+    return [*noise_lines(summary), conclusion_line(summary)]
 
 
 def to_markdown(summaries: list[ExperimentSummary]) -> str:
@@ -125,14 +136,16 @@ def to_markdown(summaries: list[ExperimentSummary]) -> str:
         parts.append(f"### `{summary.experiment.label}`\n\n{summary.metric}, baseline `{summary.baseline}`, "
                      f"{summary.level_text()}\n")
         parts.append("| Placement | CPUs | Mean ± σ [ms] | Median [ms] | Min…Max [ms] | Speedup (mean) [CI] | "
-                     "Speedup (median) [CI] | Significant |\n|:---|:---|---:|---:|---:|---:|---:|:---|")
-        for row in placement_rows(summary):
+                     "Speedup (median) [CI] | Verdict |\n|:---|:---|---:|---:|---:|---:|---:|:---|")
+        for row, p in zip(placement_rows(summary, every_name=False), summary.policies):
             mean = "-" if row["mean_s"] is None else f"{_ms(row['mean_s'])} ± {_ms(row['stddev_s'])}"
             extremes = "-" if row["min_s"] is None else f"{_ms(row['min_s'])}…{_ms(row['max_s'])}"
             parts.append(f"| `{row['policy']}` | {row['cpus']} | {mean} | {_ms(row['median_s'])} | {extremes} | "
                          f"{_speedup(row['speedup_mean'], row['speedup_mean_low'], row['speedup_mean_high'])} | "
                          f"{_speedup(row['speedup_median'], row['speedup_median_low'], row['speedup_median_high'])} | "
-                         f"{_verdict(row)} |")
+                         f"{_verdict_cell(p)} |")
+        parts.append("")
+        parts.extend(f"- {line}" for line in notes(summary))
         parts.append("")
     if len(summaries) > 1:
         programs = max((r.overall.programs for r in overall_rows(summaries)), default=0)
@@ -165,15 +178,17 @@ def to_latex(summaries: list[ExperimentSummary]) -> str:
                   rf"\texttt{{{_tex(summary.baseline)}}}, {_tex(summary.level_text())}}}",
                   r"\begin{tabular}{llrrrrrl}", r"\toprule",
                   r"Placement & CPUs & Mean (ms) & Median (ms) & $\sigma$ (ms) & Speedup (mean) & "
-                  r"Speedup (median) & Faster? \\", r"\midrule"]
-        for row in placement_rows(summary):
+                  r"Speedup (median) & Verdict \\", r"\midrule"]
+        for row, p in zip(placement_rows(summary, every_name=False), summary.policies):
             parts.append(" & ".join([
                 rf"\texttt{{{_tex(row['policy'])}}}", _tex(row["cpus"]), _ms(row["mean_s"]), _ms(row["median_s"]),
                 _ms(row["stddev_s"]),
                 _tex(_speedup(row["speedup_mean"], row["speedup_mean_low"], row["speedup_mean_high"])),
                 _tex(_speedup(row["speedup_median"], row["speedup_median_low"], row["speedup_median_high"])),
-                _tex(_verdict(row).strip("*"))]) + r" \\")
-        parts += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+                _tex(_verdict_cell(p).strip("*"))]) + r" \\")
+        parts += [r"\bottomrule", r"\end{tabular}"]
+        parts += [r"\par\smallskip{\footnotesize " + _tex(line) + "}" for line in notes(summary)]
+        parts += [r"\end{table}", ""]
     if len(summaries) > 1:
         confidence = format_level(summaries[0].confidence)
         programs = max((r.overall.programs for r in overall_rows(summaries)), default=0)
@@ -189,6 +204,13 @@ def to_latex(summaries: list[ExperimentSummary]) -> str:
                          rf"{o.share_interval.high * 100:.0f}] \\")
         parts += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(parts)
+
+
+def _verdict_cell(p) -> str:
+    """The verdict's word, as the terminal table shows it (slower in bold)."""
+    if p.verdict.kind == "baseline":
+        return "baseline"
+    return "**slower**" if p.verdict.slower else p.verdict.word
 
 
 #: Export option -> (what it writes, its function).

@@ -19,8 +19,9 @@ from .summary import (
     fmt_variance,
     machine_facts,
     overall_rows,
+    variance_unit,
 )
-from .terminal import _decision, hyperfine_lines, speedup_cells
+from .terminal import hyperfine_lines, speedup_cells
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1500px; }
@@ -93,25 +94,23 @@ def machine_header(summaries: list[ExperimentSummary]) -> str:
 
 def experiment_section(summary: ExperimentSummary) -> str:
     rows, classes = [], []
+    unit = variance_unit(p.spread.variance for p in summary.policies if p.spread is not None)
     for p in summary.policies:
         runs, failed = str(p.runs), str(sum(p.failures.values()))
         if p.spread is None:
-            rows.append([p.name, p.placement, runs, failed] + ["-"] * 10)
+            rows.append([p.label, p.placement, runs, failed] + ["-"] * 5 + ["no data"] + ["-"] * 4)
             classes.append("")
             continue
         mean, median = speedup_cells(p, summary.baseline)
-        rows.append([p.name, p.placement, runs, failed, f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}",
+        rows.append([p.label, p.placement, runs, failed, f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}",
                      fmt_seconds(p.spread.median), fmt_range(p.spread.minimum, p.spread.maximum), mean, median,
-                     "baseline" if p.name == summary.baseline else
-                     f"{_decision(p, 'mean')}; " + ("SLOWER" if p.slower else _decision(p, "median")),
-                     fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
+                     p.verdict.word,
+                     fmt_variance(p.spread.variance, unit), f"{p.spread.cv:.1%}",
                      "-" if p.migrations is None else f"{p.migrations:g}",
                      "-" if p.context_switches is None else f"{p.context_switches:g}"])
-        classes.append("slower" if p.slower else "faster" if p.median and p.median.significant
-                       and p.median.speedup > 1 else "")
+        classes.append("slower" if p.slower else "faster" if p.verdict.faster else "")
     headers = ["policy", "CPUs", "runs", "failed", "mean ± σ", "median", "min…max", "speedup mean [CI]",
-               "speedup median [CI]", "faster? mean; median", "variance", "CV", "migrations",
-               "ctx switches"]
+               "speedup median [CI]", "verdict", "variance", "CV", "migrations", "ctx switches"]
     verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in hyperfine_lines(summary))
     e = summary.experiment
     return (
@@ -129,12 +128,14 @@ def experiment_section(summary: ExperimentSummary) -> str:
 
 
 def overall_section(summaries: list[ExperimentSummary]) -> str:
+    found = overall_rows(summaries)
+    unit = variance_unit(v for r in found for v in (r.variance_min, r.variance_max))
     rows = [[r.policy + (" (per program)" if r.policy == RECOMMENDED_ROW else ""), str(r.overall.programs),
              f"{r.overall.geometric_mean_speedup:.3f}", f"{r.overall.significant}/{r.overall.programs}",
              f"{r.overall.share:.0%} [{r.overall.share_interval.low:.0%}, {r.overall.share_interval.high:.0%}]",
-             fmt_variance(r.variance_min), fmt_variance(r.variance_max)] for r in overall_rows(summaries)]
+             fmt_variance(r.variance_min, unit), fmt_variance(r.variance_max, unit)] for r in found]
     return ("<section><h2>over all programs</h2><p>Geometric mean of the <em>median</em> speedups (each program's "
-            "median time against its baseline's), the programs significantly faster by the median test, and that "
+            "median time against its baseline's), the programs whose verdict is faster (both tests), and that "
             "share's exact (Clopper-Pearson) interval. Each placement is counted over the programs that measured "
             f"it; <code>{RECOMMENDED_ROW}</code> takes, program by program, the placement its analysis "
             "recommended.</p>" + _table(

@@ -37,7 +37,7 @@ def distribution_figure(summary: ExperimentSummary):
     rng = np.random.default_rng(0)
     for i, values in enumerate(data, start=1):
         ax.scatter(i + rng.uniform(-0.15, 0.15, len(values)), values, s=10, alpha=0.6)
-    ax.set_xticks(range(1, len(results) + 1), [p.name for p in results], rotation=20 if len(results) > 5 else 0,
+    ax.set_xticks(range(1, len(results) + 1), [p.label for p in results], rotation=20 if len(results) > 5 else 0,
                   ha="right" if len(results) > 5 else "center")
     ax.set_ylabel(f"{summary.metric.split(' (')[0]} (ms)")
     counts = sorted({len(d) for d in data})
@@ -51,23 +51,30 @@ def distribution_figure(summary: ExperimentSummary):
     return fig
 
 
+#: The speedup plot's bar colour for each verdict kind (pinwise.report.summary.Verdict), and its legend's words.
+VERDICT_COLOURS = {"faster": ("tab:green", "faster"), "slower": ("tab:red", "slower"),
+                   "one test": ("tab:olive", "one test only (not established)")}
+NEUTRAL = ("tab:grey", "no significant difference")
+
+
 def speedup_figure(summary: ExperimentSummary):
-    """Mean and median speedups side by side, each with its bootstrap interval; green when the
-    test says faster, red (hatched) when significantly slower."""
+    """Mean and median speedups side by side, each with its bootstrap interval, both bars of a
+    placement in the colour of its one verdict (green faster, red and hatched slower, olive one
+    test only, grey no significant difference); the legend is drawn from those same colours."""
+    from matplotlib.patches import Patch
+
     plt = _pyplot()
     results = [p for p in summary.policies if p.median_ci is not None]
     fig, ax = plt.subplots(figsize=FIGURE_SIZE)
     x = np.arange(len(results))
     width = 0.38
-    for offset, which, interval, label in ((-width / 2, "mean", "mean_ci", "mean"),
-                                           (width / 2, "median", "median_ci", "median")):
+    colour = {p.name: VERDICT_COLOURS.get(p.verdict.kind, NEUTRAL) for p in results}
+    for offset, which, interval in ((-width / 2, "mean", "mean_ci"), (width / 2, "median", "median_ci")):
         values = [getattr(p, which).speedup for p in results]
         cis = [getattr(p, interval) for p in results]
         errors = [[v - c.low for v, c in zip(values, cis)], [c.high - v for v, c in zip(values, cis)]]
-        faster = [getattr(p, which).significant and getattr(p, which).speedup > 1 for p in results]
-        colours = ["tab:green" if f else "tab:red" if p.slower else "tab:grey" for f, p in zip(faster, results)]
-        bars = ax.bar(x + offset, values, width, yerr=errors, capsize=3, color=colours,
-                      alpha=0.55 if which == "mean" else 0.95, edgecolor="black", linewidth=0.5, label=label)
+        bars = ax.bar(x + offset, values, width, yerr=errors, capsize=3, color=[colour[p.name][0] for p in results],
+                      alpha=MEAN_ALPHA if which == "mean" else MEDIAN_ALPHA, edgecolor="black", linewidth=0.5)
         for bar, p in zip(bars, results):
             if p.slower:
                 bar.set_hatch("//")
@@ -79,16 +86,23 @@ def speedup_figure(summary: ExperimentSummary):
         ax.text(0.5, 0.5, "no comparison: fewer than 2 good runs of a placement or of the baseline", ha="center",
                 va="center", transform=ax.transAxes)
     ax.axhline(1.0, color="black", linewidth=1)
-    ax.set_xticks(x, [p.name for p in results], rotation=20 if len(results) > 5 else 0,
+    ax.set_xticks(x, [p.label for p in results], rotation=20 if len(results) > 5 else 0,
                   ha="right" if len(results) > 5 else "center")
     ax.set_ylabel(f"speedup vs {summary.baseline}")
-    ax.set_title(f"{_short(summary.experiment.label)}\nspeedup of the mean (light) and the median (dark), "
-                 f"{format_level(summary.confidence)} bootstrap CI; green faster, red slower", fontsize=10)
+    ax.set_title(f"{_short(summary.experiment.label)}\nspeedup of the mean (left, light) and the median (right, "
+                 f"dark), {format_level(summary.confidence)} bootstrap CI; colour: the verdict", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     if results:
-        ax.legend(loc="best", fontsize=8)
+        shown = list(dict.fromkeys(colour[p.name] for p in results))
+        handles = [Patch(facecolor=c, edgecolor="black", linewidth=0.5, hatch="//" if c == VERDICT_COLOURS["slower"][0]
+                         else None, label=words) for c, words in shown]
+        ax.legend(handles=handles, loc="best", fontsize=8)
     fig.tight_layout()
     return fig
+
+
+#: The mean's bars are lighter than the median's.
+MEAN_ALPHA, MEDIAN_ALPHA = 0.55, 0.95
 
 
 def save_plots(summary: ExperimentSummary, directory: str | Path, prefix: str = "") -> list[Path]:

@@ -14,6 +14,34 @@ from ..bench import db
 from ..bench.noise import Noise, summarize_noise
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The one decision on a placement against the baseline, made once (:func:`verdict`) and
+    printed as it is by every output: the terminal table (``word``) and sentence (``text``), the
+    HTML, the plots' colours, Markdown, LaTeX, CSV and JSON (``kind``).
+
+    ``kind`` is one of VERDICT_KINDS: ``faster`` (both tests say so, or the median test when the
+    mean test could not conclude), ``slower`` (the median test for "slower"), ``one test`` (one
+    test says faster and the other does not: not established), ``no difference`` (neither, on a
+    quiet machine), ``inconclusive`` (neither, on a busy machine: a gain could hide in the
+    noise), ``baseline``, ``no data`` (fewer than 2 successful runs on one side)."""
+
+    kind: str
+    word: str
+    text: str
+
+    @property
+    def faster(self) -> bool:
+        return self.kind == "faster"
+
+    @property
+    def slower(self) -> bool:
+        return self.kind == "slower"
+
+
+VERDICT_KINDS = ("faster", "slower", "one test", "no difference", "inconclusive", "baseline", "no data")
+
+
 @dataclass(frozen=True, eq=False)
 class PolicyResult:
     """One placement of an experiment: its measured runs' times, their spread, and (for every
@@ -33,23 +61,58 @@ class PolicyResult:
     context_switches: float | None = None
     max_rss_kb: float | None = None
     misplaced_runs: int = 0
+    verdict: Verdict | None = None         # set by summarize, once
+    #: Other names of this placement (the same CPUs, or their mirror image): run once, under ``name``.
+    aliases: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:
         return len(self.times) + sum(self.failures.values())
 
     @property
-    def significant(self) -> bool:
-        return bool(self.median and self.median.significant) or bool(self.mean and self.mean.significant)
+    def label(self) -> str:
+        """The placement's names as the tables show them: ``compact = scatter``."""
+        return " = ".join((self.name, *self.aliases))
 
     @property
     def slower(self) -> bool:
-        """Significantly slower than the baseline: the one-sided median test for "slower" rejects
-        at the same level and the median speedup's interval lies below 1."""
+        return self.verdict is not None and self.verdict.slower
+
+    def tests_say_slower(self) -> bool:
+        """The one-sided median test for "slower" rejects at the level of the interval, and the
+        median speedup's interval lies below 1."""
         if self.median is None or self.median_ci is None:
             return False
         alpha = stats.risk(self.median_ci.confidence)
         return self.median.pvalue_slower < alpha and stats.agrees_with_interval(True, self.median_ci, faster=False)
+
+
+def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
+    """The placement's one verdict from its two tests (module :mod:`pinwise.stats`, each already
+    checked against its interval); see :class:`Verdict` for the kinds."""
+    if result.name == baseline:
+        return Verdict("baseline", "baseline", "the baseline")
+    if result.median is None or result.mean is None:
+        return Verdict("no data", "-", "no comparison: fewer than 2 successful runs of it or of the baseline")
+    mean, median = result.mean, result.median
+    median_faster = median.significant and median.speedup > 1
+    mean_faster = mean.concluded and mean.significant and mean.speedup > 1
+    mean_p = f"mean test p={mean.pvalue:.2g}" if mean.concluded else "mean: no conclusion"
+    if median_faster and (mean_faster or not mean.concluded):
+        return Verdict("faster", "faster", f"significantly faster (median test p={median.pvalue:.2g}, {mean_p})")
+    if median_faster:
+        return Verdict("one test", "one test", f"faster by the median test only (p={median.pvalue:.2g}; the mean "
+                       f"test, p={mean.pvalue:.2g}, does not agree: slow outliers?): not established")
+    if mean_faster:
+        return Verdict("one test", "one test", f"faster by the mean test only (p={mean.pvalue:.2g}; the median "
+                       f"test, p={median.pvalue:.2g}, does not agree): not established")
+    if result.tests_say_slower():
+        return Verdict("slower", "SLOWER", f"significantly slower (median test p={median.pvalue_slower:.2g})")
+    tests = f"median test p={median.pvalue:.2g}, {mean_p}"
+    if busy:
+        return Verdict("inconclusive", "inconclusive", f"no significant difference ({tests}) on a busy machine: "
+                       "cannot tell")
+    return Verdict("no difference", "no difference", f"no significant difference ({tests})")
 
 
 @dataclass(frozen=True)
@@ -67,6 +130,10 @@ class ExperimentSummary:
         text = f"one-sided tests and intervals at {stats.format_level(self.confidence)}"
         return f"{text} ({self.correction})" if self.correction else text
 
+    @property
+    def busy(self) -> bool:
+        return self.noise is not None and self.noise.busy
+
     def no_gain_text(self, advice: str) -> str:
         """What to say when no placement beat the baseline: ``advice`` on a quiet machine; on a busy
         one, that the bench could not tell."""
@@ -82,14 +149,12 @@ class ExperimentSummary:
         return won(winner) if winner is not None else self.no_gain_text(advice)
 
     def result(self, name: str) -> PolicyResult | None:
-        return next((p for p in self.policies if p.name == name), None)
+        """The placement called ``name``, under its own name or another it stands for."""
+        return next((p for p in self.policies if p.name == name or name in p.aliases), None)
 
     def winner(self) -> PolicyResult | None:
-        """The placement with the best median speedup among those significantly faster than the
-        baseline on both the mean and the median tests (or the median alone when the mean test could
-        not conclude), if any."""
-        faster = [p for p in self.policies if p.median and p.median.significant and p.median.speedup > 1
-                  and (p.mean is None or not p.mean.concluded or p.mean.significant)]
+        """The placement with the best median speedup among those whose verdict is faster."""
+        faster = [p for p in self.policies if p.verdict is not None and p.verdict.faster]
         return max(faster, key=lambda p: p.median.speedup, default=None)
 
 
@@ -147,11 +212,15 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
     level agrees (:func:`pinwise.stats.agrees_with_interval`)."""
     rows = db.runs(connection, experiment.id)
     names = experiment.config.get("candidates") or sorted({r.policy for r in rows})
+    aliases = _aliases(experiment.config, names)
     if baseline is None:  # the OS's placement where it was measured, else the first placement
         baseline = "os" if "os" in names else names[0]
     elif baseline not in names:
-        raise PinwiseError(f"baseline {baseline!r} is not a placement of experiment {experiment.id} "
-                           f"(it has {', '.join(names)})")
+        baseline = next((name for name, same in aliases.items() if baseline in same), baseline)
+        if baseline not in names:
+            every = [*names, *(n for same in aliases.values() for n in same)]
+            raise PinwiseError(f"baseline {baseline!r} is not a placement of experiment {experiment.id} "
+                               f"(it has {', '.join(every)})")
     use_program_time = bool(experiment.config.get("time_regex"))
     metric = "program time" if use_program_time else "wall time"
     coarse = use_program_time and _too_coarse([r.program_time for r in rows if r.failure is None],
@@ -166,7 +235,18 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
     results = [result if result is base else _compared(base, result, confidence, seed)
                for result in measured.values()]
     noise = summarize_noise([r for r in rows if r.failure is None], [r.times for r in results if len(r.times)])
+    results = [replace(r, verdict=verdict(r, baseline, noise.busy), aliases=tuple(aliases.get(r.name, ())))
+               for r in results]
     return ExperimentSummary(experiment, metric, baseline, confidence, results, correction, noise)
+
+
+def _aliases(config: dict, names: list[str]) -> dict[str, list[str]]:
+    """The other names of each benched placement (the bench's ``aliases``), those that read well."""
+    found = config.get("aliases")
+    if not isinstance(found, dict):
+        return {}
+    return {name: [n for n in same if isinstance(n, str) and n not in names]
+            for name, same in found.items() if name in names and isinstance(same, list)}
 
 
 @dataclass(frozen=True)
@@ -197,7 +277,7 @@ def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:
     speedups, share significantly faster, and the smallest and largest variance observed. Every
     placement has its row over the programs that measured it (``programs`` says which), and a
     ``recommended`` row gathers, program by program, the placement its analysis recommended."""
-    names = list(dict.fromkeys(p.name for s in summaries for p in s.policies))
+    names = list(dict.fromkeys(n for s in summaries for p in s.policies for n in (p.name, *p.aliases)))
     chosen = {name: [(s, s.result(name)) for s in summaries] for name in names}
     recommended = [(s, s.result(name)) for s in summaries if (name := recommended_policy(s)) is not None]
     if recommended:
@@ -208,7 +288,7 @@ def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:
         if not found:
             continue
         speedups = [r.median.speedup if r.median else 1.0 for _, r in found]
-        significant = [bool(r.median and r.median.significant) for _, r in found]
+        significant = [r.verdict is not None and r.verdict.faster for _, r in found]
         variances = [r.spread.variance for _, r in found]
         rows.append(OverallRow(name, stats.overall(speedups, significant, summaries[0].confidence),
                                min(variances), max(variances), tuple(s.experiment.label for s, _ in found)))
@@ -241,16 +321,21 @@ def _time_unit(value: float) -> tuple[str, float]:
     return "ns", 1e-9
 
 
-def fmt_variance(value: float) -> str:
-    """A variance of times in the largest squared unit (s², ms², us², ns²) in which it reads at
-    least 0.01: 3.1e-7 s² is "0.31 ms²"."""
-    if math.isnan(value):
+def variance_unit(values) -> tuple[str, float]:
+    """One unit for a column of variances of times: the largest squared unit (s², ms², us², ns²)
+    in which the largest of them reads at least 0.01, and its factor (seconds per unit)."""
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    top = max(values, default=0.0)
+    return next(((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if top / f ** 2 >= 0.01), ("ns", 1e-9))
+
+
+def fmt_variance(value: float, unit: tuple[str, float] | None = None) -> str:
+    """A variance of times in ``unit`` (:func:`variance_unit` of its column), by default its own:
+    3.1e-7 s² is "0.31 ms²"."""
+    if value is None or math.isnan(value):
         return "-"
-    if value == 0:
-        return "0 s²"
-    unit, factor = next(((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if value / f ** 2 >= 0.01),
-                        ("ns", 1e-9))
-    return f"{value / factor ** 2:.3g} {unit}²"
+    name, factor = unit or variance_unit([value])
+    return f"{value / factor ** 2:.3g} {name}²"
 
 
 def fmt_seconds(value: float) -> str:

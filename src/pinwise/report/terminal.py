@@ -7,28 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..stats import OUTLIER_Z, format_interval, format_level
-from .summary import ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line
+from .summary import (ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line,
+                      variance_unit)
 from .wide import wide_console
-
-
-def _decision(result, which: str) -> str:
-    test = getattr(result, which)
-    if test is None:
-        return "-"
-    if which == "mean" and not test.concluded:
-        return "no conclusion"
-    word = "yes" if test.significant else "no"
-    return f"{word} (p={test.pvalue:.2g})"
-
-
-def _short_decision(result) -> str:
-    """"yes/yes" (mean/median significantly faster), or SLOWER when the median test says so."""
-    if result.mean is None:
-        return "-"
-    if result.slower:
-        return "SLOWER"
-    mean = "?" if not result.mean.concluded else "yes" if result.mean.significant else "no"
-    return f"{mean}/{'yes' if result.median.significant else 'no'}"
 
 
 def speedup_cells(p, baseline: str) -> tuple[str, str]:
@@ -48,21 +29,23 @@ def summary_title(summary: ExperimentSummary) -> str:
 def summary_table(summary: ExperimentSummary) -> Table:
     table = Table(title=Text(summary_title(summary)), title_justify="left")
     columns = ["policy", "runs", "failed", "mean ± σ", "median", "min…max", "speedup mean [CI]",
-               "speedup median [CI]", "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
-    longest = max((len(p.name) for p in summary.policies), default=6)
+               "speedup median [CI]", "verdict", "variance", "CV", "migrations", "ctx sw"]
+    longest = max((len(p.label) for p in summary.policies), default=6)
     for column in columns:
-        table.add_column(column, justify="left" if column in ("policy", "faster? mean/median") else "right",
+        table.add_column(column, justify="left" if column in ("policy", "verdict") else "right",
                          min_width=longest if column == "policy" else None)
+    unit = variance_unit(p.spread.variance for p in summary.policies if p.spread is not None)
     for p in summary.policies:
         if p.spread is None:
-            table.add_row(p.name, str(p.runs), str(sum(p.failures.values())), *["-"] * 10)
+            table.add_row(p.label, str(p.runs), str(sum(p.failures.values())), *["-"] * 5, "no data", *["-"] * 4)
             continue
         mean_cell, median_cell = speedup_cells(p, summary.baseline)
         table.add_row(
-            p.name, str(p.runs), str(sum(p.failures.values())),
+            p.label, str(p.runs), str(sum(p.failures.values())),
             f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
-            fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell, _short_decision(p),
-            fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
+            fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell,
+            "-" if p.verdict.kind == "baseline" else p.verdict.word,
+            fmt_variance(p.spread.variance, unit), f"{p.spread.cv:.1%}",
             "-" if p.migrations is None else f"{p.migrations:g}",
             "-" if p.context_switches is None else f"{p.context_switches:g}",
             style="red" if p.slower else None,
@@ -71,48 +54,51 @@ def summary_table(summary: ExperimentSummary) -> Table:
 
 
 def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
-    """"compact ran 2.14 ± 0.08 times faster than os", with the evidence behind it."""
+    """"compact ran 2.14 ± 0.08 times faster than os", with the placement's verdict, then the
+    failures, the machine's noise and the conclusion: every line from the one verdict per placement."""
     lines = []
     for p in summary.policies:
         if p.ratio is None:
             continue
         ratio, error = p.ratio
         if ratio >= 1:
-            text = f"{p.name} ran {ratio:.2f} ± {error:.2f} times faster than {summary.baseline}"
+            text = f"{p.label} ran {ratio:.2f} ± {error:.2f} times faster than {summary.baseline}"
         else:
-            text = f"{p.name} ran {1 / ratio:.2f} ± {error / ratio ** 2:.2f} times slower than {summary.baseline}"
-        if p.median.significant and p.median.speedup > 1:
-            verdict = f"significantly faster (median test p={p.median.pvalue:.2g}"
-            verdict += f", mean test p={p.mean.pvalue:.2g})" if p.mean.concluded else ", mean: no conclusion)"
-        elif p.slower:
-            verdict = f"significantly slower (median test p={p.median.pvalue_slower:.2g})"
-        else:
-            verdict = "no significant difference"
+            text = f"{p.label} ran {1 / ratio:.2f} ± {error / ratio ** 2:.2f} times slower than {summary.baseline}"
         variance = ""
         base = summary.result(summary.baseline)
         if base and base.spread and p.spread and base.spread.variance > 0:
             variance = f"; variance {p.spread.variance / base.spread.variance:.2g} x {summary.baseline}'s"
-        lines.append(f"{text}: {verdict}{variance}")
-    failures = [f"{p.name}: {n} x {reason}" for p in summary.policies for reason, n in p.failures.items()]
+        lines.append(f"{text}: {p.verdict.text}{variance}")
+    failures = [f"{p.label}: {n} x {reason}" for p in summary.policies for reason, n in p.failures.items()]
     if failures:
         lines.append("failed runs: " + "; ".join(failures))
-    misplaced = [f"{p.name} ({p.misplaced_runs} runs)" for p in summary.policies if p.misplaced_runs]
+    misplaced = [f"{p.label} ({p.misplaced_runs} runs)" for p in summary.policies if p.misplaced_runs]
     if misplaced:
         lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
     lines.extend(noise_lines(summary))
+    lines.append(conclusion_line(summary))
+    return lines
+
+
+def conclusion_line(summary: ExperimentSummary) -> str:
+    """The experiment's conclusion, from its placements' verdicts."""
     base = summary.result(summary.baseline)
     if base is None or not len(base.times):
-        lines.append(f"no verdict: the baseline {summary.baseline} has no successful run")
-        return lines
-    # Faster by the median test while the mean test, which concluded, does not agree: not a winner.
-    median_only = [p.name for p in summary.policies if p.median and p.median.significant and p.median.speedup > 1
-                   and p.mean is not None and p.mean.concluded and not p.mean.significant]
+        return f"no verdict: the baseline {summary.baseline} has no successful run"
+    unsure = [p.label for p in summary.policies if p.verdict.kind == "one test"]
     advice = f"no placement is significantly faster than {summary.baseline}: keep the OS placement"
-    if median_only:
-        advice = (f"no placement is faster by both tests: {', '.join(median_only)} by the median test only (the mean "
-                  "test does not agree: slow outliers); measure more runs before choosing, or keep the OS placement")
-    lines.append(summary.conclusion(lambda winner: f"best: {winner.name} (CPUs {winner.placement})", advice))
-    return lines
+    if unsure:
+        advice = (f"no placement is faster by both tests: {', '.join(unsure)} by one test only; measure more runs "
+                  "before choosing, or keep the OS placement")
+
+    def best(winner) -> str:
+        text = f"best: {winner.label} (CPUs {winner.placement})"
+        if summary.busy:
+            text += "; measured on a busy machine: confirm on a quiet one"
+        return text
+
+    return summary.conclusion(best, advice)
 
 
 #: Outliers are warned about when they are more than this share of the runs: a normal sample
@@ -140,12 +126,13 @@ def overall_table(rows: list[OverallRow], confidence: float) -> Table:
     for column in ("policy", "programs", "speedup", "significantly faster", f"share, {format_level(confidence)} CI",
                    "variance min", "variance max"):
         table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
+    unit = variance_unit(v for row in rows for v in (row.variance_min, row.variance_max))
     for row in rows:
         o = row.overall
         name = row.policy + (" (per program)" if row.policy == "recommended" else "")
         table.add_row(name, f"{o.programs}", f"{o.geometric_mean_speedup:.3f}", f"{o.significant}/{o.programs}",
                       f"{o.share:.0%} [{o.share_interval.low:.0%}, {o.share_interval.high:.0%}]",
-                      fmt_variance(row.variance_min), fmt_variance(row.variance_max))
+                      fmt_variance(row.variance_min, unit), fmt_variance(row.variance_max, unit))
     return table
 
 

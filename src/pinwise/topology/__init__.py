@@ -42,7 +42,7 @@ def live_topology() -> Topology:
     return read_sysfs()
 
 
-def load_topology(spec: str | None) -> Topology:
+def load_topology(spec: str | None = None) -> Topology:
     """Resolve a ``--topology`` value: nothing or ``live`` (this machine), a path ending in .xml
     (hwloc XML) or .json (pinwise JSON), a preset name, or a synthetic string."""
     if spec is None or spec.strip().lower() in ("live", "this", "sysfs"):
