@@ -25,8 +25,10 @@
  *    estimated by hits(A,B) / armed(A,B), and the events by A's address samples times that share:
  *    M[A][B] = M[B][A] = N(A) hits(A,B) / armed(A,B) + N(B) hits(B,A) / armed(B,A), as the Valgrind
  *    tracer adds an event to both. Because the estimate divides by the arms each pair got, where
- *    the offers go changes only its variance: half of them go to a thread drawn uniformly, half
- *    to one drawn by the hits A's samples had with each (importance sampling). Hits are also
+ *    the offers go changes only its variance: they go to a thread drawn from a mixture (uniform,
+ *    by the hits A's samples had with each, by the bulletin board of recent samples on the same
+ *    line), and samples on lines whose watchpoints never trapped are watched less often; each
+ *    hit weighs 1 / its chance (Horvitz-Thompson, importance sampling). Hits are also
  *    kept per time block, for a bootstrap of how sure the pattern is, and per line for the lines
  *    that carried the events (spin-waits, false sharing).
  *
@@ -76,12 +78,28 @@
 #define POLL_MS 5                /* how often the buffers are read */
 #define MAX_CPUS 4096
 #define HOT_LINES 32
+/* A thread scheduled in more often than this per second (a yielding spin-wait) gets no watchpoint.
+   The first event opened on one thread of a process unclones that thread's perf context from its
+   siblings' for good, and each of its context switches then reloads its sampling events (timer
+   reprogramming: VM exits in a guest) instead of swapping a pointer: a yielding spin barrier whose
+   threads switched 15,000 times a second ran 6x slower after 50 watchpoints, long closed. So a
+   thread is watched only once its own rate is known to be low, or, before its first readings,
+   while every thread of the process measured so far switches at most half as often (a new worker
+   of a pool that sleeps in its queue is watched at once; one of a spinning team waits to be
+   measured); and no thread is watched in the first TEAM_SETTLE_NS after the process has a second
+   thread, while the team's rates are not known yet. A thread not watched has its sharing seen
+   only from its own samples, and the output names it. */
+#define TEAM_SETTLE_NS 300000000ULL
+#define SWITCH_LIMIT 2000.0
+#define SWITCHES_EVERY_NS 100000000ULL
 #define LINES_KEPT 4096
 
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
 
 struct options {
     const char *out, *status, *error_file;
+    char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
+    int nsetenv;
     pid_t pid;
     char **argv;
     uint64_t period_ns, window_ns, duration_ns, block_ns;
@@ -99,9 +117,16 @@ struct ring {
 struct slot {
     int fd;                   /* an armed watchpoint, or -1 */
     int owner;                /* the thread whose sample it watches */
-    double weight;            /* 1 / the chance that this thread was drawn for the sample */
+    double weight;            /* 1 / the chance that the sample was watched in this thread (module comment) */
     uint64_t word, armed_ns;  /* the 8-byte word, and when the sample was taken */
     uint64_t code;            /* the sampled instruction */
+};
+
+/* Lines' watch records: how often a watchpoint on the line was armed, and trapped. */
+#define RECORDS 65536
+struct record {
+    uint64_t line;
+    uint32_t arms, traps;
 };
 
 /* The bulletin board (ComDetective's): the last two threads whose samples fell on a line. */
@@ -122,6 +147,9 @@ struct thread {
     int nslots;               /* debug registers it may use (fewer when another user took some) */
     uint64_t offers_full;     /* offers since its watchpoints were all armed (the reservoir's k) */
     uint64_t samples, accesses, together, reads, writes;
+    uint64_t eligible;        /* address samples that entered offer(): the estimate's denominator */
+    uint64_t slices, slices_ns;  /* times it was scheduled in (schedstat), and when that was read */
+    double switch_rate;       /* context switches per second over the last reading, -1 before two */
 };
 
 static struct options opt;
@@ -137,8 +165,12 @@ static struct pw_pairs offered, armed, hits;
 static struct pw_blocks blocks;
 static struct pw_lines lines;
 static struct posting board[BOARD];
+static struct record records[RECORDS];
+static uint64_t passed_over;
+static double busiest_switch_rate = -1;  /* the most any measured thread of the process switched */
+static uint64_t team_since;                /* when the process first had two live threads */
 static uint64_t skipped[PW_SKIP_KINDS], samples_total, samples_unknown, child_samples, lost, arms, traps,
-                replaced, expired, budget_skips, arm_failures, no_partner, child_processes, execs, start_ns;
+                replaced, expired, budget_skips, arm_failures, switch_skips, no_partner, child_processes, execs, start_ns;
 static double tokens;
 static uint64_t tokens_at;
 static uint64_t rng_state;
@@ -164,6 +196,7 @@ static void fail(int status, const char *format, ...) __attribute__((noreturn, f
 static void cleanup(void);
 static int attach_thread(int index);
 static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint64_t ip, double weight);
+static struct record *record_of(uint64_t line);
 
 static void fail(int status, const char *format, ...)
 {
@@ -350,8 +383,10 @@ static void settle(int index, struct slot *s)
     if (s->fd < 0)
         return;
     uint64_t count = 0;
-    if (read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0)
+    if (read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0) {
         count_hit(s->owner, index, s->word, s->armed_ns, s->code, s->weight);
+        record_of(s->word >> 6)->traps++;
+    }
     close(s->fd);
     s->fd = -1;
 }
@@ -375,6 +410,7 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
     t->born_ns = born;
     t->alive = 1;
     t->ring.fd = -1;
+    t->switch_rate = -1;
     if (opt.watch) {
         for (int k = 0; k < SLOTS; k++)
             t->slot[k].fd = -1;
@@ -475,6 +511,27 @@ static int arm(int b, struct slot *s, int owner, const struct pw_access *a, uint
 }
 
 /* Offer thread a's sampled access to one other live thread, drawn at random (module comment). */
+static struct record *record_of(uint64_t line)
+{
+    struct record *r = &records[(line * 0xD6E8FEB86659FD93ULL) >> 48];
+    if (r->line != line)
+        *r = (struct record){line, 0, 0};
+    return r;
+}
+
+/* The chance that a sample on ``line`` is watched at all: 1, until the line's watchpoints have
+   trapped nowhere for a while (a thread's private data); then falling with its fruitless arms, to
+   a floor, so the token budget goes where sharing is. The hit of a line watched with chance p
+   weighs 1/p (Horvitz-Thompson), so the estimate stays that of watching every sample. */
+static double watch_chance(uint64_t line)
+{
+    struct record *r = record_of(line);
+    if (r->traps > 0 || r->arms < 4)
+        return 1.0;
+    double chance = 4.0 / r->arms;
+    return chance < 0.05 ? 0.05 : chance;
+}
+
 /* The other live threads whose samples fell on ``line`` within the window (the board's), into
    out[0..1]; the board then holds a's sample. */
 static int post(int a, uint64_t line, uint64_t time, int *out)
@@ -509,6 +566,12 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
         no_partner++;
         return;
     }
+    threads[a].eligible++;
+    double watched = watch_chance(access->addr >> 6);
+    if (watched < 1.0 && (double)(random64() >> 11) * 0x1p-53 >= watched) {
+        passed_over++;
+        return;
+    }
     int others = nalive - 1, b = -1;
     double by_hits = nthreads <= 1024 ? (nposted ? 1.0 / 3 : 0.5) : 0, by_board = nposted ? 1.0 / 3 : 0;
     double uniform = 1 - by_hits - by_board, total = 0;
@@ -537,6 +600,15 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
         no_partner++;
         return;
     }
+    double rate = threads[b].switch_rate;
+    if (!team_since)
+        team_since = time;
+    if (time < team_since + TEAM_SETTLE_NS || busiest_switch_rate > SWITCH_LIMIT ||
+        (rate >= 0 ? rate > SWITCH_LIMIT : busiest_switch_rate < 0 || busiest_switch_rate > SWITCH_LIMIT / 2)) {
+        (*pw_pair(&offered, a, b))++;  /* offered, never armed: the pair's estimate rests on b's samples */
+        switch_skips++;
+        return;
+    }
     double chance = uniform / others;
     if (by_hits > 0)
         chance += by_hits * (*pw_pair(&hits, a, b) + 0.1) / total;
@@ -561,10 +633,35 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
         s = &t->slot[random64() % (uint64_t)t->nslots];
         replaced++;
     }
-    if (arm(b, s, a, access, time, 1.0 / chance)) {
+    if (arm(b, s, a, access, time, 1.0 / (chance * watched))) {
+        record_of(access->addr >> 6)->arms++;
         tokens -= 1;
         arms++;
         (*pw_pair(&armed, a, b))++;
+    }
+}
+
+/* Each live thread's context switches per second since the last reading (module comment). */
+static void read_switches(uint64_t now)
+{
+    busiest_switch_rate = -1;
+    for (int i = 0; i < nalive; i++) {
+        struct thread *t = &threads[alive[i]];
+        char path[96];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)target, (int)t->tid);
+        FILE *f = fopen(path, "re");
+        unsigned long long run, wait, slices;
+        if (f == NULL)
+            continue;
+        if (fscanf(f, "%llu %llu %llu", &run, &wait, &slices) == 3) {
+            if (t->slices_ns)
+                t->switch_rate = (double)(slices - t->slices) * 1e9 / (double)(now - t->slices_ns);
+            if (t->switch_rate > busiest_switch_rate)
+                busiest_switch_rate = t->switch_rate;
+            t->slices = slices;
+            t->slices_ns = now;
+        }
+        fclose(f);
     }
 }
 
@@ -755,6 +852,8 @@ static pid_t launch(void)
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (read(go[0], &byte, 1) != 1)
             _exit(127);
+        for (int i = 0; i < opt.nsetenv; i++)  /* the program's own (the preload library), not ours */
+            putenv(opt.setenv[i]);
         execvp(opt.argv[0], opt.argv);
         int err = errno;
         if (write(failed[1], &err, sizeof err) < 0)
@@ -967,10 +1066,8 @@ static double estimate(int a, int b, double h)
 {
     double offers = *pw_pair(&offered, a, b), arms_ab = *pw_pair(&armed, a, b);
     double watched = arms_ab / offers;  /* of the draws of b for a's samples, those armed */
-    double all = 0;                     /* a's samples offered to anyone */
-    for (int c = 0; c < nthreads; c++)
-        all += *pw_pair(&offered, a, c);
-    return h / watched * (double)threads[a].accesses / all;
+    double all = (double)threads[a].eligible;  /* a's samples that could have been watched */
+    return all > 0 ? h / watched * (double)threads[a].accesses / all : 0.0;
 }
 
 static void write_result(int exit_status, int partial)
@@ -995,9 +1092,14 @@ static void write_result(int exit_status, int partial)
             (unsigned long long)skipped[PW_SKIP_TLS], (unsigned long long)skipped[PW_SKIP_READONLY],
             (unsigned long long)skipped[PW_SKIP_UNMAPPED], (unsigned long long)skipped[PW_SKIP_NO_CODE]);
     fprintf(out, "watch arms %llu traps %llu replaced %llu expired %llu budget-skips %llu no-partner %llu "
-            "failed %llu\n", (unsigned long long)arms, (unsigned long long)traps, (unsigned long long)replaced,
-            (unsigned long long)expired, (unsigned long long)budget_skips, (unsigned long long)no_partner,
-            (unsigned long long)arm_failures);
+            "failed %llu passed-over %llu switching %llu\n", (unsigned long long)arms, (unsigned long long)traps,
+            (unsigned long long)replaced, (unsigned long long)expired, (unsigned long long)budget_skips,
+            (unsigned long long)no_partner, (unsigned long long)arm_failures, (unsigned long long)passed_over,
+            (unsigned long long)switch_skips);
+    fprintf(out, "switch-rates");
+    for (int i = 0; i < nthreads; i++)
+        fprintf(out, " %.0f", threads[i].switch_rate);
+    fprintf(out, "\n");
     fprintf(out, "decoded functions %llu instructions %llu map-reads %llu\n", (unsigned long long)functions,
             (unsigned long long)instructions, (unsigned long long)reloads);
     write_list(out, "samples-per-thread", v_samples);
@@ -1084,7 +1186,7 @@ static void cleanup(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--period-us N] [--window-ms N] "
+    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
                     "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
@@ -1133,6 +1235,10 @@ static void parse(int argc, char **argv)
             opt.status = argv[++i];
         } else if (!strcmp(a, "--error-file")) {
             opt.error_file = argv[++i];
+        } else if (!strcmp(a, "--setenv")) {
+            if (opt.nsetenv == 64 || !strchr(argv[i + 1], '='))
+                usage();
+            opt.setenv[opt.nsetenv++] = argv[++i];
         } else if (!strcmp(a, "--pid")) {
             opt.pid = (pid_t)number(argv[++i], "--pid", 1, 1u << 30);
         } else if (!strcmp(a, "--period-us")) {
@@ -1181,6 +1287,8 @@ int main(int argc, char **argv)
     int pidfd = child ? -1 : (int)syscall(SYS_pidfd_open, target, 0);
     int exit_status = -1, stopped = 0, ended = 0;
     uint64_t last_status = 0;
+    if (opt.watch)
+        read_switches(now_ns());  /* the first reading: rates follow from the next */
     while (!ended) {
         struct pollfd fds[2] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}};
         int ready = poll(fds, pidfd >= 0 ? 2 : 1, POLL_MS);
@@ -1207,6 +1315,11 @@ int main(int argc, char **argv)
         } else if (pidfd >= 0 ? (fds[1].revents & POLLIN) != 0 : kill(target, 0) != 0) {
             drain_all();
             ended = 1;
+        }
+        static uint64_t last_switches;
+        if (opt.watch && now - last_switches > SWITCHES_EVERY_NS) {
+            read_switches(now);
+            last_switches = now;
         }
         if (!child && !ended) {
             static uint64_t last_scan;

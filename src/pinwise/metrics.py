@@ -10,7 +10,7 @@ cost model and the Balance policies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -77,9 +77,37 @@ def heterogeneity(matrix) -> float:
     return float(np.mean(np.var(off / m.max() * 100, axis=1)))
 
 
+def sampling_noise(comm: CommMatrix) -> np.ndarray | None:
+    """The variance of each entry of a sampled matrix (``pinwise trace --backend sample``) that
+    comes from the sampling alone; None for a traced one. An entry is w * n, n the watchpoint
+    events of the pair and w the average weight of one (the estimate's scale): n counts like a
+    Poisson variable, so the entry's variance is w^2 n = w * M[i][j]."""
+    sampling = comm.info.sampling
+    if comm.info.backend != "sample" or not sampling:
+        return None
+    m = communication(comm.matrix)
+    events = float(sampling.get("events", 0) or 0)
+    if events <= 0 or m.sum() <= 0:
+        return None
+    weight = m.sum() / 2 / events
+    return weight * m
+
+
+def _shrunk(vector: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """``vector`` pulled towards its mean by the share of its spread that its noise explains
+    (James-Stein / empirical Bayes): the largest of T noisy sums overstates the true largest."""
+    spread = vector.var()
+    if spread <= 0:
+        return vector
+    keep = max(0.0, 1.0 - float(noise.mean()) / spread)
+    return vector.mean() + keep * (vector - vector.mean())
+
+
 @dataclass(frozen=True)
 class Metrics:
-    """Diener et al.'s four metrics of one matrix, with the load balance and pinwise's additions."""
+    """Diener et al.'s four metrics of one matrix, with the load balance and pinwise's additions.
+    For a sampled matrix, ``heterogeneity`` and ``bcomm`` are corrected for the sampling noise
+    (which only ever adds spread) and the values as observed are kept beside them."""
 
     threads: int
     hcomm: float
@@ -89,14 +117,29 @@ class Metrics:
     load_balance: float | None   # BComm of the instructions; None without them
     heterogeneity: float         # HComm over off-diagonal entries
     comm_share: float | None     # communication events per memory access
+    bcomm_observed: float | None = None          # before the noise correction (sampled matrices)
+    heterogeneity_observed: float | None = None
 
 
 def metrics(comm: CommMatrix) -> Metrics:
-    """Every metric of ``comm``, each by its equation above."""
+    """Every metric of ``comm``, each by its equation above; corrected for the sampling noise
+    where ``comm`` is sampled (:func:`sampling_noise`)."""
     m = communication(comm.matrix)
     share = None
     if comm.accesses is not None and comm.accesses.sum() > 0:
         share = float(m.sum() / 2 / comm.accesses.sum())
     load = bcomm(comm.instructions) if comm.instructions is not None and comm.instructions.sum() > 0 else None
-    return Metrics(m.shape[0], hcomm(m), bcomm(comm_v(m)), acomm(m), rcomm(m, comm.accesses), load, heterogeneity(m),
-                   share)
+    found = Metrics(m.shape[0], hcomm(m), bcomm(comm_v(m)), acomm(m), rcomm(m, comm.accesses), load, heterogeneity(m),
+                    share)
+    noise = sampling_noise(comm)
+    t = m.shape[0]
+    if noise is None or t < 3 or m.max() <= 0:
+        return found
+    # each row's population variance over its T-1 entries gains the mean noise variance of the row
+    off = ~np.eye(t, dtype=bool)
+    scale = (100 / m.max()) ** 2
+    extra = float(np.mean(noise[off].reshape(t, t - 1).mean(axis=1))) * scale * (t - 2) / (t - 1)
+    corrected_heterogeneity = max(0.0, found.heterogeneity - extra)
+    corrected_bcomm = max(0.0, bcomm(_shrunk(comm_v(m), comm_v(noise))))
+    return replace(found, heterogeneity=corrected_heterogeneity, bcomm=corrected_bcomm,
+                   bcomm_observed=found.bcomm, heterogeneity_observed=found.heterogeneity)

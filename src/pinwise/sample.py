@@ -41,6 +41,8 @@ TOOL_VERSION = "pinwise-sample 1"
 PERIOD_US = 1000
 WINDOW_MS = 20
 ARMS_PER_S = 300
+#: Context switches per second above which a thread gets no watchpoint (SWITCH_LIMIT in pw_sample.c).
+SWITCH_LIMIT = 2000
 #: The sampler's exit statuses that are a refusal, with its one line as the message.
 _REFUSALS = {2: "usage", 3: "refused", 4: "no process", 5: "failed"}
 
@@ -115,13 +117,17 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                    str(arms_per_s), "--sharing", sharing, *(["--readonly"] if readonly else []),
                    *(["--stack"] if stack else []), *(["--seed", str(seed)] if seed is not None else []),
                    *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
+        env = None
         if program is not None:
+            # the preload library observes (pins nothing) in the program only, not in the sampler:
+            # its log gives the threads' numbering and the main thread's create and join calls
+            own = {**preload_environment(None, str(log_path), False), **(extra_env or {})}
+            for name, value in own.items():
+                if os.environ.get(name) != value:
+                    command += ["--setenv", f"{name}={value}"]
             command += ["--", program, *argv[1:]]
-            env = preload_environment(None, str(log_path), False)  # observes only: numbering and rounds
-            env.update(extra_env or {})
         else:
             command += ["--pid", str(pid)]
-            env = None
         start = time.perf_counter()
         interrupted = False
         with GroupGuard() as guard:
@@ -238,6 +244,7 @@ def parse_sample(text: str, source: str) -> CommMatrix:
             "child_samples": int(header["samples-child"][0]), "child_processes": int(header["child-processes"][0]),
             "lost": int(header["lost"][0]), "execs": int(header["execs"][0]),
             "exit_status": int(header["exit-status"][0]), "tids": ints["tids"],
+            "switch_rates": [float(v) for v in header.get("switch-rates", [])],
             "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
             "block_ns": block_ns, "blocks": blocks,
         }
@@ -282,7 +289,7 @@ def _permuted(comm: CommMatrix, order: list[int]) -> CommMatrix:
     p = np.array(order)
     info = comm.info
     sampling = dict(info.sampling)
-    for key in ("samples_per_thread", "reads", "writes", "tids"):
+    for key in ("samples_per_thread", "reads", "writes", "tids", "switch_rates"):
         sampling[key] = [sampling[key][i] for i in order]
     sampling["pairs"] = [[old[a], old[b], *rest] for a, b, *rest in sampling["pairs"]]
     sampling["blocks"] = [[v if i % 3 == 2 else old[v] for i, v in enumerate(block)] for block in sampling["blocks"]]
@@ -295,3 +302,10 @@ def _permuted(comm: CommMatrix, order: list[int]) -> CommMatrix:
     info = replace(info, creators=creators, hot_lines=hot, lifetimes=pick(info.lifetimes),
                    instructions_together=pick(info.instructions_together), sampling=MappingProxyType(sampling))
     return CommMatrix(comm.matrix[np.ix_(p, p)], comm.accesses[p], comm.instructions[p], info)
+
+
+def unwatched_threads(comm: CommMatrix) -> list[int]:
+    """The threads of a sampled matrix that switched too often to be watched (pw_sample.c's
+    SWITCH_LIMIT): their sharing is seen only from their own samples."""
+    rates = (comm.info.sampling or {}).get("switch_rates") or []
+    return [t for t, rate in enumerate(rates) if rate > SWITCH_LIMIT]

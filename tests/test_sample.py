@@ -1,0 +1,206 @@
+"""Capability 13: the sampling tracer (pinwise trace --backend sample, --pid) on real programs with
+known sharing: the patterns it finds, attaching to a running program and leaving it as it was,
+its refusals, and what it says about its own uncertainty. Timings are never asserted: the
+benchmarks (sample_accuracy.py, trace_overhead.py) measure them."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import PINWISE, assert_clean_failure, compile_program, eventually, run_pinwise
+
+from pinwise.comm import read_comm
+from pinwise.pinning.launcher import NATIVE_DIR
+from pinwise.sample import SAMPLER
+
+PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
+
+
+def _perf_events_work() -> bool:
+    try:
+        paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    except (OSError, ValueError):
+        return False
+    return paranoid <= 2 or os.geteuid() == 0
+
+
+pytestmark = pytest.mark.skipif(not SAMPLER.exists() or not _perf_events_work(),
+                                reason="the sampler was not built (libcapstone-dev) or perf events are closed")
+
+
+def sampled(tmp_path, *argv, options=(), env=None, name="comm.json"):
+    out = tmp_path / name
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), *options, "--", *argv, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    return read_comm(out), result
+
+
+def analysis(tmp_path, name="comm.json") -> dict:
+    result = run_pinwise("analyze", "--json", str(tmp_path / name), check=True)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("workload, threads, iterations, pattern", [
+    ("pairs", 4, "60000", "pairs"), ("far-pairs", 8, "40000", "far pairs"), ("master", 6, "40000", "master/reduction"),
+    ("private", 4, "60000", "none")])
+def test_planted_patterns_are_found_at_the_programs_speed(tmp_path, workload, threads, iterations, pattern):
+    comm, result = sampled(tmp_path, PATTERNS, workload, "-n", str(threads), "-i", iterations)
+    found = analysis(tmp_path)
+    assert found["pattern"] == pattern, found
+    assert found["backend"] == "sample" and comm.info.backend == "sample"
+    assert comm.threads == threads and comm.info.sampling["samples"] > 0
+    if pattern != "none":
+        assert found["confidence"]["pattern_agreement"] >= 0.9, found["confidence"]
+    assert "a statistical estimate" in result.stderr
+
+
+def test_threads_are_numbered_as_pinwise_run_numbers_them(tmp_path):
+    """Creation order, main = 0, and the creator of each: the preload library's log of the same
+    run renumbers the kernel's threads; pairs (2k, 2k+1) must come out as such."""
+    comm, _ = sampled(tmp_path, PATTERNS, "pairs", "-n", "6", "-i", "40000")
+    assert comm.info.creators == (None, 0, 0, 0, 0, 0)
+    m = comm.matrix
+    assert all(m[2 * k, 2 * k + 1] > 0 for k in range(3))
+    inside = sum(m[2 * k, 2 * k + 1] for k in range(3))
+    assert inside > 0.9 * m[np.triu_indices(6, 1)].sum()
+    assert len(comm.info.lifetimes) == 6 and comm.info.spawns[0] == ("create", 1)
+
+
+def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
+    """Attached for 2 s, then detached: the pattern is found, the program's output and exit status
+    are those of a run without pinwise, and no event stays on its threads (each can take its 4
+    hardware breakpoints again)."""
+    exe = compile_program("pairs_checksum.c", build_dir)
+    alone = subprocess.run([str(exe), "4", "300000000"], capture_output=True, text=True, timeout=120)
+    program = subprocess.Popen([str(exe), "4", "300000000"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
+        out = tmp_path / "attached.json"
+        result = run_pinwise("trace", "--pid", str(program.pid), "--duration", "2s", "-o", str(out), timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert program.poll() is None, "the program ended with pinwise"
+        for tid in os.listdir(f"/proc/{program.pid}/task"):
+            assert _breakpoints_free(int(tid)) == 4, f"thread {tid} still holds a watchpoint of pinwise"
+        found = analysis(tmp_path, "attached.json")
+        assert found["pattern"] == "pairs" and found["threads"] == 4, found
+        assert read_comm(out).info.command == (f"pid {program.pid}",)
+    finally:
+        output, _ = program.communicate(timeout=300)
+    assert program.returncode == alone.returncode == 0
+    assert output == alone.stdout
+
+
+def _breakpoints_free(tid: int) -> int:
+    """How many write watchpoints thread ``tid`` accepts (the CPU has 4 debug registers)."""
+    class Attr(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_uint32), ("size", ctypes.c_uint32), ("config", ctypes.c_uint64),
+                    ("sample_period", ctypes.c_uint64), ("sample_type", ctypes.c_uint64),
+                    ("read_format", ctypes.c_uint64), ("flags", ctypes.c_uint64),
+                    ("wakeup_events", ctypes.c_uint32), ("bp_type", ctypes.c_uint32), ("bp_addr", ctypes.c_uint64),
+                    ("bp_len", ctypes.c_uint64), ("padding", ctypes.c_uint8 * 64)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    word = ctypes.c_uint64(0)
+    fds = []
+    try:
+        for _ in range(5):
+            attr = Attr(type=5, size=ctypes.sizeof(Attr), sample_period=1, flags=1 | (1 << 5) | (1 << 6),
+                        bp_type=2, bp_addr=ctypes.addressof(word), bp_len=8)  # disabled, exclude kernel and hv
+            fd = libc.syscall(298, ctypes.byref(attr), tid, -1, -1, 8)  # perf_event_open, FD_CLOEXEC
+            if fd < 0:
+                break
+            fds.append(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return min(len(fds), 4)
+
+
+def test_sixty_four_threads_complete_with_bounded_memory(tmp_path):
+    """64 threads on a 2-CPU machine: every thread numbered, the sampler's memory bounded."""
+    code = (f"import resource, sys; from pinwise.sample import sample; "
+            f"c = sample([{PATTERNS!r}, 'pairs', '-n', '64', '-i', '2000'], {str(tmp_path / 'big.json')!r}, "
+            f"quiet=True, progress=False); "
+            f"print(c.threads, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    threads, peak_kib = (int(v) for v in result.stdout.split())
+    assert threads == 64
+    assert peak_kib < 64 * 1024, f"the sampler (or the program) peaked at {peak_kib} KiB"
+
+
+@pytest.mark.parametrize("program, env", [("omp_stencil.c", {"OMP_WAIT_POLICY": "active"}), ("spin_stencil.c", {})],
+                         ids=["openmp-active", "pthreads-spin"])
+def test_a_spinning_barrier_gives_the_neighbours_or_says_it_cannot(tmp_path, build_dir, program, env):
+    """Threads that spin at a barrier between sweeps of a stencil: the spin loop's samples give no
+    communication, and the barrier's line, touched by every thread, is set aside, so the stencil's
+    neighbours show. Where the threads switch too often to be watched (more threads than CPUs,
+    spinning that yields), the trace names them and analyze says it cannot tell: never another
+    pattern with confidence."""
+    exe = compile_program(program, build_dir, *(["-fopenmp"] if program.startswith("omp") else []))
+    comm, result = sampled(tmp_path, str(exe), "4", "40000", "16", env={**os.environ, **env},
+                           options=("--period", "100us"))
+    found = analysis(tmp_path)
+    sure = found["confidence"]["pattern_agreement"]
+    if found["pattern"] != "neighbour":  # then never with confidence, and the reason is named
+        assert sure is None or sure < 0.9, found
+        if "switched more than" in found["confidence"]["reason"]:
+            assert "switched more than" in result.stderr
+    assert comm.info.sampling["skipped"]["no-access"] > 0  # the spin loop's samples
+
+
+def test_an_interrupted_sample_keeps_what_it_saw(tmp_path):
+    out = tmp_path / "cut.json"
+    process = subprocess.Popen([PINWISE, "trace", "--backend", "sample", "-o", str(out), "--", PATTERNS, "pairs",
+                                "-n", "4", "-i", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert eventually(lambda: _running(f"^{PATTERNS} pairs -n 4 -i 100000000"), timeout=30)  # the program itself
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert "Traceback" not in err and "[partial]" in err
+    comm = read_comm(out)
+    assert comm.info.partial and comm.threads == 4
+    assert eventually(lambda: not _running(f"^{PATTERNS} pairs -n 4 -i 100000000"))
+
+
+def _running(pattern: str) -> bool:
+    found = subprocess.run(["pgrep", "-fa", pattern], capture_output=True, text=True).stdout.splitlines()
+    return any("pgrep" not in line for line in found)
+
+
+def test_refusals_are_one_line_each(tmp_path, build_dir):
+    out = str(tmp_path / "x.json")
+    assert_clean_failure(run_pinwise("trace", "--pid", "999999999", "-o", out), "no process 999999999")
+    assert_clean_failure(run_pinwise("trace", "--backend", "sample", "-o", out, "--", "sleep", "0.2"),
+                         "ran one thread")
+    assert_clean_failure(run_pinwise("trace", "--pid", str(os.getpid()), "-o", out, "--", "true"), "no program")
+    assert_clean_failure(run_pinwise("trace", "--backend", "sample", "--window", "5", "-o", out, "--", "true"),
+                         "--window", "valgrind")
+    assert_clean_failure(run_pinwise("trace", "--backend", "valgrind", "--pid", "1", "-o", out), "valgrind")
+    assert_clean_failure(run_pinwise("trace", "--backend", "sample", "--period", "1 hour", "-o", out, "--", "true"),
+                         "--period")
+    zombie = subprocess.Popen(["true"])
+    assert eventually(lambda: open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z")
+    assert_clean_failure(run_pinwise("trace", "--pid", str(zombie.pid), "-o", out), "zombie")
+    zombie.wait()
+    no_perf = compile_program("no_perf.c", build_dir)
+    refused = subprocess.run([str(no_perf), PINWISE, "trace", "--backend", "sample", "-o", out, "--", PATTERNS,
+                              "pairs", "-n", "2", "-i", "10"], capture_output=True, text=True, timeout=60)
+    assert_clean_failure(refused, "perf_event_open is refused", "seccomp", "--backend valgrind")
+    assert not os.path.exists(out)
+
+
+def test_the_work_of_child_processes_is_named_not_measured(tmp_path):
+    """A shell that starts the threaded program: its samples are in a child process, whose threads
+    the matrix cannot hold; pinwise says so instead of writing a one-thread matrix."""
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(tmp_path / "c.json"), "--", "sh", "-c",
+                         f"{PATTERNS} pairs -n 4 -i 40000; true", timeout=120)
+    assert_clean_failure(result, "child process", "trace the program that creates the threads")
