@@ -17,6 +17,7 @@ from .patterns import Analysis, analyze
 from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
+from .errors import PinwiseError
 from .processes import temporary_folder
 from . import policies as registry
 from .errors import PinwiseError
@@ -76,8 +77,49 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
     return variants
 
 
+#: A sample with fewer events than this, or whose pattern its bootstrap does not confirm, is
+#: traced again under Valgrind (every access) before auto chooses anything from it.
+MIN_SAMPLED_EVENTS = 100
+
+
+def measure_sharing(argv: list[str], path: str, backend: str = "auto", *, progress=None, say=print):
+    """``auto``'s first step: the communication matrix of ``argv``, by the sampling tracer where
+    the kernel permits it (at the program's own speed), else under Valgrind, saying which and why.
+    A sample too thin to be sure of its pattern is traced again under Valgrind. ``backend``:
+    auto, sample or valgrind."""
+    from .sample import sampling_permitted
+
+    if backend not in ("auto", "sample", "valgrind"):
+        raise PinwiseError(f"unknown backend {backend!r}: use auto, sample or valgrind")
+    permitted, why = sampling_permitted()
+    if backend == "sample" and not permitted:
+        raise PinwiseError(f"cannot sample here: {why}; use --backend valgrind")
+    if backend != "valgrind" and permitted:
+        from .confidence import pattern_confidence
+        from .sample import sample
+
+        say(f"    sampling {' '.join(argv)} at its own speed ({why}) ...")
+        comm = sample(argv, path, quiet=True, progress=progress, one_thread=True)
+        if comm.threads < 2:
+            say(f"    sampled: {argv[0]} ran one thread")
+            return comm
+        sureness = pattern_confidence(comm, analyze(comm))
+        events = comm.info.sampling["events"]
+        if backend == "sample" or (events >= MIN_SAMPLED_EVENTS and sureness is not None and sureness.sure):
+            say(f"    sampled: {events:,} events in {comm.info.seconds:.1f} s; " + (sureness.reason if sureness else ""))
+            return comm
+        say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.1f} s"
+            + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead")
+    elif backend == "auto":
+        say(f"    sampling is not possible here ({why}): tracing every access under Valgrind")
+    from .trace import trace
+
+    return trace(argv, path, quiet=True, progress=progress)
+
+
 def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,
-                   placements: list[str] | None = None, say=print, tracer=None, quantum: int = 1):
+                   placements: list[str] | None = None, say=print, tracer=None, quantum: int = 1,
+                   backend: str = "auto"):
     """``auto`` for a machine one does not have: trace, analyze, choose the candidates as auto does
     (``os`` aside: it places nothing), plan them on ``target`` and rank them by cache simulation
     (:func:`pinwise.simulate.simulate`) instead of benchmarks. Returns the Simulation."""
@@ -89,11 +131,9 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
         build_candidates([], placements, target, None)
     with temporary_folder("auto") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
-        say(f"1/2 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
+        say(f"1/2 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
-            from .trace import trace
-
-            comm = trace(trace_argv or argv, comm_path, quiet=True)
+            comm = measure_sharing(trace_argv or argv, comm_path, backend, say=say)
         else:
             comm = tracer(trace_argv or argv, comm_path)
     rounds = find_rounds(comm)
@@ -117,12 +157,14 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
 def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | None = None, budget_minutes: float = 5.0,
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
              progress: bool | None = None, say=print, tracer=None, runner=None,
-             policies: list[str] | None = None, placements: list[str] | None = None) -> AutoResult:
+             policies: list[str] | None = None, placements: list[str] | None = None,
+             backend: str = "auto") -> AutoResult:
     """Trace ``argv`` (or ``trace_argv``), choose candidates from the analysis, bench them against
     the OS with early stopping, and name the winner.
 
     ``tracer(argv, path) -> CommMatrix`` and ``runner`` (see :func:`pinwise.bench.run_bench`)
-    default to the real Valgrind trace and the real runs; tests pass functions with known answers.
+    default to the real trace (:func:`measure_sharing` with ``backend``) and the real runs; tests
+    pass functions with known answers.
     ``policies`` replaces the candidates the analysis suggests (``os``, the baseline, is added);
     ``placements`` (NAME=SPEC, as ``bench --placement`` takes them) are benchmarked beside them.
     """
@@ -139,11 +181,9 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     started = time.perf_counter()
     with temporary_folder("auto") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
-        say(f"1/3 tracing {' '.join(trace_argv or argv)} under Valgrind ...")
+        say(f"1/3 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
-            from .trace import trace
-
-            comm = trace(trace_argv or argv, comm_path, progress=progress, quiet=True)
+            comm = measure_sharing(trace_argv or argv, comm_path, backend, progress=progress, say=say)
         else:
             comm = tracer(trace_argv or argv, comm_path)
         rounds = find_rounds(comm)

@@ -94,10 +94,12 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
            period_us: int = PERIOD_US, window_ms: int = WINDOW_MS, arms_per_s: int = ARMS_PER_S,
            sharing: str = "write", readonly: bool = False, stack: bool = False, quiet: bool = False,
            progress: bool | None = None, seed: int | None = None,
-           extra_env: dict[str, str] | None = None) -> CommMatrix:
+           extra_env: dict[str, str] | None = None, one_thread: bool = False) -> CommMatrix:
     """Sample ``argv`` (or attach to process ``pid`` for ``duration`` seconds, None: until it ends
     or Ctrl-C) and write its communication matrix to ``output``. ``sharing`` as in
-    :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output."""
+    :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output. A program that
+    ran one thread is refused (nothing to measure) unless ``one_thread``; its child processes'
+    work is named either way."""
     if (argv is None) == (pid is None):
         raise PinwiseError("sample a program (argv) or a running process (pid), not both")
     if sharing not in ("write", "any"):
@@ -173,7 +175,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
     info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or interrupted and pid is None)
     comm = replace(comm, info=info)
-    _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}")
+    _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread)
     write_comm(comm, output)
     return comm
 
@@ -194,7 +196,7 @@ def _show_progress(status_path: Path, elapsed: float) -> None:
     sys.stderr.flush()
 
 
-def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str) -> None:
+def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: bool = False) -> None:
     sampling = comm.info.sampling or {}
     if comm.threads >= 2:
         return
@@ -204,7 +206,8 @@ def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str) -> None:
         raise PinwiseError(f"{name} ran one thread, and {children / max(1, total):.0%} of the samples were in "
                            f"{sampling.get('child_processes', 0)} child process(es), which pinwise does not trace: "
                            "trace the program that creates the threads (not a shell or launcher around it)")
-    raise PinwiseError(f"{name} ran one thread: there is no communication between threads to measure")
+    if not one_thread:
+        raise PinwiseError(f"{name} ran one thread: there is no communication between threads to measure")
 
 
 def parse_sample(text: str, source: str) -> CommMatrix:

@@ -380,6 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Find the best placement for a program by experiment, with statistics.")
     auto.add_argument("--budget", type=_real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
+    auto.add_argument("--backend", choices=("auto", "sample", "valgrind"), default="auto",
+                      help="how to measure who shares data: auto (default: sampling at the program's speed where the "
+                           "kernel permits it, Valgrind where it does not or where the sample is too thin to be "
+                           "sure), sample, or valgrind (every access, 5-50x slower)")
     auto.add_argument("--time-regex", metavar="RE", help="take the time the program prints (default: wall time), "
                                                           "with its unit as bench reads it")
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")

@@ -419,7 +419,7 @@ def cmd_auto(args: argparse.Namespace) -> int:
                                "or synthetic string)")
         target = topo_mod.load_topology(args.simulate or args.topology)
         result = simulated_auto(argv, target, trace_argv=trace_argv, placements=args.placement,
-                                say=lambda text: print(text, file=sys.stderr))
+                                say=lambda text: print(text, file=sys.stderr), backend=args.backend)
         print_simulation(result, argv)
         best = min(result.placements, key=lambda p: p.critical_path)
         print(f"simulated best on {result.topology}: {best.policy} (CPUs {','.join(map(str, best.cpus))}); "
@@ -429,7 +429,7 @@ def cmd_auto(args: argparse.Namespace) -> int:
     candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
     result = run_auto(argv, topology, trace_argv=trace_argv, budget_minutes=args.budget, db_path=args.db,
                       time_regex=args.time_regex, progress=None, say=lambda text: print(text, file=sys.stderr),
-                      policies=candidates, placements=args.placement)
+                      policies=candidates, placements=args.placement, backend=args.backend)
     from rich.text import Text
 
     from ..report.terminal import summary_table
