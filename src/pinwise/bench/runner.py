@@ -26,7 +26,7 @@ from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
-from ..pinning.launcher import launchable_program, preload_environment
+from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask
 from ..pinning.log import parse_log
 from .. import policies
 from ..placement import Placement, resolve
@@ -118,7 +118,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
     behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile."""
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
-        env = preload_environment(plan, log_path, follow_children=False)
+        env = preload_environment(plan, log_path)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -130,8 +130,10 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             try:
                 with signals_held():  # a stop signal lands in this try, with the program known
                     try:
-                        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                                   start_new_session=True, preexec_fn=die_with_parent())
+                        with whole_plan_mask(plan):
+                            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                                       stderr=err, start_new_session=True,
+                                                       preexec_fn=die_with_parent())
                     except OSError as error:
                         raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
                     if guard is not None:
