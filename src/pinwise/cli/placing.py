@@ -102,26 +102,42 @@ def _memory_option(memory) -> str:
 
 def _verify_table(result, plan, memory=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from ..pinning.log import WHOLE_PLAN
+    from ..pinning.readback import programs, shown_threads, summary_lines
 
     console = Console(stderr=True, highlight=False)
     table = Table(title="where each thread ran", title_justify="left")
-    columns = ("thread", "slot", "TID", "asked", "ran on") + (("memory (numa_maps)",) if memory is not None else ()) + ("",)
+    found = programs(result)
+    shown = shown_threads(result)
+    several = len({t.pid for t in shown}) > 1
+    columns = (("process",) if several else ()) + ("thread", "slot", "TID", "asked", "ran on") \
+        + (("memory (numa_maps)",) if memory is not None else ()) + ("",)
     for column in columns:
         table.add_column(column, justify="right" if column in ("thread", "slot", "TID") else "left")
     wrong_memory = 0
-    for record in result.threads:
+    names = {t.pid: p.name for p in found for t in p.threads}
+    for record in shown:
         ran = str(record.start_cpu) if record.end_cpu in (None, record.start_cpu) else f"{record.start_cpu} -> {record.end_cpu}"
+        followed = any(p.followed for p in found if record in p.threads) or not result.processes
         if plan is None:
             status = "not pinned (os)"
+        elif record.slot == WHOLE_PLAN:
+            status = "whole plan (no thread started)"
         elif record.slot < 0:
             status = "skipped helper"
+        elif not followed:
+            status = "not followed"
         elif record.ran_where_asked:
             status = "ok"
         else:
             status = "[bold red]NOT WHERE ASKED[/]" + (f" (error {record.error})" if record.error else "")
-        cells = [str(record.index), "-" if record.slot < 0 or plan is None else str(record.slot), str(record.tid),
-                 format_cpulist(record.requested), ran]
+        cells = ([f"{names.get(record.pid, '?')} {record.pid}"] if several else []) + [
+            str(record.index), "-" if record.slot < 0 or plan is None or not followed else str(record.slot),
+            str(record.tid),
+            format_cpulist(record.requested), ran]
         if memory is not None:
             expected = memory.expected(record.end_cpu if record.end_cpu is not None else record.start_cpu)
             seen = record.mempolicy or "unknown"
@@ -134,11 +150,12 @@ def _verify_table(result, plan, memory=None) -> None:
     memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:
-        wrong = [r for r in result.misplaced if r.slot >= 0]
-        console.print(f"pinwise: {len(result.threads)} threads, "
-                      + (f"{len(wrong)} not where asked" if wrong else "all where asked") + memory_note)
+        lines = [escape(line) for line in summary_lines(result, plan.nb_slots, plan.all_cpus)]
+        lines[-1] += memory_note
+        for line in lines:
+            console.print(f"pinwise: {line}", soft_wrap=True)
     elif memory is not None:
-        console.print(f"pinwise: {len(result.threads)} threads{memory_note}")
+        console.print(f"pinwise: {len(shown)} threads{memory_note}")
 
 
 def as_openmp_places_them(result, plan):
@@ -186,9 +203,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.verify is False:  # asked for nothing back: become the program, as taskset does
         from ..pinning.launcher import exec_program
 
-        exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
+        exec_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
-    result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
+    result = run_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
     if args.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
     if result.unobserved:
