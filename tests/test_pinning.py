@@ -45,7 +45,9 @@ def threads_exe(build_dir):
 
 
 def read_allowed(pid: int, tid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{tid}/status") as status:
+    """The CPUs thread ``tid`` may run on: /proc/TID holds any thread's own status, also that of a
+    process the program forked (``pid`` is the process the test started)."""
+    with open(f"/proc/{tid}/status") as status:
         for line in status:
             if line.startswith("Cpus_allowed_list:"):
                 return sorted(parse_cpulist(line.split(":", 1)[1]))

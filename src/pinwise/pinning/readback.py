@@ -110,7 +110,7 @@ def principal(found: list[Program], launched: int | None) -> list[Program]:
     forked = [p for p in followed if p.forks]
     if forked:
         return [max(forked, key=lambda p: len(p.threads))]
-    return [p for p in followed if p.pid == launched][-1:] or followed[-1:]
+    return [p for p in followed if p.threads and p.pid == launched][-1:] or [p for p in followed if p.threads][-1:]
 
 
 def summary_lines(result: RunResult, slots: int, plan_cpus: list[int]) -> list[str]:
@@ -119,10 +119,10 @@ def summary_lines(result: RunResult, slots: int, plan_cpus: list[int]) -> list[s
     if len(found) == 1 and found[0].pid == result.pid and found[0].followed and not found[0].forks:
         return [program_line(found[0], slots, plan_cpus)]
     if not found:
-        return ["no thread was read back"]
+        return ["no thread was read back"]  # with a process record in the log, never so
     main = principal(found, result.pid)
     launcher = next((p for p in found if p.pid == result.pid), None)
-    lines = []
+    lines = [] if main else ["no thread of a followed program was read back"]
     for program in main:
         under = f", under {launcher.name}" if launcher is not None and launcher is not program else ""
         forks = f" and its {program.forks} forked cop{'ies' if program.forks != 1 else 'y'}" if program.forks else ""
