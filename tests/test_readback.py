@@ -217,3 +217,18 @@ def test_compressors_run_through_a_shell_are_pinned(data_file, tool, command):
     lines = said(verify(*shell, options=("--policy", "compact")))
     assert lines[0].startswith(f"pinwise: {tool} (pid ") and ", under sh): " in lines[0], lines
     assert lines[0].endswith("threads, all where asked")
+
+
+def test_bench_says_when_the_program_ran_fewer_threads_than_the_plan(build_dir, tmp_path):
+    threads = compile_program("threads.c", build_dir)
+    result = run_pinwise("bench", "--db", str(tmp_path / "r.db"), "-r", "2", "--policies", "os",
+                         "--placement", "three=1,0,1", "--placement", "two=1,0", "--", str(threads), "1", timeout=300)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "fewer threads than the plan" in line]
+    assert warnings[0] == ("pinwise: warning: three: the program ran 2 threads, the plan has 3 slots: the program ran "
+                           "fewer threads than the plan, so part of the placement places nothing (check "
+                           "OMP_NUM_THREADS and the program's own thread count)")
+    assert not any(line.startswith("pinwise: warning: two:") for line in warnings)
+    report = run_pinwise("report", str(tmp_path / "r.db"), check=True).stdout
+    assert "the program ran fewer threads than the plan (slots that placed nothing): three (2 threads of 3 slots)" \
+        in report.replace("\n", " ")

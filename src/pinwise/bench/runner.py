@@ -27,7 +27,8 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask
-from ..pinning.log import parse_log
+from ..pinning.log import RunResult, read_log
+from ..pinning.readback import thread_count
 from .. import policies
 from ..placement import Placement, resolve
 from ..plan import Plan
@@ -163,7 +164,9 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             after, energy_after = counters.read(), rapl_energy_uj()
         stdout = out_path.read_text(errors="replace")
         stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
-        threads = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
+        log = Path(log_path).read_text(errors="replace") if Path(log_path).exists() else ""
+        processes, threads = read_log(log)
+        read_back = RunResult(process.returncode, threads, pid=process.pid, processes=processes)
     code = process.returncode
     failure = None
     if timed_out.is_set():
@@ -198,6 +201,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         energy_j=energy, exit_status=code, failure=failure,
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
         placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
+        threads=thread_count(read_back) if read_back.processes else None,
+        slots=None if plan is None else plan.nb_slots,
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
 
 
@@ -349,6 +354,7 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
 
     show = console.is_terminal if progress is None else progress
     medians: dict[str, list[float]] = {}
+    warned: set[str] = set()  # placements whose runs were said to run fewer threads than their plan
     counters = SoftwareCounters()
     guard = GroupGuard() if runner is run_once else None
     measure = partial(run_once, guard=guard) if guard is not None else runner
@@ -383,6 +389,12 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                     raise PinwiseError(_regex_missed(pattern, name, result))
                 any_good = any_good or result.failure is None
                 db.record_run(connection, experiment.id, result)
+                if fewer_threads(result) and name not in warned:
+                    warned.add(name)
+                    tell(f"pinwise: warning: {name}: the program ran {result.threads} thread"
+                         f"{'s' if result.threads != 1 else ''}, the plan has {result.slots} slots: the program ran "
+                         "fewer threads than the plan, so part of the placement places nothing (check "
+                         "OMP_NUM_THREADS and the program's own thread count)")
                 if block == 0 and warm == first_warm:
                     first_block.append(result)
                 if not warm and result.failure is None:
@@ -393,6 +405,11 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
         counters.close()
         if guard is not None:
             guard.close()
+
+
+def fewer_threads(run: db.Run) -> bool:
+    """A good run whose program ran fewer threads than its plan has slots."""
+    return run.failure is None and run.threads is not None and run.slots is not None and run.threads < run.slots
 
 
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:

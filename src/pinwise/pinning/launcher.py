@@ -198,7 +198,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
     import subprocess
     import tempfile
 
-    from .log import RunResult, parse_log, parse_processes, parse_spawns
+    from .log import RunResult, parse_spawns, read_log
 
     program = launchable_program(argv, omp)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
@@ -221,8 +221,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
             text = log.read()
     finally:
         os.unlink(log_path)
-    threads = parse_log(text)
-    processes = parse_processes(text)
+    processes, threads = read_log(text)
     unobserved = None
     if observe and not any(p.pid == process.pid for p in processes):
         unobserved = why_not_loaded(program)

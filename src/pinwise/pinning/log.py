@@ -93,16 +93,12 @@ class RunResult:
 
 def parse_log(text: str) -> tuple[ThreadRecord, ...]:
     """One record per thread, ordered by process and creation (lines cut short by a crash are skipped)."""
-    return _read(text)[1]
+    return read_log(text)[1]
 
 
-def parse_processes(text: str) -> tuple[ProcessRecord, ...]:
-    """The log's ``process`` records in file order, each with the threads that started in it."""
-    return _read(text)[0]
-
-
-def _read(text: str) -> tuple[tuple[ProcessRecord, ...], tuple[ThreadRecord, ...]]:
-    """Processes and threads. A record belongs to the latest ``process`` record of its PID before
+def read_log(text: str) -> tuple[tuple[ProcessRecord, ...], tuple[ThreadRecord, ...]]:
+    """The log's ``process`` records in file order, each with the threads that started in it, and
+    every thread's record (as :func:`parse_log`). A record belongs to the latest ``process`` record of its PID before
     it: a process that execs another program logs a new one under the same PID, and the records of
     one process are in its program order."""
     processes: list[ProcessRecord] = []

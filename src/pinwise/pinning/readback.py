@@ -3,7 +3,7 @@ slots they used, and what pinwise could not pin.
 
 A run may involve several programs: a shell, ``time`` or a launcher script that starts the real
 program (a *wrapper*), a program that forks its workers, two programs that each take the plan. The
-preload library logs every process that loads it (:func:`pinwise.pinning.log.parse_processes`);
+preload library logs every process that loads it (:func:`pinwise.pinning.log.read_log`);
 this module groups those records into programs and says, never more confidently than the log
 allows, where their threads ran. ``pinwise run --verify`` prints these lines and ``bench`` keeps
 the thread count of each run.
