@@ -125,6 +125,7 @@ _FIELD_READERS = {
     "creators": (list, _creators), "spawns": (list, _spawns), "lifetimes": (list, _pairs),
     "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
     "sharing": (str, str), "hot_lines": (list, _hot_lines), "environment": (dict, _environment),
+    "unseen": (str, str),
 }
 
 
@@ -164,6 +165,9 @@ class TraceInfo:
     hot_lines: tuple[HotLine, ...] | None = None
     #: Variables pinwise set in the traced program's environment (OpenMP's passive waiting).
     environment: MappingProxyType | None = None
+    #: What a native run showed that the trace did not see (fewer threads under Valgrind, work in
+    #: forked copies or in programs it started), in words; None when it saw it all or was not compared.
+    unseen: str | None = None
     #: Keys of the file that pinwise does not know, kept as they were.
     extra: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 

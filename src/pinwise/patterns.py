@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .comm import CommMatrix, HotLine
+from .errors import PinwiseError
 from .metrics import Metrics, communication, metrics
 
 #: Thresholds of the recommendation (documented in the README).
@@ -64,6 +65,16 @@ class Analysis:
     hot_lines: tuple[HotLine, ...] = ()
     #: With a topology: (policy, cost) of the recommended policy and of compact, and the topology's name.
     costs: dict | None = None
+    #: Why no placement may be recommended from this matrix: the trace missed part of the program's
+    #: work (TraceInfo.unseen). ``policy`` is then only what the metrics would point at.
+    withheld: str | None = None
+
+    def recommended(self) -> str:
+        """The recommended policy, for ``--policy auto``; refused when the trace missed work."""
+        if self.withheld:
+            raise PinwiseError(f"auto cannot choose a policy from this matrix: {self.withheld}; name a policy "
+                               "(compact and scatter need no matrix)")
+        return self.policy
 
     def to_document(self) -> dict:
         """``pinwise analyze --json``."""
@@ -80,6 +91,8 @@ class Analysis:
         }
         if self.costs is not None:
             document["costs"] = self.costs
+        if self.withheld is not None:
+            document["withheld"] = self.withheld
         return document
 
 
@@ -237,7 +250,8 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology) -> tuple[st
 def analyze(comm: CommMatrix, topology=None) -> Analysis:
     """The metrics, the pattern and the recommended policy of ``comm``, characterised without
     its spin-waits; with ``topology`` (a Topology) the recommendation is checked against the
-    cost model there (:func:`checked_on`)."""
+    cost model there (:func:`checked_on`). A trace that missed part of the program's work gives
+    no recommendation: ``withheld`` says why."""
     spins = spin_waits(comm)
     used = without_lines(comm, spins)
     found = metrics(used)
@@ -249,7 +263,8 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
     costs = None
     if topology is not None and comm.threads >= 2:
         policy, reason, costs = checked_on(used, policy, reason, topology)
-    return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs)
+    return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs,
+                    comm.info.unseen)
 
 
 # -- the labelled corpus ------------------------------------------------------------------------

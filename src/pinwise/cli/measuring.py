@@ -224,7 +224,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"wrote {args.png}", file=sys.stderr)
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
-    console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
+    console.print(Text(f"pattern{' of what was traced' if result.withheld else ''}: {result.pattern} "
+                       f"({result.pattern_reason})"))
+    if result.withheld:
+        console.print(Text(f"no recommendation: {result.withheld}; trace the program that does the work (not its "
+                           "launcher), or choose a policy that needs no matrix (compact, scatter) and bench it"))
+        return 0
     console.print(Text(f"recommended policy: {result.policy}: {result.reason}"))
     if result.costs is not None:
         compact = result.costs["compact"]

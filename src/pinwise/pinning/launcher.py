@@ -229,18 +229,22 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
                      process.pid, parse_spawns(text), unobserved, processes)
 
 
-def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) -> dict | None:
-    """Run the program once natively, its output discarded, the preload library only observing.
-
-    Returns ``{"lifetimes": [[start, end], ...], "spawns": [["create"|"join", index], ...]}``:
-    when each thread of the process lived (CLOCK_MONOTONIC ns from the first, creation order), and
-    the main thread's pthread_create and pthread_join calls in its program order, which show
-    workers created in rounds whatever the scheduler did. None if the run failed or the log is
-    incomplete."""
+def observe_natively(argv: list[str], extra_env: dict[str, str] | None = None) -> RunResult:
+    """Run the program once natively, its output discarded, the preload library only observing:
+    its threads, and those of every process it starts (children are followed)."""
     import subprocess
 
-    result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
-    records = [t for t in result.threads if t.pid == result.pid]  # not children that inherited the library
+    return run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
+
+
+def lifetimes_and_spawns(result: RunResult) -> dict | None:
+    """From a native run (:func:`observe_natively`) of the program:
+    ``{"lifetimes": [[start, end], ...], "spawns": [["create"|"join", index], ...]}``, when each
+    thread of its first process lived (CLOCK_MONOTONIC ns from the first, creation order), and the
+    main thread's pthread_create and pthread_join calls in its program order, which show workers
+    created in rounds whatever the scheduler did. None if the run failed or the log is incomplete."""
+    first = next((p for p in result.processes if p.pid == result.pid), None)
+    records = list(first.threads) if first is not None else []  # not children, which number their own
     if result.returncode != 0 or not records:
         return None
     if [t.index for t in records] != list(range(len(records))):

@@ -77,7 +77,7 @@ def thread_count(result: RunResult) -> int:
 
 
 def _threads(n: int) -> str:
-    return f"{n} thread{'s' if n != 1 else ''}"
+    return f"{n:,} thread{'s' if n != 1 else ''}"
 
 
 def program_line(program: Program, slots: int, plan_cpus: list[int]) -> str:
@@ -155,3 +155,37 @@ def shown_threads(result: RunResult) -> list[ThreadRecord]:
     found = programs(result)
     keep = principal(found, result.pid) + [p for p in found if not p.followed and len(p.threads) > 1]
     return [t for p in found if p in keep for t in p.threads]
+
+
+def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
+    """What a native run of a program shows that a trace of ``traced_threads`` threads did not see,
+    as one sentence; None when the trace saw it all. The tracer follows the first process only: not
+    the copies it forks (its matrix is the first process's), nor the programs it execs, in its own
+    process or in a child; and a runtime may start fewer threads under it (an unhandled system
+    call). Helper programs of one thread (a shell running mkdir) are not counted as work."""
+    records = list(native.processes)
+    first = next((i for i, r in enumerate(records) if r.pid == native.pid), None)
+    if first is None:
+        return None
+    own = len(records[first].threads)
+    name = records[first].name
+    found = []
+    if own > traced_threads:
+        found.append(f"natively {name} ran {_threads(own)} in its own process, the trace saw {traced_threads}")
+    outside = []
+    forks = [r for r in records[first + 1:] if r.how == "fork" and r.threads]
+    forked = {r.pid for r in forks}
+    if forks:
+        count = sum(len(r.threads) for r in forks)
+        outside.append(f"{len(forks)} forked cop{'ies' if len(forks) != 1 else 'y'} of it ran {_threads(count)}")
+    shown = {}
+    for record in records[first + 1:]:
+        if record.how != "exec" or not record.threads:
+            continue
+        successor = record.pid == native.pid  # the first process exec'd it: the trace stopped there
+        if successor or record.pid in forked or len(record.threads) > 1:
+            shown[record.pid] = f"{record.name} (pid {record.pid}) ran {_threads(len(record.threads))}"
+    outside.extend(shown.values())
+    if outside:
+        found.append(f"the tracer follows {name}'s first process only, and natively " + "; ".join(outside))
+    return "; ".join(found) + ": that work is not in the matrix" if found else None
