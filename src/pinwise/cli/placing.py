@@ -100,6 +100,10 @@ def _memory_option(memory) -> str:
             "local": "--mempolicy local", "local-to-thread": "--mem local-to-thread"}[memory.mode]
 
 
+#: --verify's table shows the first and last threads of a program that ran very many.
+TABLE_HEAD, TABLE_TAIL = 24, 8
+
+
 def _verify_table(result, plan, memory=None) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -119,9 +123,10 @@ def _verify_table(result, plan, memory=None) -> None:
         table.add_column(column, justify="right" if column in ("thread", "slot", "TID") else "left")
     wrong_memory = 0
     names = {t.pid: p.name for p in found for t in p.threads}
-    for record in shown:
+    followed_by = {(t.pid, t.image, t.tid): p.followed for p in found for t in p.threads}
+    for row, record in enumerate(shown):
         ran = str(record.start_cpu) if record.end_cpu in (None, record.start_cpu) else f"{record.start_cpu} -> {record.end_cpu}"
-        followed = any(p.followed for p in found if record in p.threads) or not result.processes
+        followed = followed_by.get((record.pid, record.image, record.tid), True)
         if plan is None:
             status = "not pinned (os)"
         elif record.slot == WHOLE_PLAN:
@@ -145,7 +150,10 @@ def _verify_table(result, plan, memory=None) -> None:
                 wrong_memory += 1
                 seen = f"[bold red]{seen} (asked {expected})[/]"
             cells.append(seen)
-        table.add_row(*cells, status)
+        if row < TABLE_HEAD or row >= len(shown) - TABLE_TAIL:
+            table.add_row(*cells, status)
+        elif row == TABLE_HEAD:
+            table.add_row(*([""] * (len(columns) - 1)), f"... {len(shown) - TABLE_HEAD - TABLE_TAIL:,} more threads")
     console.print(table)
     memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
