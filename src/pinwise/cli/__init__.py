@@ -257,8 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also trace accesses addressed from the stack pointer (thread-private in practice)")
     tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=1 << 24, help="cache lines tracked at most (bounds memory)")
     tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
-                        help="skip the one native run (output discarded) that records when each thread lived; "
-                             "without it, workers created in rounds are not recognised")
+                        help="skip the one native run (output discarded) that records when each thread lived and "
+                             "what the trace missed (threads Valgrind did not start, work in forked or exec'd "
+                             "processes); without it, workers created in rounds are not recognised and a matrix "
+                             "that misses work is not flagged")
     tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     tracer.set_defaults(handler="measuring:cmd_trace")
 
