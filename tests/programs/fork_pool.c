@@ -3,11 +3,11 @@
  * never exec and never start a thread. Prints "ready PID", "thread 0 PID" for the parent and
  * "thread K PID" for worker K in fork order, then "end"; every process stays alive until the
  * parent's standard input closes. */
-#define _GNU_SOURCE
+#include "waiting.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -22,9 +22,7 @@ int main(int argc, char **argv)
             return 2;
         if (workers[i] == 0) { /* a worker: wait until the parent closes the pipe */
             close(release[1]);
-            char byte;
-            while (read(release[0], &byte, 1) > 0)
-                ;
+            wait_until_closed(release[0]);
             _exit(0);
         }
     }
@@ -34,9 +32,7 @@ int main(int argc, char **argv)
         printf("thread %d %d\n", i + 1, (int)workers[i]);
     printf("end\n");
     fflush(stdout);
-    char buf[64];
-    while (read(0, buf, sizeof buf) > 0)
-        ;
+    wait_until_closed(0);
     close(release[1]);
     int failed = 0;
     for (int i = 0; i < n; i++) {

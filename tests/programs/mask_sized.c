@@ -8,12 +8,10 @@
  * program linked with it: it prints "sized N" (the CPUs the runtime saw), "ready PID", one line
  * "thread K TID" per thread (main = 0, then the workers in creation order) and "end", and keeps
  * every thread alive until its standard input closes. */
-#define _GNU_SOURCE
-#include <pthread.h>
+#include "waiting.h"
+
 #include <sched.h>
 #include <stdio.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define MAX_WORKERS 256
 
@@ -21,21 +19,6 @@
 static int sized;
 static long tids[MAX_WORKERS];
 static pthread_t workers[MAX_WORKERS];
-static pthread_barrier_t started;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t release = PTHREAD_COND_INITIALIZER;
-static int released;
-
-static void *worker(void *slot)
-{
-    *(long *)slot = syscall(SYS_gettid);
-    pthread_barrier_wait(&started);
-    pthread_mutex_lock(&lock);
-    while (!released)
-        pthread_cond_wait(&release, &lock);
-    pthread_mutex_unlock(&lock);
-    return NULL;
-}
 
 __attribute__((constructor)) static void runtime_init(void)
 {
@@ -43,10 +26,7 @@ __attribute__((constructor)) static void runtime_init(void)
     sized = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
     if (sized > MAX_WORKERS)
         sized = MAX_WORKERS;
-    pthread_barrier_init(&started, NULL, (unsigned)sized + 1);
-    for (int i = 0; i < sized; i++)
-        pthread_create(&workers[i], NULL, worker, &tids[i]);
-    pthread_barrier_wait(&started);
+    start_waiting_workers(sized, workers, tids);
 }
 
 /* The CPUs the runtime saw when it loaded, and its workers' TIDs. */
@@ -58,12 +38,7 @@ int runtime_workers(const long **out)
 
 void runtime_stop(void)
 {
-    pthread_mutex_lock(&lock);
-    released = 1;
-    pthread_cond_broadcast(&release);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < sized; i++)
-        pthread_join(workers[i], NULL);
+    release_waiting_workers(sized, workers);
 }
 #else
 int runtime_workers(const long **out);
@@ -78,9 +53,7 @@ int main(void)
         printf("thread %d %ld\n", i + 1, tids[i]);
     printf("end\n");
     fflush(stdout);
-    char buf[64];
-    while (read(0, buf, sizeof buf) > 0)
-        ;
+    wait_until_closed(0);
     runtime_stop();
     return 0;
 }

@@ -3,40 +3,23 @@
  * parent only waits. Prints "ready PID", "thread 0 PID" (the parent), "thread 1 CHILD" (the
  * child's main thread), "thread K TID" for the child's workers in creation order, and "end";
  * everything stays alive until the parent's standard input closes. */
-#define _GNU_SOURCE
-#include <pthread.h>
+#include "waiting.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-static pthread_barrier_t started;
-static int release_fd;
-
-static void *worker(void *slot)
-{
-    *(long *)slot = syscall(SYS_gettid);
-    pthread_barrier_wait(&started);
-    char byte;
-    while (read(release_fd, &byte, 1) > 0)
-        ;
-    return NULL;
-}
-
-static int child(int n, int report)
+/* The child: start the workers, report their TIDs, keep them until the parent closes release. */
+static int child(int n, int report, int release)
 {
     pthread_t *threads = calloc((size_t)n, sizeof *threads);
     long *tids = calloc((size_t)n, sizeof *tids);
-    pthread_barrier_init(&started, NULL, (unsigned)n + 1);
-    for (int i = 0; i < n; i++)
-        pthread_create(&threads[i], NULL, worker, &tids[i]);
-    pthread_barrier_wait(&started);
+    start_waiting_workers(n, threads, tids);
     if (write(report, tids, (size_t)n * sizeof *tids) != (ssize_t)(n * sizeof *tids))
         return 2;
     close(report);
-    for (int i = 0; i < n; i++)
-        pthread_join(threads[i], NULL);
+    wait_until_closed(release);
+    release_waiting_workers(n, threads);
     return 0;
 }
 
@@ -52,8 +35,7 @@ int main(int argc, char **argv)
     if (pid == 0) {
         close(report[0]);
         close(release[1]);
-        release_fd = release[0];
-        _exit(child(n, report[1]));
+        _exit(child(n, report[1], release[0]));
     }
     close(report[1]);
     close(release[0]);
@@ -70,9 +52,7 @@ int main(int argc, char **argv)
         printf("thread %d %ld\n", i + 2, tids[i]);
     printf("end\n");
     fflush(stdout);
-    char buf[64];
-    while (read(0, buf, sizeof buf) > 0)
-        ;
+    wait_until_closed(0);
     close(release[1]);
     int status;
     return waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 1;
