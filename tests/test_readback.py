@@ -232,3 +232,19 @@ def test_bench_says_when_the_program_ran_fewer_threads_than_the_plan(build_dir, 
     report = run_pinwise("report", str(tmp_path / "r.db"), check=True).stdout
     assert "the program ran fewer threads than the plan (slots that placed nothing): three (2 threads of 3 slots)" \
         in report.replace("\n", " ")
+
+
+def test_fewer_threads_than_the_trace_a_plan_in_rounds_was_made_from(tmp_path):
+    """A plan for workers created in rounds holds the creator and one round, and remembers the
+    threads of its trace: 3 rounds of 4 traced, 2 run (9 threads, more than its 5 slots) is said."""
+    from conftest import in_rounds
+
+    from pinwise.comm import write_comm
+    from pinwise.pinning.launcher import NATIVE_DIR
+
+    write_comm(in_rounds(4, 3), tmp_path / "comm.json")
+    run_pinwise("map", str(tmp_path / "comm.json"), "--policy", "compact", "-o", str(tmp_path / "map.json"), check=True)
+    lines = said(verify(str(NATIVE_DIR / "bin" / "pairs"), "-r", "2", "-i", "1000",
+                        options=("--mapping", str(tmp_path / "map.json"))))
+    assert lines == ["pinwise: 9 threads, all where asked; its trace showed 13 threads: the program ran fewer threads "
+                     "than its trace"]

@@ -158,7 +158,7 @@ def _verify_table(result, plan, memory=None) -> None:
     memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:
-        lines = [escape(line) for line in summary_lines(result, plan.nb_slots, plan.all_cpus)]
+        lines = [escape(line) for line in summary_lines(result, plan.nb_slots, plan.all_cpus, plan.traced_threads)]
         lines[-1] += memory_note
         for line in lines:
             console.print(f"pinwise: {line}", soft_wrap=True)

@@ -80,8 +80,9 @@ def _threads(n: int) -> str:
     return f"{n:,} thread{'s' if n != 1 else ''}"
 
 
-def program_line(program: Program, slots: int, plan_cpus: list[int]) -> str:
-    """How one pinned program's threads ran against a plan of ``slots`` slots."""
+def program_line(program: Program, slots: int, plan_cpus: list[int], traced: int | None = None) -> str:
+    """How one pinned program's threads ran against a plan of ``slots`` slots (made from a trace
+    that saw ``traced`` threads, for a program that creates its workers in rounds)."""
     count = len(program.slotted) + program.main_left_on_plan
     wrong = [t for t in program.slotted if not t.ran_where_asked]
     helpers = len(program.threads) - count
@@ -96,6 +97,8 @@ def program_line(program: Program, slots: int, plan_cpus: list[int]) -> str:
     if count < slots:
         unused = f"slot {count}" if count == slots - 1 else f"slots {count}-{slots - 1}"
         text += f"; the plan has {slots} slots: the program ran fewer threads than the plan ({unused} unused)"
+    elif traced is not None and count < traced:
+        text += f"; its trace showed {traced} threads: the program ran fewer threads than its trace"
     return text
 
 
@@ -113,11 +116,12 @@ def principal(found: list[Program], launched: int | None) -> list[Program]:
     return [p for p in followed if p.threads and p.pid == launched][-1:] or [p for p in followed if p.threads][-1:]
 
 
-def summary_lines(result: RunResult, slots: int, plan_cpus: list[int]) -> list[str]:
-    """What ``--verify`` says after its table, one line each (without the ``pinwise:`` prefix)."""
+def summary_lines(result: RunResult, slots: int, plan_cpus: list[int], traced: int | None = None) -> list[str]:
+    """What ``--verify`` says after its table, one line each (without the ``pinwise:`` prefix);
+    ``traced``: the threads of the trace a plan for workers in rounds was made from."""
     found = programs(result)
     if len(found) == 1 and found[0].pid == result.pid and found[0].followed and not found[0].forks:
-        return [program_line(found[0], slots, plan_cpus)]
+        return [program_line(found[0], slots, plan_cpus, traced)]
     if not found:
         return ["no thread was read back"]  # with a process record in the log, never so
     main = principal(found, result.pid)
@@ -126,7 +130,8 @@ def summary_lines(result: RunResult, slots: int, plan_cpus: list[int]) -> list[s
     for program in main:
         under = f", under {launcher.name}" if launcher is not None and launcher is not program else ""
         forks = f" and its {program.forks} forked cop{'ies' if program.forks != 1 else 'y'}" if program.forks else ""
-        lines.append(f"{program.name} (pid {program.pid}{under}){forks}: {program_line(program, slots, plan_cpus)}")
+        lines.append(f"{program.name} (pid {program.pid}{under}){forks}: "
+                     + program_line(program, slots, plan_cpus, traced))
     if len(main) > 1:
         lines.append(f"{len(main)} programs took the plan, each from slot 0: their threads share its CPUs")
     unfollowed = [p for p in found if not p.followed and p.threads]
