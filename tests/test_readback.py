@@ -248,3 +248,15 @@ def test_fewer_threads_than_the_trace_a_plan_in_rounds_was_made_from(tmp_path):
                         options=("--mapping", str(tmp_path / "map.json"))))
     assert lines == ["pinwise: 9 threads, all where asked; its trace showed 13 threads: the program ran fewer threads "
                      "than its trace"]
+
+
+def test_omp_through_a_shell_is_judged_by_the_places_the_runtime_gives(omp_exes):
+    """--omp hands the plan to the OpenMP runtime, which a program started by a shell inherits;
+    --verify judges that program's threads by their places, not by the affinity they started with."""
+    shell = ["/bin/sh", "-c", '"$0" "$@"; exit $?', str(omp_exes[0])]
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    assert run_and_read(pinwise_run("--omp", "--cpus", "1,0") + shell, env=env) == {0: [1], 1: [0]}
+    result = verify(*shell, options=("--omp", "--cpus", "1,0"), env=env)
+    rows = [line.strip("│ ").split("│") for line in result.stderr.splitlines() if line.startswith("│")]
+    assert [(row[3].strip(), row[-1].strip()) for row in rows] == [("1", "ok"), ("0", "ok")]
+    assert said(result)[0].endswith(", under sh): 2 threads, all where asked")

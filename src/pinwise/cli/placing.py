@@ -167,17 +167,25 @@ def _verify_table(result, plan, memory=None) -> None:
 
 
 def as_openmp_places_them(result, plan):
-    """Under ``--omp`` the library only observes; thread k of the program (creation order, which
-    is the OpenMP thread number of its first team) was asked for the place proc_bind(close) gives
-    it among the plan's places: one each while there are places enough, then libgomp's
-    distribution, not the preload library's wrap-around."""
+    """Under ``--omp`` the library only observes; thread k of a program (creation order, which is
+    the OpenMP thread number of its first team) was asked for the place proc_bind(close) gives it
+    among the plan's places: one each while there are places enough, then libgomp's distribution,
+    not the preload library's wrap-around. Every program that inherits the environment (one a
+    shell starts, too) has its OpenMP runtime place its threads so."""
     from dataclasses import replace
 
     from ..policies import omp_close_places
 
-    places = omp_close_places(plan.nb_slots, sum(1 for r in result.threads if r.pid == result.pid))
-    threads = tuple(replace(r, slot=places[r.index], requested=tuple(plan.slots[places[r.index]]))
-                    if r.pid == result.pid and r.index < len(places) else r for r in result.threads)
+    images = [p.threads for p in result.processes if p.how == "exec" and p.followed] \
+        or [tuple(r for r in result.threads if r.pid == result.pid)]  # a log without process records
+    asked = {}
+    for threads in images:
+        places = omp_close_places(plan.nb_slots, len(threads))
+        for r in threads:
+            if r.index < len(places):
+                asked[(r.pid, r.image, r.tid)] = places[r.index]
+    threads = tuple(replace(r, slot=asked[key], requested=tuple(plan.slots[asked[key]]))
+                    if (key := (r.pid, r.image, r.tid)) in asked else r for r in result.threads)
     return replace(result, threads=threads)
 
 
