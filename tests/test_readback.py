@@ -260,3 +260,19 @@ def test_omp_through_a_shell_is_judged_by_the_places_the_runtime_gives(omp_exes)
     rows = [line.strip("│ ").split("│") for line in result.stderr.splitlines() if line.startswith("│")]
     assert [(row[3].strip(), row[-1].strip()) for row in rows] == [("1", "ok"), ("0", "ok")]
     assert said(result)[0].endswith(", under sh): 2 threads, all where asked")
+
+
+def test_a_static_program_a_shell_starts_is_named_unseen(tmp_path):
+    """LD_PRELOAD cannot reach a statically linked program: started by a shell, it is named, never
+    counted among the threads where asked."""
+    import re
+
+    source = tmp_path / "static.c"
+    source.write_text("int main(void){return 0;}\n")
+    exe = tmp_path / "static_prog"
+    if subprocess.run([need("gcc"), "-static", "-o", str(exe), str(source)], capture_output=True).returncode != 0:
+        pytest.skip("no static libc to link a static test program")
+    lines = said(verify("/bin/sh", "-c", f"{exe}; exit $?", options=("--cpus", "1,0")))
+    assert any(re.fullmatch(r"pinwise: static_prog \(pid [0-9]+\) was started but did not load pinwise's preload "
+                            r"library \(statically linked, set-user-ID, or started without LD_PRELOAD\): its threads "
+                            r"were neither pinned nor seen", line) for line in lines), lines

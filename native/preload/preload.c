@@ -482,6 +482,69 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
     return rc;
 }
 
+/* exec PID NAME before this process execs program NAME (its file name), and noexec PID when the
+   exec failed: a program that then logs no `process` record under PID did not load the library
+   (statically linked, set-user-ID, or started without LD_PRELOAD), and its threads went unseen. */
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+
+static void log_exec(const char *kind, const char *path)
+{
+    if (mode == MODE_OFF || !log_path[0])
+        return;
+    const char *name = path != NULL ? strrchr(path, '/') : NULL;
+    name = name != NULL ? name + 1 : path != NULL ? path : "?";
+    char line[160];
+    int n = snprintf(line, sizeof line, "%s %d ", kind, (int)getpid());
+    for (; *name && n < (int)sizeof line - 2; name++) /* one word: blanks become '_' */
+        line[n++] = *name == ' ' || *name == '\n' || *name == '\t' ? '_' : *name;
+    line[n++] = '\n';
+    append_log(line, (size_t)n);
+}
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
+{
+    static execve_fn real_execve;
+    if (real_execve == NULL)
+        real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    if (real_execve == NULL) { /* cannot happen with a working libc; never crash the host */
+        errno = ENOSYS;
+        return -1;
+    }
+    log_exec("exec", path);
+    int rc = real_execve(path, argv, envp);
+    int error = errno;
+    log_exec("noexec", path);
+    errno = error;
+    return rc;
+}
+
+/* execv and execvp reach execve inside libc, where ours is not called: each is wrapped too. */
+static int wrapped_execv(const char *symbol, const char *path, char *const argv[])
+{
+    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, symbol);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    log_exec("exec", path);
+    int rc = real(path, argv);
+    int error = errno;
+    log_exec("noexec", path);
+    errno = error;
+    return rc;
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    return wrapped_execv("execv", path, argv);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    return wrapped_execv("execvp", file, argv);
+}
+
 /* Threads still alive at exit (the main thread among them): read where they last ran. */
 static void log_live_threads(void)
 {

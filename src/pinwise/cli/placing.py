@@ -154,7 +154,8 @@ def _verify_table(result, plan, memory=None) -> None:
             table.add_row(*cells, status)
         elif row == TABLE_HEAD:
             table.add_row(*([""] * (len(columns) - 1)), f"... {len(shown) - TABLE_HEAD - TABLE_TAIL:,} more threads")
-    console.print(table)
+    if shown:
+        console.print(table)
     memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:

@@ -198,7 +198,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
     import subprocess
     import tempfile
 
-    from .log import RunResult, parse_spawns, read_log
+    from .log import RunResult, parse_spawns, read_log, unloaded_programs
 
     program = launchable_program(argv, omp)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
@@ -226,7 +226,7 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
     if observe and not any(p.pid == process.pid for p in processes):
         unobserved = why_not_loaded(program)
     return RunResult(returncode, threads, signal.Signals(-returncode).name if returncode < 0 else None,
-                     process.pid, parse_spawns(text), unobserved, processes)
+                     process.pid, parse_spawns(text), unobserved, processes, unloaded_programs(text))
 
 
 def observe_natively(argv: list[str], extra_env: dict[str, str] | None = None) -> RunResult:

@@ -17,7 +17,10 @@ that lines of concurrent threads never interleave:
 - ``end PID TID CPU NS [MEMPOLICY]``: the thread ended on CPU (-1: unknown); with a memory policy
   asked for, the policy the kernel reported for the thread then (numa_maps' word: ``bind:0``,
   ``interleave:0-1``, ``prefer:0``, ``local``, ``default``; ``-`` when unreadable);
-- ``create|join PID TID INDEX NS``: thread TID created or joined the thread of creation order INDEX.
+- ``create|join PID TID INDEX NS``: thread TID created or joined the thread of creation order INDEX;
+- ``exec PID NAME`` before process PID execs program NAME (its file name), ``noexec PID NAME`` when
+  that failed: an exec with no ``process`` record of PID after it started a program that did not
+  load the library (statically linked, set-user-ID, or started without LD_PRELOAD).
 
 A program killed mid-line leaves a cut line, which is skipped.
 """
@@ -85,6 +88,8 @@ class RunResult:
     unobserved: str | None = None
     #: Every process (program image) that loaded the library, in the order they did
     processes: tuple[ProcessRecord, ...] = ()
+    #: Programs exec'd along the way that did not load the library: (pid, name)
+    unloaded: tuple[tuple[int, str], ...] = ()
 
     @property
     def misplaced(self) -> list[ThreadRecord]:
@@ -151,3 +156,22 @@ def parse_spawns(text: str) -> tuple[tuple[str, int, int, int], ...]:
                 continue
     return tuple(events)
 
+
+
+def unloaded_programs(text: str) -> tuple[tuple[int, str], ...]:
+    """(pid, name) of each program exec'd that logged no ``process`` record after its ``exec``
+    record: it did not load the library, so its threads were neither pinned nor seen."""
+    pending: dict[int, str] = {}
+    missing = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if len(fields) < 3 or fields[0] not in ("exec", "noexec", "process") or not fields[1].isdigit():
+            continue
+        pid = int(fields[1])
+        if fields[0] == "exec":
+            if pid in pending:  # an exec that replaced the image with one that logged nothing
+                missing.append((pid, pending[pid]))
+            pending[pid] = fields[2]
+        else:  # the program loaded the library, or the exec failed
+            pending.pop(pid, None)
+    return tuple(missing + list(pending.items()))

@@ -120,7 +120,8 @@ def summary_lines(result: RunResult, slots: int, plan_cpus: list[int], traced: i
     """What ``--verify`` says after its table, one line each (without the ``pinwise:`` prefix);
     ``traced``: the threads of the trace a plan for workers in rounds was made from."""
     found = programs(result)
-    if len(found) == 1 and found[0].pid == result.pid and found[0].followed and not found[0].forks:
+    if len(found) == 1 and found[0].pid == result.pid and found[0].followed and not found[0].forks \
+            and not result.unloaded:
         return [program_line(found[0], slots, plan_cpus, traced)]
     if not found:
         return ["no thread was read back"]  # with a process record in the log, never so
@@ -139,6 +140,9 @@ def summary_lines(result: RunResult, slots: int, plan_cpus: list[int], traced: i
         if len(program.threads) > 1 or not main:
             lines.append(f"{program.label()} was not followed (--no-follow): its {_threads(len(program.threads))} "
                          "ran where the OS put them")
+    for pid, name in result.unloaded:
+        lines.append(f"{name} (pid {pid}) was started but did not load pinwise's preload library (statically "
+                     "linked, set-user-ID, or started without LD_PRELOAD): its threads were neither pinned nor seen")
     others = [p for p in found if p.followed and p not in main]
     if others:
         names = {}
@@ -191,6 +195,8 @@ def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
         if successor or record.pid in forked or len(record.threads) > 1:
             shown[record.pid] = f"{record.name} (pid {record.pid}) ran {_threads(len(record.threads))}"
     outside.extend(shown.values())
+    outside.extend(f"{name} (pid {pid}) ran, which pinwise cannot see into (statically linked?)"
+                   for pid, name in native.unloaded)
     if outside:
         found.append(f"the tracer follows {name}'s first process only, and natively " + "; ".join(outside))
     return "; ".join(found) + ": that work is not in the matrix" if found else None
