@@ -223,7 +223,7 @@ def test_a_trace_that_missed_work_benches_only_what_needs_no_matrix(tmp_path):
     from pinwise import PinwiseError
     from pinwise.auto import simulated_auto
 
-    missed = "the tracer follows prog's first process only, and natively 2 forked copies of it ran 2 threads"
+    missed = "the tracer follows prog's first process only, and natively 2 forked processes ran 2 threads"
     comm = contending_pairs()
     comm = replace(comm, info=replace(comm.info, unseen=missed))
     result, said = auto(FakeProgram({"os": 1.0, "other": 1.0}, 0.05), tmp_path, comm)

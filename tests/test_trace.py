@@ -440,8 +440,8 @@ def test_a_fork_pool_traced_says_its_workers_ran_outside(tmp_path, build_dir):
     pool = compile_program("fork_pool.c", build_dir)
     comm, out = traced_with_warning(tmp_path, str(pool), "2")
     assert comm.threads == 1
-    assert comm.info.unseen == ("the tracer follows fork_pool's first process only, and natively 2 forked copies of "
-                                "it ran 2 threads: that work is not in the matrix")
+    assert comm.info.unseen == ("the tracer follows fork_pool's first process only, and natively 2 forked processes ran "
+                                "2 threads: that work is not in the matrix")
     refuses_to_recommend(out)
 
 
@@ -458,6 +458,6 @@ def test_stress_ng_pthread_workers_are_not_a_one_thread_matrix(tmp_path):
     need("stress-ng")
     comm, out = traced_with_warning(tmp_path, "stress-ng", "--pthread", "2", "--timeout", "1s")
     assert comm.threads == 1
-    assert re.fullmatch(r"the tracer follows stress-ng's first process only, and natively [0-9]+ forked copies of it "
+    assert re.fullmatch(r"the tracer follows stress-ng's first process only, and natively [0-9]+ forked processes "
                         r"ran [0-9,]+ threads: that work is not in the matrix", comm.info.unseen), comm.info.unseen
     refuses_to_recommend(out)

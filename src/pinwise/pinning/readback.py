@@ -169,8 +169,8 @@ def shown_threads(result: RunResult) -> list[ThreadRecord]:
 def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
     """What a native run of a program shows that a trace of ``traced_threads`` threads did not see,
     as one sentence; None when the trace saw it all. The tracer follows the first process only: not
-    the copies it forks (its matrix is the first process's), nor the programs it execs, in its own
-    process or in a child; and a runtime may start fewer threads under it (an unhandled system
+    the processes it forks (its matrix is the first process's), nor the programs it execs, in its
+    own process or in a child; and a runtime may start fewer threads under it (an unhandled system
     call). Helper programs of one thread (a shell running mkdir) are not counted as work."""
     records = list(native.processes)
     first = next((i for i, r in enumerate(records) if r.pid == native.pid), None)
@@ -186,7 +186,7 @@ def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
     forked = {r.pid for r in forks}
     if forks:
         count = sum(len(r.threads) for r in forks)
-        outside.append(f"{len(forks)} forked cop{'ies' if len(forks) != 1 else 'y'} of it ran {_threads(count)}")
+        outside.append(f"{len(forks)} forked process{'es' if len(forks) != 1 else ''} ran {_threads(count)}")
     shown = {}
     for record in records[first + 1:]:
         if record.how != "exec" or not record.threads:
@@ -195,8 +195,8 @@ def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
         if successor or record.pid in forked or len(record.threads) > 1:
             shown[record.pid] = f"{record.name} (pid {record.pid}) ran {_threads(len(record.threads))}"
     outside.extend(shown.values())
-    outside.extend(f"{name} (pid {pid}) ran, which pinwise cannot see into (statically linked?)"
-                   for pid, name in native.unloaded)
+    outside.extend(f"{unloaded} (pid {pid}) ran, which pinwise cannot see into (statically linked?)"
+                   for pid, unloaded in native.unloaded)
     if outside:
         found.append(f"the tracer follows {name}'s first process only, and natively " + "; ".join(outside))
     return "; ".join(found) + ": that work is not in the matrix" if found else None
