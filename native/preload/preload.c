@@ -450,15 +450,15 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
     start->routine = routine;
     start->arg = arg;
     start->slot = slot;
-    start->index = atomic_fetch_add(&counters->started, 1);
-    int rc = real_create(thread, attr, trampoline, start);
+    unsigned index = start->index = atomic_fetch_add(&counters->started, 1);
+    int rc = real_create(thread, attr, trampoline, start); /* from here the new thread owns start */
     if (rc != 0) {
         free(start);
         return rc;
     }
-    if (start->index < TRACKED)
-        created_ids[start->index] = *thread;
-    log_spawn("create", start->index);
+    if (index < TRACKED)
+        created_ids[index] = *thread;
+    log_spawn("create", index);
     return 0;
 }
 
@@ -487,6 +487,9 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
    (statically linked, set-user-ID, or started without LD_PRELOAD), and its threads went unseen. */
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
+/* Looked up when the library loads: a vfork child, which shares its parent's memory, must not. */
+static execve_fn real_execve;
+static execv_fn real_execv, real_execvp;
 
 static void log_exec(const char *kind, const char *path)
 {
@@ -504,9 +507,8 @@ static void log_exec(const char *kind, const char *path)
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
 {
-    static execve_fn real_execve;
-    if (real_execve == NULL)
-        real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    if (real_execve == NULL) /* called from a library constructor that runs before ours */
+        pthread_once(&load_once, load);
     if (real_execve == NULL) { /* cannot happen with a working libc; never crash the host */
         errno = ENOSYS;
         return -1;
@@ -520,9 +522,11 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
 }
 
 /* execv and execvp reach execve inside libc, where ours is not called: each is wrapped too. */
-static int wrapped_execv(const char *symbol, const char *path, char *const argv[])
+static int wrapped_execv(execv_fn *which, const char *path, char *const argv[])
 {
-    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, symbol);
+    if (*which == NULL) /* called from a library constructor that runs before ours */
+        pthread_once(&load_once, load);
+    execv_fn real = *which;
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
@@ -537,12 +541,12 @@ static int wrapped_execv(const char *symbol, const char *path, char *const argv[
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
 {
-    return wrapped_execv("execv", path, argv);
+    return wrapped_execv(&real_execv, path, argv);
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
 {
-    return wrapped_execv("execvp", file, argv);
+    return wrapped_execv(&real_execvp, file, argv);
 }
 
 /* Threads still alive at exit (the main thread among them): read where they last ran. */
@@ -710,6 +714,9 @@ static int read_plan_options(void)
 static void load(void)
 {
     real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    real_execv = (execv_fn)dlsym(RTLD_NEXT, "execv");
+    real_execvp = (execv_fn)dlsym(RTLD_NEXT, "execvp");
     const char *text = getenv("PINWISE_PLAN");
     static char rank_plan[8192];
     long rank = -1;
