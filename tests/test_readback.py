@@ -78,18 +78,19 @@ def every_list(cpus: list[int], length: int) -> list[str]:
     return [",".join(map(str, plan)) for plan in itertools.product(cpus, repeat=length)]
 
 
+@pytest.mark.parametrize("threads", [2, 5])
 @pytest.mark.parametrize("runtime", ["libgomp", "libomp"])
-def test_openmp_runtimes_land_every_thread_where_asked_in_every_plan(omp_exes, runtime):
-    """All 32 plans of 5 threads on two CPUs, read back from /proc: LLVM's libomp used to give
-    every worker the main thread's narrowed mask."""
+def test_openmp_runtimes_land_every_thread_where_asked_in_every_plan(omp_exes, runtime, threads):
+    """All 32 plans of 5 CPUs drawn from two, for teams of 2 and 5 threads, read back from /proc:
+    LLVM's libomp used to give every worker the main thread's narrowed mask."""
     program = omp_exes[0] if runtime == "libgomp" else omp_exes[1]
     if program is None:
         pytest.skip("LLVM's libomp is not installed (libomp-dev)")
-    env = {**os.environ, "OMP_NUM_THREADS": "5"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     wrong = {}
     for plan in every_list(ALLOWED[:2], 5):
         placement = run_and_read(pinwise_run("--cpus", plan) + [str(program)], env=env)
-        if placement != expected([int(c) for c in plan.split(",")], 5):
+        if placement != expected([int(c) for c in plan.split(",")], threads):
             wrong[plan] = placement
     assert not wrong
 
