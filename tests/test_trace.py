@@ -461,3 +461,20 @@ def test_stress_ng_pthread_workers_are_not_a_one_thread_matrix(tmp_path):
     assert re.fullmatch(r"the tracer follows stress-ng's first process only, and natively [0-9]+ forked processes "
                         r"ran [0-9,]+ threads: that work is not in the matrix", comm.info.unseen), comm.info.unseen
     refuses_to_recommend(out)
+
+
+def test_a_static_program_is_traced_and_said_unchecked(tmp_path):
+    """The preload library cannot observe a statically linked program natively: the trace is kept,
+    and pinwise says that what it may have missed was not checked."""
+    source = tmp_path / "static.c"
+    source.write_text("#include <pthread.h>\nstatic void *f(void *a) { return a; }\n"
+                      "int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); return pthread_join(t, 0); }\n")
+    exe = tmp_path / "static_threads"
+    if subprocess.run(["gcc", "-static", "-pthread", "-o", str(exe), str(source)], capture_output=True).returncode:
+        pytest.skip("no static libc to link a static test program")
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "-o", str(out), "--", str(exe), timeout=300, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert f"pinwise: note: {exe} is statically linked, which the preload library cannot observe: no native run, " \
+           "so what the trace may have missed (threads, forked processes) is not checked" in result.stderr
+    assert read_comm(out).threads == 2 and read_comm(out).info.unseen is None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
 from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder, user_environment
-from .pinning.launcher import NATIVE_DIR, find_program
+from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable
 from ._stage import make_callable
 
 if TYPE_CHECKING:
@@ -269,11 +269,19 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         from .pinning.launcher import lifetimes_and_spawns, observe_natively
         from .pinning.readback import work_the_trace_missed
 
-        native = observe_natively(argv, {**(extra_env or {}), **waiting})
-        observed["unseen"] = work_the_trace_missed(native, comm.threads)
-        found = lifetimes_and_spawns(native) if rounds_possible(comm) else None
-        if found is not None and len(found["lifetimes"]) == comm.threads:
-            observed.update(lifetimes=tuple(map(tuple, found["lifetimes"])), spawns=tuple(map(tuple, found["spawns"])))
+        native = None
+        if is_static_executable(program):
+            print(f"pinwise: note: {argv[0]} is statically linked, which the preload library cannot observe: no "
+                  "native run, so what the trace may have missed (threads, forked processes) is not checked",
+                  file=sys.stderr)
+        else:
+            native = observe_natively(argv, {**(extra_env or {}), **waiting})
+        if native is not None:
+            observed["unseen"] = work_the_trace_missed(native, comm.threads)
+            found = lifetimes_and_spawns(native) if rounds_possible(comm) else None
+            if found is not None and len(found["lifetimes"]) == comm.threads:
+                observed.update(lifetimes=tuple(map(tuple, found["lifetimes"])),
+                                spawns=tuple(map(tuple, found["spawns"])))
     from types import MappingProxyType
 
     info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
