@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "--no-verify: pinwise becomes the program (exec, like taskset), whose exit status and "
                           "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
-    run.add_argument("--follow-children", dest="follow", action="store_true", help=argparse.SUPPRESS)  # older name
+    run.add_argument("--follow-children", dest="follow", action="store_true", default=True,
+                     help=argparse.SUPPRESS)  # the older name of --follow
     run.add_argument("--follow", dest="follow", action=argparse.BooleanOptionalAction, default=True,
                      help="the processes the program starts take the plan too (default): a program it execs, "
                           "directly or in a child (sh -c, time, env, numactl, a launcher script), gets the whole plan "
