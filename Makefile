@@ -6,9 +6,10 @@ PY := $(VENV)/bin/python
 # OpenMP for the test programs, chromium (renders the HTML report in a test), Open MPI (the engine
 # of pinwise mpi: its launcher, and the headers the PMPI recorder is built against), Slurm and
 # munge (a one-node Slurm that a test starts in a folder of its own), Capstone (the sampling tracer's x86
-# decoder, built into pinwise-sample).
+# decoder, built into pinwise-sample); real programs users pin (OpenBLAS linked into a C program, pigz
+# through a shell, stress-ng under the tracer).
 APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make numactl libomp-dev libcapstone-dev \
-	openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge
+	openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge libopenblas-dev pigz stress-ng
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
 .PHONY: demo test deps install clean screenshot

@@ -286,3 +286,21 @@ def test_a_weak_reading_benches_what_it_reads_across_its_threshold(tmp_path):
     benched = set(result.candidates) | {n for same in result.aliases.values() for n in same}
     assert {"scatter", "balance", "locality"} <= benched
     assert said[2].startswith("    recommended: scatter (threads hardly communicate") and "weak: 0.62%" in said[2]
+
+
+def test_a_trace_that_missed_work_benches_only_what_needs_no_matrix(tmp_path):
+    """A trace that missed part of the program's work (here: its forked workers) points at no
+    policy: auto says so and benches the placements that need no matrix; its simulation refuses."""
+    from dataclasses import replace
+
+    from pinwise import PinwiseError
+    from pinwise.auto import simulated_auto
+
+    missed = "the tracer follows prog's first process only, and natively 2 forked processes ran 2 threads"
+    comm = contending_pairs()
+    comm = replace(comm, info=replace(comm.info, unseen=missed))
+    result, said = auto(FakeProgram({"os": 1.0, "other": 1.0}, 0.05), tmp_path, comm)
+    assert result.candidates == ["os", "compact"] and result.aliases == {"compact": ["scatter"]}
+    assert f"    no recommendation from the trace: {missed}; benching the placements that need no matrix" in said
+    with pytest.raises(PinwiseError, match="placements cannot be ranked by replaying this trace: the tracer follows"):
+        simulated_auto(PROGRAM, TOPOLOGY, say=lambda _: None, tracer=lambda argv, path: comm)

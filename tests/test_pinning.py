@@ -45,7 +45,9 @@ def threads_exe(build_dir):
 
 
 def read_allowed(pid: int, tid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{tid}/status") as status:
+    """The CPUs thread ``tid`` may run on: /proc/TID holds any thread's own status, also that of a
+    process the program forked (``pid`` is the process the test started)."""
+    with open(f"/proc/{tid}/status") as status:
         for line in status:
             if line.startswith("Cpus_allowed_list:"):
                 return sorted(parse_cpulist(line.split(":", 1)[1]))
@@ -193,14 +195,14 @@ def test_cxx_std_threads(build_dir):
     assert placement == expected([1, 0], 5)
 
 
-def test_children_are_followed_only_when_asked(threads_exe):
-    # The shell is the pinned program; the program it starts in a child process keeps the
-    # affinity the shell had before pinning, unless children are followed.
+def test_children_are_followed_unless_no_follow(threads_exe):
+    # The shell is the pinned program; the program it starts in a child process takes the plan
+    # from slot 0, unless --no-follow gives it back the affinity pinwise started with.
     shell = ["/bin/sh", "-c", f"{threads_exe} 2; exit $?"]
-    not_followed = run_and_read(pinwise_run("--cpus", "1") + shell)
+    followed = run_and_read(pinwise_run("--cpus", "1,0") + shell)
+    assert followed == expected([1, 0], 3)
+    not_followed = run_and_read(pinwise_run("--cpus", "1", "--no-follow") + shell)
     assert all(cpus == ALLOWED for cpus in not_followed.values()), not_followed
-    followed = run_and_read(pinwise_run("--cpus", "1", "--follow-children") + shell)
-    assert followed == expected([1], 3)
 
 
 # -- agreement with likwid-pin --------------------------------------------------------------------
@@ -488,7 +490,7 @@ def test_unusable_repeat_from_is_refused(threads_exe):
 
 def test_no_verify_becomes_the_program_like_taskset():
     """--no-verify execs the program: its CPUs are the plan's, its exit status and signals are its own."""
-    shown = run_pinwise("run", "--no-verify", "--follow-children", "--cpus", "1", "--", "sh", "-c",
+    shown = run_pinwise("run", "--no-verify", "--cpus", "1", "--", "sh", "-c",
                         "grep Cpus_allowed_list /proc/self/status; exit 7")
     assert shown.returncode == 7 and shown.stdout.split() == ["Cpus_allowed_list:", "1"]
     killed = run_pinwise("run", "--no-verify", "--cpus", "0", "--", "sh", "-c", "kill -SEGV $$")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import assert_clean_failure, compile_program, run_pinwise
+from conftest import assert_clean_failure, compile_program, need, run_pinwise
 
 from pinwise.comm import Rounds, find_rounds, read_comm
 from pinwise.mapping import by_role
@@ -47,6 +48,7 @@ def test_pairs_give_two_heavy_blocks(tmp_path):
     assert share(comm.matrix, [(0, 1), (2, 3)]) > 0.95
     assert comm.info.tool.startswith("pinwise-valgrind") and comm.info.partial is False
     assert comm.info.command[0] == PATTERNS
+    assert comm.info.unseen is None  # a native run found no thread and no process the trace missed
 
 
 def test_neighbour_gives_a_band(tmp_path):
@@ -404,3 +406,75 @@ def test_relro_follows_mprotect(tmp_path, build_dir):
 def test_workloads_are_classified_right(tmp_path, workload, pattern, threads):
     found, _, _ = _analysis(tmp_path, PATTERNS, workload, "-n", str(threads), "-i", TRACE_ITERATIONS)
     assert found["pattern"] == pattern, found
+
+
+# -- traces that miss part of the program's work -------------------------------------------------
+
+def traced_with_warning(tmp_path, *argv) -> tuple:
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "-o", str(out), "--", *argv, timeout=300, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    comm = read_comm(out)
+    assert f"pinwise: warning: {comm.info.unseen}; no placement will be recommended from this matrix" \
+        in result.stderr.splitlines()
+    return comm, out
+
+
+def refuses_to_recommend(path) -> None:
+    """analyze says why it recommends nothing; --policy auto and auto's simulation refuse in one line."""
+    analyzed = run_pinwise("analyze", str(path), check=True).stdout
+    assert "no recommendation: " in analyzed and "recommended policy" not in analyzed
+    assert_clean_failure(run_pinwise("map", str(path), "--policy", "auto"), "auto cannot choose a policy")
+
+
+def test_fewer_threads_under_the_tracer_than_natively(tmp_path, build_dir):
+    exe = compile_program("fewer_traced.c", build_dir)
+    comm, out = traced_with_warning(tmp_path, str(exe), "3")
+    assert comm.threads == 2  # main and the one worker it starts under Valgrind
+    assert comm.info.unseen == ("natively fewer_traced ran 4 threads in its own process, the trace saw 2: that work "
+                                "is not in the matrix")
+    refuses_to_recommend(out)
+
+
+def test_a_fork_pool_traced_says_its_workers_ran_outside(tmp_path, build_dir):
+    pool = compile_program("fork_pool.c", build_dir)
+    comm, out = traced_with_warning(tmp_path, str(pool), "2")
+    assert comm.threads == 1
+    assert comm.info.unseen == ("the tracer follows fork_pool's first process only, and natively 2 forked processes ran "
+                                "2 threads: that work is not in the matrix")
+    refuses_to_recommend(out)
+
+
+def test_a_shell_traced_instead_of_its_program_says_so(tmp_path, build_dir):
+    threads = compile_program("threads.c", build_dir)
+    comm, _ = traced_with_warning(tmp_path, "/bin/sh", "-c", '"$0" "$@"; exit $?', str(threads), "2")
+    assert re.fullmatch(r"the tracer follows sh's first process only, and natively threads \(pid [0-9]+\) ran 3 "
+                        r"threads: that work is not in the matrix", comm.info.unseen), comm.info.unseen
+
+
+def test_stress_ng_pthread_workers_are_not_a_one_thread_matrix(tmp_path):
+    """The issue's command: Valgrind printed "unhandled syscall" and the matrix was [[0]], from
+    which analyze recommended scatter."""
+    need("stress-ng")
+    comm, out = traced_with_warning(tmp_path, "stress-ng", "--pthread", "2", "--timeout", "1s")
+    assert comm.threads == 1
+    assert re.fullmatch(r"the tracer follows stress-ng's first process only, and natively [0-9]+ forked processes "
+                        r"ran [0-9,]+ threads: that work is not in the matrix", comm.info.unseen), comm.info.unseen
+    refuses_to_recommend(out)
+
+
+def test_a_static_program_is_traced_and_said_unchecked(tmp_path):
+    """The preload library cannot observe a statically linked program natively: the trace is kept,
+    and pinwise says that what it may have missed was not checked."""
+    source = tmp_path / "static.c"
+    source.write_text("#include <pthread.h>\nstatic void *f(void *a) { return a; }\n"
+                      "int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); return pthread_join(t, 0); }\n")
+    exe = tmp_path / "static_threads"
+    if subprocess.run(["gcc", "-static", "-pthread", "-o", str(exe), str(source)], capture_output=True).returncode:
+        pytest.skip("no static libc to link a static test program")
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "-o", str(out), "--", str(exe), timeout=300, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert f"pinwise: note: {exe} is statically linked, which the preload library cannot observe: no native run, " \
+           "so what the trace may have missed (threads, forked processes) is not checked" in result.stderr
+    assert read_comm(out).threads == 2 and read_comm(out).info.unseen is None

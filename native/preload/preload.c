@@ -19,8 +19,16 @@
  *                   where it ran, and when (CLOCK_MONOTONIC, ns). `pinwise run --verify` reads it
  *                   back. Also one line per pthread_create and pthread_join call, from the calling
  *                   thread: `pinwise trace` reads the creator's to find workers created in rounds.
- *   PINWISE_FOLLOW  "1": programs exec'd by the program are pinned too (from slot 0 again).
- *                   Otherwise they get the affinity the program had before pinning.
+ *   PINWISE_FOLLOW  "1": the processes the program starts take the plan too. A program exec'd
+ *                   (by the program, a shell, time, env...) takes the whole plan from slot 0, as
+ *                   the first program did; a forked copy that does not exec is a thread of its
+ *                   parent's program: it takes the next slot at once, and its own threads the
+ *                   slots after (the counters of one program live in a page shared by its forks).
+ *                   Otherwise the other processes get PINWISE_ORIGINAL, the affinity before
+ *                   pinning, and with a log are only observed.
+ *   PINWISE_ORIGINAL the affinity before pinning, as a CPU list (pinwise run narrows the process
+ *                   to the plan's CPUs before it starts it; the first process to load us sets it
+ *                   when nobody did).
  *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
  *   PINWISE_MEMPOLICY  the memory policy every thread gets (set_mempolicy(2), raw syscall, no
  *                   libnuma), also in OBSERVE mode (pinwise run --omp): "bind:LIST",
@@ -28,6 +36,14 @@
  *                   (each thread bound to the node N whose CPUS hold the CPU it runs on once
  *                   pinned). With a log, each thread's end record carries the policy the kernel
  *                   reports for it (/proc/self/task/TID/numa_maps), as `pinwise run --verify` shows.
+ *
+ * When the main thread is pinned: a runtime sizes itself from the affinity mask when it loads
+ * (OpenBLAS counts its threads, libgomp its default team, libomp its full mask, which it later
+ * gives every worker), often before main() and sometimes in a library constructor that runs
+ * before ours. So the program starts with the whole plan's CPUs as its mask, and its main thread
+ * is narrowed to slot 0 only when it starts its first thread or forks, as likwid-pin does. A
+ * program that starts neither keeps the whole plan, and says so in the log (slot -2). Threads
+ * created before our constructor ran (from another library's constructor) load the plan first.
  *
  * Rules, because this code lives inside somebody else's program: it never aborts or exits its
  * host; an unusable plan gives one message on stderr and the program runs unpinned; it uses no
@@ -50,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,22 +74,38 @@
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*join_fn)(pthread_t, void **);
 
+/* What the library does in this process. */
+enum { MODE_OFF, MODE_OBSERVE, MODE_PIN };
+
+/* The threads of execution one program started, for numbering and slots: shared by the copies it
+   forks (an anonymous MAP_SHARED page survives fork, not exec), so a forked worker and its
+   threads never take a slot its parent hands out too. */
+struct counters {
+    atomic_uint created;           /* pthread_create calls: the skip mask counts these */
+    atomic_uint started;           /* threads of execution started (threads and forks); main = 0 */
+    atomic_uint next_slot;         /* next slot to hand out; the main thread holds slot 0 */
+};
+
 static create_fn real_create;
 static join_fn real_join;
 #define TRACKED 4096
 static pthread_t created_ids[TRACKED]; /* created thread k's pthread_t, for naming it in the join log */
 static struct pinwise_plan plan;
-static int active;                 /* pin the threads of this process */
-static int follow;                 /* pin programs exec'd from here too */
-static int observe_only;           /* PINWISE_OBSERVE=1: log where threads run, pin nothing */
+static int mode;                   /* MODE_OFF until a plan (or PINWISE_OBSERVE) is loaded */
+static int follow;                 /* pin the programs started from here too */
+static int followed;               /* this process is the one pinwise started, or one it follows */
 static char log_path[4096];        /* PINWISE_LOG made absolute; empty: no log */
 static uint64_t skip_mask;
 static unsigned repeat_from;       /* PINWISE_REPEAT_FROM: where the plan starts again past its end */
-static atomic_uint created;        /* pthread_create calls seen in this process */
-static atomic_uint next_slot;      /* next slot to hand out; the main thread holds slot 0 */
+static struct counters own_counters, *counters = &own_counters;
+static atomic_int main_pinned;     /* the main thread has its slot (it started a thread, or forked) */
+static __thread int fork_slot;     /* the slot and number the forking thread reserved for its child */
+static __thread unsigned fork_index;
 static pthread_key_t exit_key;
 static int exit_key_ready;
-static cpu_set_t original;         /* the affinity before pinning: for children we do not follow */
+static cpu_set_t original;         /* the affinity before pinning: for processes we do not follow */
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static void load(void);
 
 /* Memory policy (PINWISE_MEMPOLICY): the modes of <linux/mempolicy.h>, without its header. */
 enum { MEM_NONE = -1, MEM_PREFERRED = 1, MEM_BIND = 2, MEM_INTERLEAVE = 3, MEM_LOCAL = 4, MEM_PER_THREAD = 100 };
@@ -156,16 +189,18 @@ static long long now_ns(void)
     return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
-/* start PID TID INDEX SLOT ERRNO CPU REQUESTED NS */
-static void log_start(unsigned index, int slot, int error)
+/* start PID TID INDEX SLOT ERRNO CPU REQUESTED NS: thread TID (creation order INDEX) has slot SLOT
+   (-1: a skipped helper, -2: the main thread of a program that started no thread, left on the
+   whole plan) and ran on CPU right after */
+static void log_start(pid_t tid, int cpu, unsigned index, int slot, int error)
 {
     if (!log_path[0])
         return;
     char cpus[256];
     pinwise_cpulist_format(slot >= 0 ? &plan.slots[slot] : &plan.all, cpus, sizeof cpus);
     char line[384];
-    int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s %lld\n", (int)getpid(), (int)current_tid(),
-                     index, slot, error, sched_getcpu(), cpus, now_ns());
+    int n = snprintf(line, sizeof line, "start %d %d %u %d %d %d %s %lld\n", (int)getpid(), (int)tid, index, slot,
+                     error, cpu, cpus, now_ns());
     append_log(line, (size_t)n);
 }
 
@@ -307,7 +342,7 @@ bad:
 static int pin_calling_thread(int slot)
 {
     const cpu_set_t *set = slot >= 0 ? &plan.slots[slot] : &plan.all;
-    if (observe_only) {
+    if (mode != MODE_PIN) {
         apply_memory_policy();
         return 0;
     }
@@ -323,6 +358,61 @@ static int pin_calling_thread(int slot)
     return 0;
 }
 
+/* Field 39 of /proc/self/task/TID/stat: the CPU thread TID last ran on, or -1. */
+static int last_cpu_of(pid_t tid)
+{
+    char path[64], stat[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    if (read_head(path, stat, sizeof stat) != 0)
+        return -1;
+    /* Fields counted after the ')' that closes the command name, which may hold spaces. */
+    int field = 2;
+    for (char *p = strrchr(stat, ')'); p && *p; p++)
+        if (*p == ' ' && ++field == 39)
+            return atoi(p + 1);
+    return -1;
+}
+
+/* process PID PPID HOW FOLLOWED NAME: this process loaded the library, as a new program (HOW
+   exec) or as a forked copy of its parent (fork); FOLLOWED 1 when the plan is for it (it is the
+   program pinwise started, or one it follows), 0 when it is only observed. NAME (its comm,
+   spaces kept) ends the line. */
+static void log_process(const char *how)
+{
+    if (!log_path[0])
+        return;
+    char name[64] = "?", line[160];
+    if (read_head("/proc/self/comm", name, sizeof name) == 0)
+        name[strcspn(name, "\n")] = '\0';
+    int n = snprintf(line, sizeof line, "process %d %d %s %d %s\n", (int)getpid(), (int)getppid(), how, followed,
+                     name);
+    append_log(line, (size_t)n);
+}
+
+/* The next slot of this program's plan: past the last one it starts again at slot repeat_from. */
+static int take_slot(void)
+{
+    unsigned next = atomic_fetch_add(&counters->next_slot, 1), n = (unsigned)plan.nslots;
+    return (int)(next < n ? next : repeat_from + (next - repeat_from) % (n - repeat_from));
+}
+
+/* Give the main thread slot 0, once: the program is starting its first thread or fork, so its
+   runtimes have sized themselves from the whole plan. The caller is the main thread, except in a
+   program that makes threads without pthread_create (they never pass here) and then calls it. */
+static void pin_main_thread(void)
+{
+    if (mode != MODE_PIN || atomic_exchange(&main_pinned, 1))
+        return;
+    pid_t main_tid = getpid();
+    if (current_tid() == main_tid) {
+        int error = pin_calling_thread(0);
+        log_start(main_tid, sched_getcpu(), 0, 0, error);
+        return;
+    }
+    int error = sched_setaffinity(main_tid, sizeof(cpu_set_t), &plan.slots[0]) == 0 ? 0 : errno;
+    log_start(main_tid, last_cpu_of(main_tid), 0, 0, error);
+}
+
 static void thread_ended(void *value)
 {
     (void)value;
@@ -336,40 +426,39 @@ static void *trampoline(void *p)
     int error = pin_calling_thread(start.slot);
     if (exit_key_ready)
         pthread_setspecific(exit_key, (void *)1);
-    log_start(start.index, start.slot, error);
+    log_start(current_tid(), sched_getcpu(), start.index, start.slot, error);
     return start.routine(start.arg);
 }
 
 __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                           void *(*routine)(void *), void *arg)
 {
+    /* A library constructor that runs before ours may start threads: load the plan first. */
+    pthread_once(&load_once, load);
     if (real_create == NULL)
         real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (real_create == NULL) /* cannot happen with a working libc; never crash the host */
         return EAGAIN;
-    if (!active)
+    if (mode == MODE_OFF)
         return real_create(thread, attr, routine, arg);
-    unsigned call = atomic_fetch_add(&created, 1);
-    int slot = -1;
-    if (!(call < 64 && ((skip_mask >> call) & 1))) {
-        unsigned next = atomic_fetch_add(&next_slot, 1), n = (unsigned)plan.nslots;
-        slot = (int)(next < n ? next : repeat_from + (next - repeat_from) % (n - repeat_from));
-    }
+    pin_main_thread();
+    unsigned call = atomic_fetch_add(&counters->created, 1);
+    int slot = call < 64 && ((skip_mask >> call) & 1) ? -1 : take_slot();
     struct start *start = malloc(sizeof *start);
     if (start == NULL)
         return real_create(thread, attr, routine, arg);
     start->routine = routine;
     start->arg = arg;
     start->slot = slot;
-    start->index = call + 1;
-    int rc = real_create(thread, attr, trampoline, start);
+    unsigned index = start->index = atomic_fetch_add(&counters->started, 1);
+    int rc = real_create(thread, attr, trampoline, start); /* from here the new thread owns start */
     if (rc != 0) {
         free(start);
         return rc;
     }
-    if (call + 1 < TRACKED)
-        created_ids[call + 1] = *thread;
-    log_spawn("create", call + 1);
+    if (index < TRACKED)
+        created_ids[index] = *thread;
+    log_spawn("create", index);
     return 0;
 }
 
@@ -380,10 +469,10 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
     if (real_join == NULL) /* cannot happen with a working libc; never crash the host */
         return EINVAL;
     int rc = real_join(thread, value);
-    if (rc != 0 || !active || !log_path[0])
+    if (rc != 0 || mode == MODE_OFF || !log_path[0])
         return rc;
     /* The newest thread with this pthread_t: an id is reused only after its last owner ended. */
-    unsigned top = atomic_load(&created) + 1;
+    unsigned top = atomic_load(&counters->started);
     for (unsigned k = (top < TRACKED ? top : TRACKED) - 1; k >= 1; k--) {
         if (pthread_equal(created_ids[k], thread)) {
             log_spawn("join", k);
@@ -391,6 +480,73 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
         }
     }
     return rc;
+}
+
+/* exec PID NAME before this process execs program NAME (its file name), and noexec PID when the
+   exec failed: a program that then logs no `process` record under PID did not load the library
+   (statically linked, set-user-ID, or started without LD_PRELOAD), and its threads went unseen. */
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+/* Looked up when the library loads: a vfork child, which shares its parent's memory, must not. */
+static execve_fn real_execve;
+static execv_fn real_execv, real_execvp;
+
+static void log_exec(const char *kind, const char *path)
+{
+    if (mode == MODE_OFF || !log_path[0])
+        return;
+    const char *name = path != NULL ? strrchr(path, '/') : NULL;
+    name = name != NULL ? name + 1 : path != NULL ? path : "?";
+    char line[160];
+    int n = snprintf(line, sizeof line, "%s %d ", kind, (int)getpid());
+    for (; *name && n < (int)sizeof line - 2; name++) /* one word: blanks become '_' */
+        line[n++] = *name == ' ' || *name == '\n' || *name == '\t' ? '_' : *name;
+    line[n++] = '\n';
+    append_log(line, (size_t)n);
+}
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (real_execve == NULL) /* called from a library constructor that runs before ours */
+        pthread_once(&load_once, load);
+    if (real_execve == NULL) { /* cannot happen with a working libc; never crash the host */
+        errno = ENOSYS;
+        return -1;
+    }
+    log_exec("exec", path);
+    int rc = real_execve(path, argv, envp);
+    int error = errno;
+    log_exec("noexec", path);
+    errno = error;
+    return rc;
+}
+
+/* execv and execvp reach execve inside libc, where ours is not called: each is wrapped too. */
+static int wrapped_execv(execv_fn *which, const char *path, char *const argv[])
+{
+    if (*which == NULL) /* called from a library constructor that runs before ours */
+        pthread_once(&load_once, load);
+    execv_fn real = *which;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    log_exec("exec", path);
+    int rc = real(path, argv);
+    int error = errno;
+    log_exec("noexec", path);
+    errno = error;
+    return rc;
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    return wrapped_execv(&real_execv, path, argv);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    return wrapped_execv(&real_execvp, file, argv);
 }
 
 /* Threads still alive at exit (the main thread among them): read where they last ran. */
@@ -403,43 +559,71 @@ static void log_live_threads(void)
     while ((entry = readdir(dir)) != NULL) {
         if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
             continue;
-        char path[300], stat[1024];
-        snprintf(path, sizeof path, "/proc/self/task/%s/stat", entry->d_name);
-        if (read_head(path, stat, sizeof stat) != 0)
-            continue;
-        /* Field 39 (processor) counted after the ')' that closes the command name. */
-        char *p = strrchr(stat, ')');
-        int field = 2, cpu = -1;
-        for (; p && *p; p++) {
-            if (*p == ' ' && ++field == 39) {
-                cpu = atoi(p + 1);
-                break;
-            }
-        }
-        log_end((pid_t)atoi(entry->d_name), cpu);
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        log_end(tid, last_cpu_of(tid));
     }
     closedir(dir);
 }
 
-static void start_pinning_here(void)
+/* A new program (the first, or one exec'd): its counters, and the plan from slot 0. Pinned, it
+   keeps the whole plan's CPUs until its main thread starts a thread or forks. */
+static void start_program(void)
 {
-    atomic_store(&created, 0);
-    atomic_store(&next_slot, 1);
-    active = 1;
-    int error = pin_calling_thread(0);
-    log_start(0, 0, error);
+    void *page = mmap(NULL, sizeof(struct counters), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED)
+        counters = page; /* else forked copies count on their own, as threads of a new program would */
+    atomic_store(&counters->created, 0);
+    atomic_store(&counters->started, 1);
+    atomic_store(&counters->next_slot, 1);
+    log_process("exec");
+    if (mode != MODE_PIN) {
+        atomic_store(&main_pinned, 1);
+        apply_memory_policy();
+        log_start(current_tid(), sched_getcpu(), 0, 0, 0);
+        return;
+    }
+    atomic_store(&main_pinned, 0);
+    if (sched_setaffinity(0, sizeof(cpu_set_t), &plan.all) != 0) {
+        char cpus[128];
+        pinwise_cpulist_format(&plan.all, cpus, sizeof cpus);
+        warn_once("cannot give the program the plan's CPUs %s (%s)", cpus, strerror(errno));
+    }
+    if (mem_mode != MEM_PER_THREAD) /* per thread: once the thread is on its slot's CPU */
+        apply_memory_policy();
+}
+
+/* Before fork, in the forking thread: the child is a thread of execution of this program, so the
+   main thread gets its slot now (as when it starts a thread), and the child the next one. */
+static void before_fork(void)
+{
+    if (mode == MODE_OFF)
+        return;
+    pin_main_thread();
+    fork_slot = take_slot();
+    fork_index = atomic_fetch_add(&counters->started, 1);
 }
 
 static void after_fork_in_child(void)
 {
-    if (!active)
+    if (mode == MODE_OFF)
         return;
-    if (follow) {
-        start_pinning_here();
-    } else {
-        active = 0;
+    if (!follow)
+        followed = 0;
+    if (mode == MODE_PIN && !follow) {
+        mode = log_path[0] ? MODE_OBSERVE : MODE_OFF;
         sched_setaffinity(0, sizeof(cpu_set_t), &original);
+        plan.all = original; /* what an observed thread was "asked": the affinity it has */
+        plan.slots = &plan.all;
+        plan.nslots = 1;
+        repeat_from = 0;
+        fork_slot = 0;
     }
+    atomic_store(&main_pinned, 1);
+    log_process("fork");
+    if (mode == MODE_OFF)
+        return;
+    int error = pin_calling_thread(fork_slot);
+    log_start(current_tid(), sched_getcpu(), fork_index, fork_slot, error);
 }
 
 /* An MPI rank's own plan out of PINWISE_PLAN_BY_RANK ("plan of rank 0|plan of rank 1|..."),
@@ -473,72 +657,32 @@ static const char *plan_of_rank(const char *by_rank, char *out, size_t size, lon
     return out;
 }
 
-__attribute__((constructor)) static void pinwise_init(void)
+/* PINWISE_LOG, made absolute now: the host may change its working directory before its threads
+   start. An MPI rank logs to LOG.rankN. */
+static void read_log_path(long rank)
 {
-    real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
-    const char *text = getenv("PINWISE_PLAN");
-    static char rank_plan[8192];
-    long rank = -1;
-    const char *by_rank = getenv("PINWISE_PLAN_BY_RANK");
-    if (by_rank != NULL)
-        text = plan_of_rank(by_rank, rank_plan, sizeof rank_plan, &rank);
-    const char *observe_text = getenv("PINWISE_OBSERVE");
-    observe_only = observe_text != NULL && strcmp(observe_text, "1") == 0;
-    if (text == NULL && !observe_only)
-        return;
-    const char *follow_text = getenv("PINWISE_FOLLOW");
-    follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
-
-    /* The first process to load us owns the plan; programs it execs are its children. */
-    char own_pid[24];
-    snprintf(own_pid, sizeof own_pid, "%d", (int)getpid());
-    const char *owner = getenv("PINWISE_OWNER");
-    const char *original_text = getenv("PINWISE_ORIGINAL");
-    if (owner != NULL && strcmp(owner, own_pid) != 0 && !follow) {
-        if (original_text != NULL && pinwise_cpulist_parse(original_text, original_text + strlen(original_text),
-                                                           &original) == 0)
-            sched_setaffinity(0, sizeof(cpu_set_t), &original);
-        return;
-    }
-    sched_getaffinity(0, sizeof(cpu_set_t), &original);
-    if (owner == NULL) {
-        char cpus[1024];
-        pinwise_cpulist_format(&original, cpus, sizeof cpus);
-        setenv("PINWISE_OWNER", own_pid, 1);
-        setenv("PINWISE_ORIGINAL", cpus, 1);
-    }
-
-    /* Made absolute now: the host may change its working directory before its threads start. */
     const char *log_text = getenv("PINWISE_LOG");
-    if (log_text != NULL && *log_text) {
-        size_t used = 0, len = strlen(log_text);
-        if (log_text[0] != '/' && getcwd(log_path, sizeof log_path) != NULL) {
-            used = strlen(log_path);
-            log_path[used++] = '/';
-        }
-        if (used + len < sizeof log_path && (used > 0 || log_text[0] == '/'))
-            memcpy(log_path + used, log_text, len + 1);
-        else
-            log_path[0] = '\0'; /* a path longer than PATH_MAX: no log rather than a wrong file */
-        if (rank >= 0 && log_path[0]) { /* one log per MPI rank: LOG.rankN */
-            size_t at = strlen(log_path);
-            if ((size_t)snprintf(log_path + at, sizeof log_path - at, ".rank%ld", rank) >= sizeof log_path - at)
-                log_path[0] = '\0';
-        }
+    if (log_text == NULL || !*log_text)
+        return;
+    size_t used = 0, len = strlen(log_text);
+    if (log_text[0] != '/' && getcwd(log_path, sizeof log_path) != NULL) {
+        used = strlen(log_path);
+        log_path[used++] = '/';
     }
+    if (used + len < sizeof log_path && (used > 0 || log_text[0] == '/'))
+        memcpy(log_path + used, log_text, len + 1);
+    else
+        log_path[0] = '\0'; /* a path longer than PATH_MAX: no log rather than a wrong file */
+    if (rank >= 0 && log_path[0]) {
+        size_t at = strlen(log_path);
+        if ((size_t)snprintf(log_path + at, sizeof log_path - at, ".rank%ld", rank) >= sizeof log_path - at)
+            log_path[0] = '\0';
+    }
+}
 
-    const char *memory_text = getenv("PINWISE_MEMPOLICY");
-    if (memory_text != NULL && *memory_text && parse_memory_policy(memory_text) != 0)
-        return;
-    char err[160];
-    if (observe_only) { /* no plan: record where the OS puts each thread (policy "os") */
-        plan.slots = &plan.all;
-        plan.nslots = 1;
-        plan.all = original;
-    } else if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
-        warn_once("unusable plan: %s; the program runs unpinned", err);
-        return;
-    }
+/* PINWISE_REPEAT_FROM and PINWISE_SKIP. Returns 0, or -1 after one message. */
+static int read_plan_options(void)
+{
     const char *repeat_text = getenv("PINWISE_REPEAT_FROM");
     if (repeat_text != NULL && *repeat_text) {
         char *end;
@@ -547,7 +691,7 @@ __attribute__((constructor)) static void pinwise_init(void)
         if (errno != 0 || *end != '\0' || value >= (unsigned long)plan.nslots) {
             warn_once("unusable PINWISE_REPEAT_FROM=%s (want a slot below %d); the program runs unpinned", repeat_text,
                       plan.nslots);
-            return;
+            return -1;
         }
         repeat_from = (unsigned)value;
     }
@@ -559,16 +703,89 @@ __attribute__((constructor)) static void pinwise_init(void)
         if (errno != 0 || *end != '\0') {
             warn_once("unusable skip mask PINWISE_SKIP=%s (want hex, at most 64 bits); the program runs unpinned",
                       skip_text);
-            return;
+            return -1;
         }
     }
-    exit_key_ready = pthread_key_create(&exit_key, thread_ended) == 0;
-    pthread_atfork(NULL, NULL, after_fork_in_child);
-    start_pinning_here();
+    return 0;
 }
 
+/* Read the environment once per program image: from our constructor, or earlier from the first
+   pthread_create if another library's constructor starts threads before ours runs. */
+static void load(void)
+{
+    real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    real_execv = (execv_fn)dlsym(RTLD_NEXT, "execv");
+    real_execvp = (execv_fn)dlsym(RTLD_NEXT, "execvp");
+    const char *text = getenv("PINWISE_PLAN");
+    static char rank_plan[8192];
+    long rank = -1;
+    const char *by_rank = getenv("PINWISE_PLAN_BY_RANK");
+    if (by_rank != NULL)
+        text = plan_of_rank(by_rank, rank_plan, sizeof rank_plan, &rank);
+    const char *observe_text = getenv("PINWISE_OBSERVE");
+    int observe = observe_text != NULL && strcmp(observe_text, "1") == 0;
+    if (text == NULL && !observe)
+        return;
+    const char *follow_text = getenv("PINWISE_FOLLOW");
+    follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
+
+    /* The first process to load us owns the plan; without PINWISE_FOLLOW the programs started
+       from it get the original affinity back, and are only observed. */
+    char own_pid[24];
+    snprintf(own_pid, sizeof own_pid, "%d", (int)getpid());
+    const char *owner = getenv("PINWISE_OWNER");
+    const char *original_text = getenv("PINWISE_ORIGINAL");
+    if (original_text == NULL ||
+        pinwise_cpulist_parse(original_text, original_text + strlen(original_text), &original) != 0)
+        sched_getaffinity(0, sizeof(cpu_set_t), &original);
+    if (owner == NULL) {
+        char cpus[1024];
+        pinwise_cpulist_format(&original, cpus, sizeof cpus);
+        setenv("PINWISE_OWNER", own_pid, 1);
+        setenv("PINWISE_ORIGINAL", cpus, 1);
+    }
+    followed = owner == NULL || strcmp(owner, own_pid) == 0 || follow;
+    read_log_path(rank);
+    if (!followed) {
+        sched_setaffinity(0, sizeof(cpu_set_t), &original);
+        if (!log_path[0])
+            return;
+        observe = 1;
+    }
+
+    const char *memory_text = getenv("PINWISE_MEMPOLICY");
+    if (followed && memory_text != NULL && *memory_text && parse_memory_policy(memory_text) != 0)
+        return;
+    char err[160];
+    if (observe) { /* no plan: record where the OS puts each thread (policy "os") */
+        plan.slots = &plan.all;
+        plan.nslots = 1;
+        plan.all = original;
+    } else if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
+        warn_once("unusable plan: %s; the program runs unpinned", err);
+        return;
+    } else if (read_plan_options() != 0) {
+        return;
+    }
+    mode = observe ? MODE_OBSERVE : MODE_PIN;
+    exit_key_ready = pthread_key_create(&exit_key, thread_ended) == 0;
+    pthread_atfork(before_fork, NULL, after_fork_in_child);
+    start_program();
+}
+
+__attribute__((constructor)) static void pinwise_init(void)
+{
+    pthread_once(&load_once, load);
+}
+
+/* At exit: where the live threads last ran, and the main thread of a program that started no
+   thread, left on the whole plan (slot -2). */
 __attribute__((destructor)) static void pinwise_fini(void)
 {
-    if (active)
-        log_live_threads();
+    if (mode == MODE_OFF)
+        return;
+    if (mode == MODE_PIN && !atomic_exchange(&main_pinned, 1))
+        log_start(getpid(), last_cpu_of(getpid()), 0, -2, 0);
+    log_live_threads();
 }

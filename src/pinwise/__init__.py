@@ -78,7 +78,7 @@ def run(argv: list[str], placement, **options):
     """Run ``argv`` with its threads pinned and return where each ran (``result.threads``).
     ``placement``: a :class:`Plan`, a list of CPUs, or a string as the command line takes it (a
     policy, a CPU list, a likwid-pin expression, a mapping file); None runs unpinned and observes.
-    ``options``: ``omp``, ``follow_children``, ``extra_env``, ``output`` (see
+    ``options``: ``omp``, ``follow``, ``extra_env``, ``output`` (see
     :func:`pinwise.pinning.run_program`)."""
     from .placement import resolve
     from .pinning import run_program

@@ -53,7 +53,11 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     traces and "neighbour" in others, and without ``locality`` among the candidates auto told a
     program that runs 5x faster pinned not to pin. One more candidate costs runs; the bench
     decides. A weak reading (:func:`pinwise.patterns.weak_reading`) adds the policies it gives
-    across a threshold: sysbench read "none" or "master/reduction" with the number of events."""
+    across a threshold: sysbench read "none" or "master/reduction" with the number of events. A
+    trace that missed part of the program's work (``analysis.withheld``) points at nothing: only the
+    placements that need no matrix are benched."""
+    if analysis.withheld:
+        return ["os", "compact", "scatter"]
     policies = ["os", "compact", "scatter", analysis.policy]
     if analysis.pattern != "none" or analysis.alternatives:
         policies.append("locality")
@@ -140,6 +144,9 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
     if rounds is not None:
         comm = fold_rounds(comm, rounds)
     analysis = analyze(comm, target)
+    if analysis.withheld:
+        raise PinwiseError(f"placements cannot be ranked by replaying this trace: {analysis.withheld}; trace the "
+                           "program that does the work (not its launcher)")
     say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
     say(f"    recommended on {target.source or 'the target'}: {analysis.policy} ({analysis.reason})")
     chosen = [name for name in candidate_policies(analysis) if name != "os"]
@@ -193,7 +200,11 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             comm = fold_rounds(comm, rounds)
         analysis = analyze(comm)
         say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
-        say(f"    recommended: {analysis.policy} ({analysis.reason})")
+        if analysis.withheld:
+            say(f"    no recommendation from the trace: {analysis.withheld}; benching the placements that need "
+                "no matrix")
+        else:
+            say(f"    recommended: {analysis.policy} ({analysis.reason})")
         chosen = list(dict.fromkeys(["os", *policies])) if policies else candidate_policies(analysis)
         candidates = build_candidates(chosen, placements or [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)

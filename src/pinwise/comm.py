@@ -126,6 +126,7 @@ _FIELD_READERS = {
     "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
     "sharing": (str, str), "hot_lines": (list, _hot_lines), "environment": (dict, _environment),
     "backend": (str, str), "sampling": (dict, lambda v: MappingProxyType(dict(v))),
+    "unseen": (str, str),
 }
 
 
@@ -171,6 +172,9 @@ class TraceInfo:
     #: The sampling backend's own record: clock period, samples, events, skipped samples by
     #: reason, events per time block (for the bootstrap of pinwise.confidence).
     sampling: MappingProxyType | None = None
+    #: What a native run showed that the trace did not see (fewer threads under Valgrind, work in
+    #: forked copies or in programs it started), in words; None when it saw it all or was not compared.
+    unseen: str | None = None
     #: Keys of the file that pinwise does not know, kept as they were.
     extra: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 

@@ -569,7 +569,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
     i on line i's host), or Slurm's srun with SLURM_HOSTFILE and --distribution=arbitrary. Returns
     the exit status, the placement's lines (rankfile form) and, with ``verify``, per rank the
     threads' records (where each ran)."""
-    from .pinning.launcher import PRELOAD_LIBRARY
+    from .pinning.launcher import PRELOAD_LIBRARY, RUNTIME_SETTINGS
     from .pinning.log import parse_log
     from .processes import run_in_group, temporary_folder, user_environment
 
@@ -591,7 +591,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
     with temporary_folder("mpirun") as tmp:
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
-                     "PINWISE_LOG": str(log)}
+                     "PINWISE_LOG": str(log), **RUNTIME_SETTINGS}
         clean = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
         if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")

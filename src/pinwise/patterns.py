@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .comm import CommMatrix, HotLine
+from .errors import PinwiseError
 from .metrics import Metrics, communication, metrics, sampling_noise
 
 #: Thresholds of the recommendation (documented in the README).
@@ -97,6 +98,16 @@ class Analysis:
     #: and the (pattern, policy) it gives with a threshold so moved.
     doubt: str = ""
     alternatives: tuple[tuple[str, str], ...] = ()
+    #: Why no placement may be recommended from this matrix: the trace missed part of the program's
+    #: work (TraceInfo.unseen). ``policy`` is then only what the metrics would point at.
+    withheld: str | None = None
+
+    def recommended(self) -> str:
+        """The recommended policy, for ``--policy auto``; refused when the trace missed work."""
+        if self.withheld:
+            raise PinwiseError(f"auto cannot choose a policy from this matrix: {self.withheld}; name a policy "
+                               "(compact and scatter need no matrix)")
+        return self.policy
 
     def to_document(self) -> dict:
         """``pinwise analyze --json``."""
@@ -115,6 +126,8 @@ class Analysis:
         }
         if self.costs is not None:
             document["costs"] = self.costs
+        if self.withheld is not None:
+            document["withheld"] = self.withheld
         return document
 
 
@@ -363,7 +376,8 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
 def analyze(comm: CommMatrix, topology=None) -> Analysis:
     """The metrics, the pattern and the recommended policy of ``comm``, characterised without
     its spin-waits; with ``topology`` (a Topology) the recommendation is checked against the
-    cost model there (:func:`checked_on`)."""
+    cost model there (:func:`checked_on`). A trace that missed part of the program's work gives
+    no recommendation: ``withheld`` says why."""
     spins = spin_waits(comm)
     used = without_lines(comm, spins)
     found = metrics(used)
@@ -379,7 +393,7 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
     if doubt:
         reason = f"{reason}; {doubt}"
     return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs,
-                    doubt, alternatives)
+                    doubt, alternatives, comm.info.unseen)
 
 
 # -- the labelled corpus ------------------------------------------------------------------------

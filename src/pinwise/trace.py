@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
 from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder, user_environment
-from .pinning.launcher import NATIVE_DIR, find_program
+from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable
 from ._stage import make_callable
 
 if TYPE_CHECKING:
@@ -182,10 +182,12 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     "any" every access to a line another thread touched (the paper's definition). ``omp_wait``:
     "passive" sets OpenMP's passive waiting (PASSIVE_WAIT) where the environment does not set it,
     "keep" leaves the environment alone. With ``quiet`` the program's standard output is
-    discarded. With ``native_run`` the program then runs once natively, its output discarded, for
-    the main thread's create/join calls, which show workers created in rounds
-    (pinwise.comm.find_rounds), and the threads' real lifetimes (under Valgrind they take turns);
-    only when the traced run leaves room for rounds (:func:`rounds_possible`)."""
+    discarded. With ``native_run`` the program then runs once natively, its output discarded,
+    which shows what the trace did not see (threads it did not start under Valgrind, work in the
+    processes it forks or execs: ``info.unseen``), and, when the traced run leaves room for rounds
+    (:func:`rounds_possible`), the main thread's create/join calls, which show workers created in
+    rounds (pinwise.comm.find_rounds), and the threads' real lifetimes (under Valgrind they take
+    turns)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
     if sharing not in SHARING_MODELS:
@@ -261,14 +263,25 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         comm = parse_trace(result_path.read_text(), str(result_path))
     partial = comm.info.partial or returncode != 0 or interrupted
     observed = {}
-    if native_run and not partial and rounds_possible(comm):
+    if native_run and not partial:
         if show:
-            print("tracing done; one native run for the threads' lifetimes and rounds ...", file=sys.stderr)
-        from .pinning.launcher import observe_threads
+            print("tracing done; one native run to compare its threads and see its rounds ...", file=sys.stderr)
+        from .pinning.launcher import lifetimes_and_spawns, observe_natively
+        from .pinning.readback import work_the_trace_missed
 
-        found = observe_threads(argv, extra_env)
-        if found is not None and len(found["lifetimes"]) == comm.threads:
-            observed = {"lifetimes": tuple(map(tuple, found["lifetimes"])), "spawns": tuple(map(tuple, found["spawns"]))}
+        native = None
+        if is_static_executable(program):
+            print(f"pinwise: note: {argv[0]} is statically linked, which the preload library cannot observe: no "
+                  "native run, so what the trace may have missed (threads, forked processes) is not checked",
+                  file=sys.stderr)
+        else:
+            native = observe_natively(argv, {**(extra_env or {}), **waiting})
+        if native is not None:
+            observed["unseen"] = work_the_trace_missed(native, comm.threads)
+            found = lifetimes_and_spawns(native) if rounds_possible(comm) else None
+            if found is not None and len(found["lifetimes"]) == comm.threads:
+                observed.update(lifetimes=tuple(map(tuple, found["lifetimes"])),
+                                spawns=tuple(map(tuple, found["spawns"])))
     from types import MappingProxyType
 
     info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
@@ -276,6 +289,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    exit_status=returncode, seconds=round(time.perf_counter() - start, 3))
     comm = replace(comm, info=info)
     write_comm(comm, output)
+    if info.unseen:
+        print(f"pinwise: warning: {info.unseen}; no placement will be recommended from this matrix", file=sys.stderr)
     if partial:
         reason = "was interrupted" if interrupted else (
             f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with status {returncode}")

@@ -8,12 +8,14 @@ Tables:
       several programs live side by side; a bench resumes the one of its command and configuration.
   runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
        user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced,
-       load1, others_cpu, steal_cpu, all_cpu)
+       load1, others_cpu, steal_cpu, all_cpu, threads, slots)
       one row per run; (experiment, block, policy, warmup) is unique, which is what makes a
       re-run resume instead of repeating. Times in seconds; failure is NULL for a good run. The last
       four say how busy the machine was (bench/noise.py): the load average at the start of the
       run, and the CPU seconds other processes used, the hypervisor stole, and that passed on all
-      CPUs during it. Databases written before they existed get them (empty) when opened to write.
+      CPUs during it. threads: how many threads the program ran, each taking a slot of the plan
+      (its main program's, launchers aside), against the plan's slots. Databases written before
+      these columns existed get them (empty) when opened to write.
 
 A crash, kill -9 or Ctrl-C of the bench loses at most the run in flight.
 
@@ -77,6 +79,8 @@ CREATE TABLE IF NOT EXISTS runs (
     others_cpu REAL,
     steal_cpu REAL,
     all_cpu REAL,
+    threads INTEGER,
+    slots INTEGER,
     UNIQUE (experiment, block, policy, warmup)
 );
 """
@@ -107,6 +111,8 @@ class Run:
     others_cpu: float | None = None
     steal_cpu: float | None = None
     all_cpu: float | None = None
+    threads: int | None = None         # threads read back, each in a slot (None: nothing read back)
+    slots: int | None = None           # the plan's slots (None: the OS placed the threads)
     block: int = 0
     policy: str = ""
     warmup: int = 0
@@ -123,7 +129,8 @@ class Run:
 
 RUN_FIELDS = tuple(f.name for f in fields(Run) if f.metadata.get("stored", True))
 #: Columns added after the first release: (name, SQL type), added to older databases on open.
-ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"))
+ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"),
+                 ("threads", "INTEGER"), ("slots", "INTEGER"))
 #: The same for the experiments table.
 ADDED_EXPERIMENT_COLUMNS = (("host", "TEXT"),)
 REQUIRED_RUN_COLUMNS = ("experiment",) + tuple(f for f in RUN_FIELDS if f not in dict(ADDED_COLUMNS))
@@ -435,6 +442,7 @@ _RUN_CHECKS = {
     "placement": _text, "load1": lambda v: _number(v, optional=True),
     "others_cpu": lambda v: _number(v, optional=True), "steal_cpu": lambda v: _number(v, optional=True),
     "all_cpu": lambda v: _number(v, optional=True), "block": lambda v: _number(v, whole=True),
+    "threads": lambda v: _number(v, optional=True, whole=True), "slots": lambda v: _number(v, optional=True, whole=True),
     "policy": _text, "warmup": lambda v: v in (0, 1), "position": lambda v: _number(v, optional=True, whole=True),
     "seed": lambda v: _number(v, optional=True, whole=True),
 }

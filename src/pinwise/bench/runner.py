@@ -27,8 +27,9 @@ from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
-from ..pinning.launcher import launchable_program, preload_environment
-from ..pinning.log import parse_log
+from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask
+from ..pinning.log import RunResult, read_log
+from ..pinning.readback import thread_count
 from .. import policies
 from ..placement import Placement, resolve
 from ..plan import Plan
@@ -127,7 +128,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
     behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile."""
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
-        env = preload_environment(plan, log_path, follow_children=False)
+        env = preload_environment(plan, log_path)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -139,8 +140,10 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             try:
                 with signals_held():  # a stop signal lands in this try, with the program known
                     try:
-                        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                                   start_new_session=True, preexec_fn=die_with_parent())
+                        with whole_plan_mask(plan):
+                            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                                       stderr=err, start_new_session=True,
+                                                       preexec_fn=die_with_parent())
                     except OSError as error:
                         raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
                     if guard is not None:
@@ -170,7 +173,9 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             after, energy_after = counters.read(), rapl_energy_uj()
         stdout = out_path.read_text(errors="replace")
         stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
-        threads = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
+        log = Path(log_path).read_text(errors="replace") if Path(log_path).exists() else ""
+        processes, threads = read_log(log)
+        read_back = RunResult(process.returncode, threads, pid=process.pid, processes=processes)
     code = process.returncode
     failure = None
     if timed_out.is_set():
@@ -202,6 +207,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         energy_j=energy, exit_status=code, failure=failure,
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
         placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
+        threads=thread_count(read_back) if read_back.processes else None,
+        slots=None if plan is None else plan.nb_slots,
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
 
 
@@ -406,6 +413,7 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
 
     show = console.is_terminal if progress is None else progress
     medians: dict[str, list[float]] = {}
+    warned: set[str] = set()  # placements whose runs were said to run fewer threads than their plan
     counters = SoftwareCounters()
     guard = GroupGuard() if runner is run_once else None
     measure = partial(run_once, guard=guard) if guard is not None else runner
@@ -440,6 +448,12 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                     raise PinwiseError(_regex_missed(pattern, name, result))
                 any_good = any_good or result.failure is None
                 db.record_run(connection, experiment.id, result)
+                if fewer_threads(result) and name not in warned:
+                    warned.add(name)
+                    tell(f"pinwise: warning: {name}: the program ran {result.threads} thread"
+                         f"{'s' if result.threads != 1 else ''}, the plan has {result.slots} slots: the program ran "
+                         "fewer threads than the plan, so part of the placement places nothing (check "
+                         "OMP_NUM_THREADS and the program's own thread count)")
                 if block == 0 and warm == first_warm:
                     first_block.append(result)
                 if stop_if_all_fail and not any_good and len(first_block) >= len(candidates):
@@ -464,6 +478,11 @@ def all_failed_message(failed: list[db.Run]) -> str:
         why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
     return (f"no verdict: every run of the first block failed ({why}); a placement can only be judged on runs "
             "that end well: check the command (pinwise run -- PROGRAM ARGS shows its output)")
+
+
+def fewer_threads(run: db.Run) -> bool:
+    """A good run whose program ran fewer threads than its plan has slots."""
+    return run.failure is None and run.threads is not None and run.slots is not None and run.threads < run.slots
 
 
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:

@@ -215,7 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "--no-verify: pinwise becomes the program (exec, like taskset), whose exit status and "
                           "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
-    run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
+    run.add_argument("--follow-children", dest="follow", action="store_true", default=True,
+                     help=argparse.SUPPRESS)  # the older name of --follow
+    run.add_argument("--follow", dest="follow", action=argparse.BooleanOptionalAction, default=True,
+                     help="the processes the program starts take the plan too (default): a program it execs, "
+                          "directly or in a child (sh -c, time, env, numactl, a launcher script), gets the whole plan "
+                          "from slot 0, its main thread pinned when it starts its first thread; a child it forks "
+                          "without exec takes the next slot, as a thread would. --no-follow: they get back the "
+                          "affinity pinwise started with, and --verify names them")
     memory = run.add_argument_group("memory placement (choose one; applied to every thread, also with --omp)")
     memory = memory.add_mutually_exclusive_group()
     memory.add_argument("--membind", metavar="NODES", help="allocate only on these NUMA nodes (numactl --membind)")
@@ -277,8 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     tracer.add_argument("--max-lines", type=_whole(1024, 1 << 34), default=None,
                         help="cache lines tracked at most (bounds memory; default 16777216)")
     tracer.add_argument("--no-native-run", dest="native_run", action="store_false",
-                        help="skip the one native run (output discarded) that records when each thread lived; "
-                             "without it, workers created in rounds are not recognised")
+                        help="skip the one native run (output discarded) that records when each thread lived and "
+                             "what the trace missed (threads Valgrind did not start, work in forked or exec'd "
+                             "processes); without it, workers created in rounds are not recognised and a matrix "
+                             "that misses work is not flagged")
     tracer.add_argument("program", nargs=argparse.REMAINDER, help="-- program and its arguments")
     tracer.set_defaults(handler="measuring:cmd_trace")
 

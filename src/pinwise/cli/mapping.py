@@ -56,7 +56,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         from ..patterns import analyze
 
         found = analyze(comm, topology)
-        policy = found.policy
+        policy = found.recommended()
         print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
     plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
                              cpu_kinds=args.cpu_kinds), topology, comm)
@@ -110,7 +110,7 @@ def _print_comparison(rows, topology, recommended) -> int:
     levels = [t for t in topology.level_types if t in shared and t != ObjType.MACHINE
               and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
     def mark(row) -> str:
-        return "*" if row.policy == recommended.policy else ""
+        return "*" if row.policy == recommended.policy and not recommended.withheld else ""
 
     table = Table(title=Text(f"every policy on {topology.source}: cost = sum of M[i][j] x tree distance (lower is better)"),
                   title_justify="left")
@@ -129,6 +129,9 @@ def _print_comparison(rows, topology, recommended) -> int:
                       cpus if len(cpus) <= 40 else cpus[:37] + "...")
     console = Console(highlight=False, width=max(160, Console().width))
     console.print(table)
+    if recommended.withheld:
+        console.print(Text(f"rec.: none, {recommended.withheld}"))
+        return 0
     console.print(Text(f"rec. *: recommended (pinwise analyze -t): {recommended.policy}, for the {recommended.pattern} "
                        f"pattern: {recommended.reason}"))
     return 0

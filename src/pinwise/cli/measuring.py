@@ -274,7 +274,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"wrote {args.png}", file=sys.stderr)
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
-    console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))
+    console.print(Text(f"pattern{' of what was traced' if result.withheld else ''}: {result.pattern} "
+                       f"({result.pattern_reason})"))
+    if result.withheld:
+        console.print(Text(f"no recommendation: {result.withheld}; trace the program that does the work (not its "
+                           "launcher), or choose a policy that needs no matrix (compact, scatter) and bench it"))
+        return 0
     unsure = ""
     if sureness is not None:
         if sureness.pattern_agreement is None:

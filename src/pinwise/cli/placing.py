@@ -100,28 +100,49 @@ def _memory_option(memory) -> str:
             "local": "--mempolicy local", "local-to-thread": "--mem local-to-thread"}[memory.mode]
 
 
+#: --verify's table shows the first and last threads of a program that ran very many.
+TABLE_HEAD, TABLE_TAIL = 24, 8
+
+
 def _verify_table(result, plan, memory=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from ..pinning.log import WHOLE_PLAN
+    from ..pinning.readback import programs, shown_threads, summary_lines
 
     console = Console(stderr=True, highlight=False)
     table = Table(title="where each thread ran", title_justify="left")
-    columns = ("thread", "slot", "TID", "asked", "ran on") + (("memory (numa_maps)",) if memory is not None else ()) + ("",)
+    found = programs(result)
+    shown = shown_threads(result)
+    several = len({t.pid for t in shown}) > 1
+    columns = (("process",) if several else ()) + ("thread", "slot", "TID", "asked", "ran on") \
+        + (("memory (numa_maps)",) if memory is not None else ()) + ("",)
     for column in columns:
         table.add_column(column, justify="right" if column in ("thread", "slot", "TID") else "left")
     wrong_memory = 0
-    for record in result.threads:
+    names = {t.pid: p.name for p in found for t in p.threads}
+    followed_by = {(t.pid, t.image, t.tid): p.followed for p in found for t in p.threads}
+    for row, record in enumerate(shown):
         ran = str(record.start_cpu) if record.end_cpu in (None, record.start_cpu) else f"{record.start_cpu} -> {record.end_cpu}"
+        followed = followed_by.get((record.pid, record.image, record.tid), True)
         if plan is None:
             status = "not pinned (os)"
+        elif record.slot == WHOLE_PLAN:
+            status = "whole plan (no thread started)"
         elif record.slot < 0:
             status = "skipped helper"
+        elif not followed:
+            status = "not followed"
         elif record.ran_where_asked:
             status = "ok"
         else:
             status = "[bold red]NOT WHERE ASKED[/]" + (f" (error {record.error})" if record.error else "")
-        cells = [str(record.index), "-" if record.slot < 0 or plan is None else str(record.slot), str(record.tid),
-                 format_cpulist(record.requested), ran]
+        cells = ([f"{names.get(record.pid, '?')} {record.pid}"] if several else []) + [
+            str(record.index), "-" if record.slot < 0 or plan is None or not followed else str(record.slot),
+            str(record.tid),
+            format_cpulist(record.requested), ran]
         if memory is not None:
             expected = memory.expected(record.end_cpu if record.end_cpu is not None else record.start_cpu)
             seen = record.mempolicy or "unknown"
@@ -129,30 +150,43 @@ def _verify_table(result, plan, memory=None) -> None:
                 wrong_memory += 1
                 seen = f"[bold red]{seen} (asked {expected})[/]"
             cells.append(seen)
-        table.add_row(*cells, status)
-    console.print(table)
+        if row < TABLE_HEAD or row >= len(shown) - TABLE_TAIL:
+            table.add_row(*cells, status)
+        elif row == TABLE_HEAD:
+            table.add_row(*([""] * (len(columns) - 1)), f"... {len(shown) - TABLE_HEAD - TABLE_TAIL:,} more threads")
+    if shown:
+        console.print(table)
     memory_note = "" if memory is None else ("; memory policy as asked in every thread" if not wrong_memory
                                              else f"; [bold red]{wrong_memory} with another memory policy[/]")
     if plan is not None:
-        wrong = [r for r in result.misplaced if r.slot >= 0]
-        console.print(f"pinwise: {len(result.threads)} threads, "
-                      + (f"{len(wrong)} not where asked" if wrong else "all where asked") + memory_note)
+        lines = [escape(line) for line in summary_lines(result, plan.nb_slots, plan.all_cpus, plan.traced_threads)]
+        lines[-1] += memory_note
+        for line in lines:
+            console.print(f"pinwise: {line}", soft_wrap=True)
     elif memory is not None:
-        console.print(f"pinwise: {len(result.threads)} threads{memory_note}")
+        console.print(f"pinwise: {len(shown)} threads{memory_note}")
 
 
 def as_openmp_places_them(result, plan):
-    """Under ``--omp`` the library only observes; thread k of the program (creation order, which
-    is the OpenMP thread number of its first team) was asked for the place proc_bind(close) gives
-    it among the plan's places: one each while there are places enough, then libgomp's
-    distribution, not the preload library's wrap-around."""
+    """Under ``--omp`` the library only observes; thread k of a program (creation order, which is
+    the OpenMP thread number of its first team) was asked for the place proc_bind(close) gives it
+    among the plan's places: one each while there are places enough, then libgomp's distribution,
+    not the preload library's wrap-around. Every program that inherits the environment (one a
+    shell starts, too) has its OpenMP runtime place its threads so."""
     from dataclasses import replace
 
     from ..policies import omp_close_places
 
-    places = omp_close_places(plan.nb_slots, sum(1 for r in result.threads if r.pid == result.pid))
-    threads = tuple(replace(r, slot=places[r.index], requested=tuple(plan.slots[places[r.index]]))
-                    if r.pid == result.pid and r.index < len(places) else r for r in result.threads)
+    images = [p.threads for p in result.processes if p.how == "exec" and p.followed] \
+        or [tuple(r for r in result.threads if r.pid == result.pid)]  # a log without process records
+    asked = {}
+    for threads in images:
+        places = omp_close_places(plan.nb_slots, len(threads))
+        for r in threads:
+            if r.index < len(places):
+                asked[(r.pid, r.image, r.tid)] = places[r.index]
+    threads = tuple(replace(r, slot=asked[key], requested=tuple(plan.slots[asked[key]]))
+                    if (key := (r.pid, r.image, r.tid)) in asked else r for r in result.threads)
     return replace(result, threads=threads)
 
 
@@ -186,9 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.verify is False:  # asked for nothing back: become the program, as taskset does
         from ..pinning.launcher import exec_program
 
-        exec_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
+        exec_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
     verify = args.verify if args.verify is not None else sys.stderr.isatty()
-    result = run_program(argv, plan, follow_children=args.follow_children, omp=args.omp, memory=memory)
+    result = run_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
     if args.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
     if result.unobserved:

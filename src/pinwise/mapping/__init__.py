@@ -88,7 +88,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
         from ..patterns import analyze
 
         found = analyze(comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm)), topology)
-        policy, source = found.policy, f"policy {found.policy} (auto: {found.pattern} pattern)"
+        policy, source = found.recommended(), f"policy {found.policy} (auto: {found.pattern} pattern)"
     entry = policies.lookup(policy)
     matrix = _matrix(comm)
     count = matrix.shape[0]

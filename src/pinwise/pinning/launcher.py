@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import contextmanager
+
+from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import user_environment
 
@@ -100,9 +103,17 @@ def why_not_loaded(program: str) -> str:
     return "the program removed LD_PRELOAD from its environment or replaced itself before the loader ran"
 
 
-def preload_environment(plan: Plan | None, log_path: str | None, follow_children: bool,
+#: What the OpenMP runtimes of LLVM and Intel (libomp, libiomp5) are told when the preload library
+#: pins: keep away from the threads' affinity. Otherwise each worker, once started (and pinned),
+#: sets itself to the mask the runtime read at start-up, the whole plan; likwid-pin sets the same.
+RUNTIME_SETTINGS = {"KMP_AFFINITY": "disabled"}
+
+
+def preload_environment(plan: Plan | None, log_path: str | None, follow: bool = True,
                         base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment that makes the preload library pin (or, without a plan, only observe)."""
+    """The environment that makes the preload library pin (or, without a plan, only observe).
+    ``follow``: the programs the program starts take the plan too (see the library's
+    PINWISE_FOLLOW); otherwise they get back the affinity pinwise was started with."""
     if not os.path.exists(_PRELOAD):
         raise PinwiseError(f"the preload library is missing ({_PRELOAD}); reinstall pinwise with its native part")
     env = user_environment(base)
@@ -111,24 +122,47 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow_children
         env.pop(name, None)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{_PRELOAD} {preload}".strip()
+    env["PINWISE_ORIGINAL"] = format_cpulist(sorted(os.sched_getaffinity(0)))
     if plan is None:
         env["PINWISE_OBSERVE"] = "1"
     else:
         env.update(plan.environment())
+        env.update(RUNTIME_SETTINGS)
         env.setdefault("OMP_NUM_THREADS", str(plan.nb_slots))  # as likwid-pin does
     if log_path:
         env["PINWISE_LOG"] = log_path
-    if follow_children:
+    if follow:
         env["PINWISE_FOLLOW"] = "1"
     return env
 
 
-def program_environment(plan: Plan | None, log_path: str | None, follow_children: bool = False,
+@contextmanager
+def whole_plan_mask(plan: Plan | None):
+    """The calling thread's affinity narrowed to the plan's CPUs while the program is started: it
+    inherits them, so every runtime that sizes itself from the mask while the program loads (also
+    in a library constructor that runs before the preload library's) sees the whole plan, as
+    under likwid-pin. The preload library narrows each thread to its slot later."""
+    if plan is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, plan.all_cpus)
+    except OSError:
+        before = None  # the plan was checked against the CPUs allowed; the library says what fails
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+
+
+def program_environment(plan: Plan | None, log_path: str | None, follow: bool = True,
                         omp: bool = False, extra_env: dict[str, str] | None = None, memory=None) -> dict[str, str]:
     """The environment a pinned program starts with: the preload library's variables, or with
     ``omp`` the OpenMP runtime's (OMP_PLACES, OMP_PROC_BIND) while the library only observes;
     ``memory`` (a :class:`pinwise.pinning.memory.MemoryPolicy`) is applied by the library either way."""
-    env = preload_environment(None if omp else plan, log_path, follow_children)
+    env = preload_environment(None if omp else plan, log_path, follow)
     if memory is not None:
         env.update(memory.environment())
     if omp and plan is not None:
@@ -138,24 +172,25 @@ def program_environment(plan: Plan | None, log_path: str | None, follow_children
     return env
 
 
-def exec_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
-                 memory=None):
+def exec_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False, memory=None):
     """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
     program = launchable_program(argv, omp)
-    env = program_environment(plan, None, follow_children, omp, memory=memory)
+    env = program_environment(plan, None, follow, omp, memory=memory)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execve(program, argv, env)
+        with whole_plan_mask(None if omp else plan):
+            os.execve(program, argv, env)
     except OSError as err:
         raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
 
 
-def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = False, omp: bool = False,
+def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False,
                 extra_env: dict[str, str] | None = None, observe: bool = True, output=None, memory=None) -> RunResult:
     """Run ``argv`` with ``plan`` (None: unpinned, only observed) and report where its threads ran.
 
+    ``follow``: the programs it starts take the plan too (see :func:`preload_environment`).
     With ``omp``, the plan is given to the OpenMP runtime (OMP_PLACES, OMP_PROC_BIND) instead of
     the preload library, which then only observes. ``output``: where the program's standard output
     and error go (default: ours; ``subprocess.DEVNULL`` to discard them).
@@ -163,16 +198,17 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
     import subprocess
     import tempfile
 
-    from .log import RunResult, parse_log, parse_spawns
+    from .log import RunResult, parse_spawns, read_log, unloaded_programs
 
     program = launchable_program(argv, omp)
     fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
     os.close(fd)
     try:
-        env = program_environment(plan, log_path if observe else None, follow_children, omp, extra_env, memory)
+        env = program_environment(plan, log_path if observe else None, follow, omp, extra_env, memory)
         try:
-            process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
-                                       stdin=subprocess.DEVNULL if output is not None else None)
+            with whole_plan_mask(None if omp else plan):
+                process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
+                                           stdin=subprocess.DEVNULL if output is not None else None)
         except OSError as err:
             raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
         while True:
@@ -185,26 +221,30 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
             text = log.read()
     finally:
         os.unlink(log_path)
-    threads = parse_log(text)
+    processes, threads = read_log(text)
     unobserved = None
-    if observe and not any(t.pid == process.pid for t in threads):
+    if observe and not any(p.pid == process.pid for p in processes):
         unobserved = why_not_loaded(program)
     return RunResult(returncode, threads, signal.Signals(-returncode).name if returncode < 0 else None,
-                     process.pid, parse_spawns(text), unobserved)
+                     process.pid, parse_spawns(text), unobserved, processes, unloaded_programs(text))
 
 
-def observe_threads(argv: list[str], extra_env: dict[str, str] | None = None) -> dict | None:
-    """Run the program once natively, its output discarded, the preload library only observing.
-
-    Returns ``{"lifetimes": [[start, end], ...], "spawns": [["create"|"join", index], ...]}``:
-    when each thread of the process lived (CLOCK_MONOTONIC ns from the first, creation order), and
-    the main thread's pthread_create and pthread_join calls in its program order, which show
-    workers created in rounds whatever the scheduler did. None if the run failed or the log is
-    incomplete."""
+def observe_natively(argv: list[str], extra_env: dict[str, str] | None = None) -> RunResult:
+    """Run the program once natively, its output discarded, the preload library only observing:
+    its threads, and those of every process it starts (children are followed)."""
     import subprocess
 
-    result = run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
-    records = [t for t in result.threads if t.pid == result.pid]  # not children that inherited the library
+    return run_program(argv, None, extra_env=extra_env, output=subprocess.DEVNULL)
+
+
+def lifetimes_and_spawns(result: RunResult) -> dict | None:
+    """From a native run (:func:`observe_natively`) of the program:
+    ``{"lifetimes": [[start, end], ...], "spawns": [["create"|"join", index], ...]}``, when each
+    thread of its first process lived (CLOCK_MONOTONIC ns from the first, creation order), and the
+    main thread's pthread_create and pthread_join calls in its program order, which show workers
+    created in rounds whatever the scheduler did. None if the run failed or the log is incomplete."""
+    first = next((p for p in result.processes if p.pid == result.pid), None)
+    records = list(first.threads) if first is not None else []  # not children, which number their own
     if result.returncode != 0 or not records:
         return None
     if [t.index for t in records] != list(range(len(records))):

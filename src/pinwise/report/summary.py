@@ -64,6 +64,14 @@ class PolicyResult:
     verdict: Verdict | None = None         # set by summarize, once
     #: Other names of this placement (the same CPUs, or their mirror image): run once, under ``name``.
     aliases: tuple[str, ...] = ()
+    #: The fewest and most threads its good runs ran (read back), and the plan's slots
+    threads: tuple[int, int] | None = None
+    slots: int | None = None
+
+    @property
+    def fewer_threads(self) -> bool:
+        """Some good run ran fewer threads than the plan has slots: slots placed nothing."""
+        return self.threads is not None and self.slots is not None and self.threads[0] < self.slots
 
     @property
     def runs(self) -> int:
@@ -186,7 +194,9 @@ def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: st
         Counter(r.failure for r in mine if r.failure is not None),
         spread=stats.spread(times) if len(times) else None,
         migrations=_median(r.migrations for r in good), context_switches=_median(r.context_switches for r in good),
-        max_rss_kb=_median(r.max_rss_kb for r in good), misplaced_runs=sum(1 for r in good if r.misplaced))
+        max_rss_kb=_median(r.max_rss_kb for r in good), misplaced_runs=sum(1 for r in good if r.misplaced),
+        threads=(min(counts), max(counts)) if (counts := [r.threads for r in good if r.threads is not None]) else None,
+        slots=next((r.slots for r in good if r.slots is not None), None))
 
 
 def _compared(base: PolicyResult, result: PolicyResult, confidence: float, seed: int) -> PolicyResult:

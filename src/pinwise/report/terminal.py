@@ -76,6 +76,10 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
     misplaced = [f"{p.label} ({p.misplaced_runs} runs)" for p in summary.policies if p.misplaced_runs]
     if misplaced:
         lines.append("threads found off their CPUs in: " + ", ".join(misplaced))
+    fewer = [p for p in summary.policies if p.fewer_threads]
+    if fewer:
+        lines.append("the program ran fewer threads than the plan (slots that placed nothing): " + ", ".join(
+            f"{p.name} ({thread_range(p.threads)} of {p.slots} slots)" for p in fewer))
     lines.extend(noise_lines(summary))
     lines.append(conclusion_line(summary))
     return lines
@@ -104,6 +108,11 @@ def conclusion_line(summary: ExperimentSummary) -> str:
 #: Outliers are warned about when they are more than this share of the runs: a normal sample
 #: has an occasional one, a machine with something else running has many.
 OUTLIER_WARNING_SHARE = 0.05
+
+
+def thread_range(threads: tuple[int, int]) -> str:
+    low, high = threads
+    return f"{low} thread{'s' if high != 1 else ''}" if low == high else f"{low} to {high} threads"
 
 
 def noise_lines(summary: ExperimentSummary) -> list[str]:
