@@ -1,4 +1,5 @@
-"""Cost of tracing: native time, Valgrind's own floor (--tool=none) and pinwise trace, side by side.
+"""Cost of tracing: native time, Valgrind's own floor (--tool=none) and pinwise trace, side by side;
+and the sampling backend (pinwise trace --backend sample) against native runs.
 
 Each program runs natively, under `valgrind --tool=none --fair-sched=yes` (what any Valgrind tool
 costs at least), under pinwise's Valgrind tool alone (same options as `pinwise trace` uses) and
@@ -9,18 +10,28 @@ fastest run is the least disturbed measure of each (the advice of Python's timei
 the hard case <= 1.6 x: every access a new line of an 8 MiB working set per thread, touched again
 in every window, past the CPU's caches (the tool watches that loop's pages rather than its lines).
 
-    python benchmarks/trace_overhead.py [--runs 5]
+The sampling backend (issue 36) runs beside the program, so its cost is the program's own time
+under it: each program prints its wall time, measured natively and under `pinwise trace --backend
+sample` at the default rate in interleaved pairs (--sample-runs of each, order drawn per pair);
+the median ratio is the figure (target <= 1.05 on the tests' programs and a compute-bound program
+of two threads), with the whole Valgrind command's ratio to native beside it (one run).
+
+    python benchmarks/trace_overhead.py [--runs 5] [--sample-runs 11] [--only valgrind|sample]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
+import re
+import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from common import PINWISE, console, native_dir, table
+from common import PINWISE, compile_c, console, native_dir, table
 
 from pinwise.trace import tool_environment
 
@@ -34,7 +45,13 @@ def timed(command: list[str], env: dict | None = None) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sample-runs", type=int, default=11)
+    parser.add_argument("--only", choices=("valgrind", "sample"))
     args = parser.parse_args()
+    if args.only != "valgrind":
+        sampling_cost(args.sample_runs)
+    if args.only == "sample":
+        return 0
     patterns = str(native_dir() / "bin" / "patterns")
     programs = {  # the tests' patterns, long enough (2-4 s under Valgrind) that start-up does not dominate
         "pairs, 4 threads": [patterns, "pairs", "-n", "4", "-i", "60000"],
@@ -78,6 +95,62 @@ def main() -> int:
                   f"{min(command_ratios):.2f}-{max(command_ratios):.2f} x ({verdict(max(command_ratios), 1.4)}); "
                   f"the hard case (last row) {hard_tool:.2f} x ({verdict(hard_tool, 1.6)}).")
     return 0
+
+
+def program_time(command: list[str]) -> tuple[float, float]:
+    """(the time the program printed, the wall time of the whole command)."""
+    start = time.perf_counter()
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    found = re.search(r"Time in seconds = ([0-9.]+)", result.stdout)
+    if not found:
+        raise SystemExit(f"no time in the output of {' '.join(command)}:\n{result.stdout}")
+    return float(found.group(1)), wall
+
+
+def sampling_cost(runs: int) -> None:
+    patterns = str(native_dir() / "bin" / "patterns")
+    with tempfile.TemporaryDirectory() as tmp:
+        compute = str(compile_c("compute2.c", Path(tmp)))
+        programs = {  # 1-3 s natively: the tests' patterns, and one that computes in registers
+            "pairs, 4 threads": [patterns, "pairs", "-n", "4", "-i", "60000"],
+            "neighbour, 8 threads": [patterns, "neighbour", "-n", "8", "-i", "30000"],
+            "master, 6 threads": [patterns, "master", "-n", "6", "-i", "40000"],
+            "all-to-all, 4 threads": [patterns, "all-to-all", "-n", "4", "-i", "60000"],
+            "private, 4 threads": [patterns, "private", "-n", "4", "-i", "100000"],
+            "compute-bound, 2 threads": [compute, "200000000"],
+        }
+        out = table(f"sampling cost: the program's own time, median of {runs} interleaved pairs",
+                    ["program", "native s", "sampled s", "sampled x native", "whole command x native",
+                     "valgrind command x native", "events (median)"])
+        ratios = []
+        for name, command in programs.items():
+            console.print(f"[dim]{name}: {runs} x (native, sampled), then one Valgrind trace[/dim]")
+            native, sampled, whole, events = [], [], [], []
+            for _ in range(runs):
+                order = ["native", "sampled"]
+                random.shuffle(order)
+                for kind in order:
+                    if kind == "native":
+                        native.append(program_time(command)[0])
+                    else:
+                        own, wall = program_time([PINWISE, "trace", "--backend", "sample", "-o", f"{tmp}/s.json",
+                                                  "--", *command])
+                        sampled.append(own)
+                        whole.append(wall)
+                        events.append(json.loads(Path(tmp, "s.json").read_text())["sampling"]["events"])
+            start = time.perf_counter()
+            subprocess.run([PINWISE, "trace", "-o", f"{tmp}/v.json", "--", *command], check=True,
+                           capture_output=True)
+            valgrind = time.perf_counter() - start
+            ratio = statistics.median(sampled) / statistics.median(native)
+            ratios.append(ratio)
+            out.add_row(name, f"{statistics.median(native):.3f}", f"{statistics.median(sampled):.3f}", f"{ratio:.3f}",
+                        f"{statistics.median(whole) / statistics.median(native):.2f}",
+                        f"{valgrind / statistics.median(native):.1f}", f"{statistics.median(events):.0f}")
+        console.print(out)
+        console.print(f"Sampled, the programs run at {min(ratios):.3f}-{max(ratios):.3f} x their native time "
+                      f"(target <= 1.05: {'met' if max(ratios) <= 1.05 else 'NOT met'}).")
 
 
 if __name__ == "__main__":

@@ -173,11 +173,22 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     comm = _renumbered(comm, log_text)
     seconds = round(time.perf_counter() - start, 3)
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
-    info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or interrupted and pid is None)
+    info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or interrupted and pid is None,
+                   unseen=_unseen(comm.info.sampling))
     comm = replace(comm, info=info)
     _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread)
     write_comm(comm, output)
     return comm
+
+
+def _unseen(sampling) -> str | None:
+    """What the samples show that the matrix does not hold: the work of child processes (as
+    pinwise.trace words it for the Valgrind tracer); None when it is a tenth of the samples or less."""
+    children, total = sampling.get("child_samples", 0), sampling.get("samples", 0)
+    if not total or children <= 0.1 * total:
+        return None
+    return (f"{children / total:.0%} of the samples were in {sampling.get('child_processes', 0)} child process(es), "
+            "whose threads the sampler does not follow: that work is not in the matrix")
 
 
 def _show_progress(status_path: Path, elapsed: float) -> None:
