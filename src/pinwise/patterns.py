@@ -153,8 +153,16 @@ def spin_waits(comm: CommMatrix) -> tuple[HotLine, ...]:
         return found
     # Sampled, a spinning thread's samples fall mostly behind its pause instruction, not on its
     # load, so reads are undercounted; a barrier's line shows instead as events of every thread.
-    return found + tuple(line for line in lines if line not in found and line.events >= SPIN_SHARE * total
-                         and len({t for i, j, _ in line.pairs for t in (i, j)}) == comm.threads)
+    # A barrier spans lines (a generation, a counter): each is judged against what the lines set
+    # aside before it leave, hottest first.
+    left = total - sum(line.events for line in found)
+    more = []
+    for line in sorted(lines, key=lambda line: -line.events):
+        if line not in found and line.events >= SPIN_SHARE * left \
+                and len({t for i, j, _ in line.pairs for t in (i, j)}) == comm.threads:
+            more.append(line)
+            left -= line.events
+    return found + tuple(more)
 
 
 def without_lines(comm: CommMatrix, lines: tuple[HotLine, ...]) -> CommMatrix:

@@ -271,9 +271,34 @@ def parse_sample(text: str, source: str) -> CommMatrix:
             instructions_together=tuple(ints["load-together"]), hot_lines=hot,
             exit_status=None if int(header["exit-status"][0]) < 0 else int(header["exit-status"][0]),
             sampling=MappingProxyType(sampling))
+        info = replace(info, hot_lines=_in_matrix_units(hot, matrix, sampling["pairs"]))
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
     return CommMatrix(matrix, np.array(ints["accv"], dtype=np.float64), np.array(ints["load"], dtype=np.float64), info)
+
+
+def _in_matrix_units(hot, matrix: np.ndarray, pairs: list) -> tuple | None:
+    """The hot lines' events as the matrix counts them: the sampler counts a line's hits with
+    their draw weights only, the matrix scales each pair's further (watched share, samples per
+    offer: pw_sample.c's estimate), so that analyze can weigh a line against the matrix and take
+    its events out of it (spin-waits)."""
+    if not hot:
+        return hot
+    t = matrix.shape[0]
+    weighted = np.zeros((t, t))
+    for a, b, _offered, _armed, hits in pairs:
+        weighted[int(a), int(b)] += float(hits)
+    weighted = weighted + weighted.T
+    upper = np.triu_indices(t, 1)
+    overall = matrix[upper].sum() / weighted[upper].sum() if weighted[upper].sum() > 0 else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(weighted > 0, matrix / weighted, overall)
+    lines = []
+    for line in hot:
+        scaled = tuple((i, j, int(round(n * factor[i, j]))) for i, j, n in line.pairs)
+        events = sum(n for _, _, n in scaled) if scaled else int(round(line.events * overall))
+        lines.append(replace(line, pairs=scaled, events=events))
+    return tuple(lines)
 
 
 def _renumbered(comm: CommMatrix, log_text: str) -> CommMatrix:
