@@ -12,13 +12,17 @@ APT_PACKAGES := hwloc likwid scotch liblemon-dev chromium valgrind gcc g++ make 
 	openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge libopenblas-dev pigz stress-ng
 SOURCES := $(shell find src native -type f -not -name '*.pyc') pyproject.toml CMakeLists.txt
 
-.PHONY: demo test deps install clean screenshot
+.PHONY: demo test test-unit deps install clean screenshot
 
 demo: install
 	$(VENV)/bin/pinwise demo --out pinwise-demo
 
 test: install
 	$(PY) -m pytest -q tests
+
+# The unit tier alone (no Valgrind, MPI, Slurm, sampler or real timing): under 2 minutes.
+test-unit: install
+	$(PY) -m pytest -q -m unit tests
 
 install: deps $(VENV)/.installed
 

@@ -72,10 +72,13 @@ def main() -> int:
                 same_policy += found.policy == truth.policy
                 events.append(sampled.info.sampling["events"])
                 ratios.append(locality_cost(sampled, reference, machine) / best if best > 0 else 1.0)
-            enough = same_pattern >= 0.9 * args.runs and same_policy >= 0.9 * args.runs and max(ratios) <= 1.05
+            # without communication every placement costs about nothing: a ratio of two near-zero costs says nothing
+            silent = truth.pattern == "none"
+            enough = same_pattern >= 0.9 * args.runs and same_policy >= 0.9 * args.runs and (silent or max(ratios) <= 1.05)
             met &= enough
             out.add_row(name, f"{truth.pattern} -> {truth.policy}", f"{same_pattern}/{args.runs}",
-                        f"{same_policy}/{args.runs}", f"{statistics.median(ratios):.3f}, {max(ratios):.3f}",
+                        f"{same_policy}/{args.runs}",
+                        "- (no communication)" if silent else f"{statistics.median(ratios):.3f}, {max(ratios):.3f}",
                         f"{statistics.median(events):.0f}", f"{statistics.median(seconds):.1f}")
     console.print(out)
     console.print(f"targets (same pattern and policy in 9 of 10, locality cost <= 1.05x): "

@@ -25,6 +25,19 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 PINWISE = str(Path(sys.executable).parent / "pinwise")
+
+#: The tiers (README, "Tests"): a module here runs Valgrind, MPI, Slurm, the sampler, real benches
+#: or whole pipelines (the full suite, `make test`); every other test is of the unit tier
+#: (`pytest -m unit`, under 2 minutes), marked so by pytest_collection_modifyitems below.
+SYSTEM_MODULES = {"test_auto", "test_bench", "test_database", "test_faults", "test_memory", "test_mpi", "test_mpich",
+                  "test_pinning", "test_readback", "test_readme", "test_sample", "test_simulate", "test_slurm",
+                  "test_trace", "test_workloads", "test_fuzz", "test_cli", "test_report"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = "system" if item.module.__name__.rsplit(".", 1)[-1] in SYSTEM_MODULES else "unit"
+        item.add_marker(getattr(pytest.mark, tier))
 PROGRAMS = Path(__file__).parent / "programs"
 
 

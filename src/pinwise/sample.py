@@ -40,7 +40,7 @@ TOOL_VERSION = "pinwise-sample 1"
 #: Defaults of ``pinwise trace --backend sample`` (measured in benchmarks/trace_overhead.py).
 PERIOD_US = 1000
 WINDOW_MS = 20
-ARMS_PER_S = 300
+ARMS_PER_S = 1000
 #: Context switches per second above which a thread gets no watchpoint (SWITCH_LIMIT in pw_sample.c).
 SWITCH_LIMIT = 2000
 #: The sampler's exit statuses that are a refusal, with its one line as the message.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import PinwiseError
+from .optional import require
 from .plan import Plan
 from .topology import Topology
 from .topology.model import ObjType, format_size
@@ -363,7 +364,7 @@ def write_json(simulation: Simulation, path: str | None) -> None:
 def comparison_figure(simulation: Simulation):
     """One figure: each placement's critical path, last-level misses, transfers and remote DRAM,
     as ratios to the first placement."""
-    import matplotlib
+    matplotlib = require("matplotlib")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     sampled.add_argument("--period", type=_argument_type(duration_seconds, "--period", 1e-5, 10.0), default=None,
                          metavar="TIME", help="CPU time between two samples of a thread (default 1ms)")
     sampled.add_argument("--watch-rate", type=_whole(1, 1_000_000), default=None, metavar="N",
-                         help="hardware watchpoints armed per second at most (default 300): more events, more cost")
+                         help="hardware watchpoints armed per second at most (default 1000): more events, more cost")
     sampled.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the sampler's random draws")
     tracer.add_argument("--window", type=_whole(1, 10 ** 12), default=None,
                         help="accesses per thread per time window (default 1000000); sharing counts only within a "

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from ..optional import require
 from ..topology import ObjType, TopoObject
 from .tree import SlotTree
 
@@ -52,7 +53,7 @@ def max_weight_matching(matrix) -> list[tuple[int, ...]]:
     if _kernels.have_exact_matching():
         mate = _kernels.max_weight_matching(weights)
     else:
-        import networkx as nx
+        nx = require("networkx")
 
         warnings.warn("exact matching through networkx (slow): install liblemon-dev and rebuild pinwise", stacklevel=2)
         graph = nx.Graph()
@@ -173,7 +174,7 @@ def balanced_partition(weights, sizes: list[int], vertex_weights: np.ndarray | N
         return np.array(used, dtype=np.int64)[balanced_partition(weights, [sizes[p] for p in used], vertex_weights)]
     if k == 1:
         return np.zeros(n, dtype=np.int64)
-    import pymetis
+    pymetis = require("pymetis")
 
     graph = sp.csr_matrix(weights)  # both triangles: METIS wants every edge from both ends
     graph.eliminate_zeros()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..optional import require
+
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ from .summary import ExperimentSummary
 
 
 def _pyplot():
-    import matplotlib
+    matplotlib = require("matplotlib")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -140,7 +142,7 @@ def figure_png_bytes(figure) -> bytes:
 
 
 def save_heat_map(matrix, path: str, title: str = "communication matrix") -> None:
-    import matplotlib
+    matplotlib = require("matplotlib")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
