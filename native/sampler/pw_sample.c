@@ -78,7 +78,9 @@
 #define POLL_MS 5                /* how often the buffers are read */
 #define MAX_CPUS 4096
 #define HOT_LINES 32
-/* A thread scheduled in more often than this per second (a yielding spin-wait) gets no watchpoint.
+/* Per-task mode only (an unprivileged user; system-wide mode carries no event on the program's
+   threads between watchpoints, and a watchpoint's debug registers cost little per switch):
+   a thread scheduled in more often than this per second (a yielding spin-wait) gets no watchpoint.
    The first event opened on one thread of a process unclones that thread's perf context from its
    siblings' for good, and each of its context switches then reloads its sampling events (timer
    reprogramming: VM exits in a guest) instead of swapping a pointer: a yielding spin barrier whose
@@ -90,8 +92,16 @@
    thread, while the team's rates are not known yet. A thread not watched has its sharing seen
    only from its own samples, and the output names it. */
 #define TEAM_SETTLE_NS 300000000ULL
-#define SWITCH_LIMIT 2000.0
+#define SWITCH_LIMIT 2000.0     /* --switch-limit changes it (for measurements) */
 #define SWITCHES_EVERY_NS 100000000ULL
+/* System-wide mode: a watchpoint armed on a thread costs it about this much at each of its context
+   switches while armed (its debug registers and task context reloaded: measured 3.3 us a switch
+   in this KVM guest, a yielding spin barrier 1.8x slower when armed all the time). A thread is
+   armed at most so often that this stays under ARMED_COST_SHARE of its time: a thread that
+   switches 50,000 times a second gets 3 watchpoints a second, one that switches 200 times
+   gets the whole budget. */
+#define ARMED_SWITCH_COST_NS 3300.0
+#define ARMED_COST_SHARE 0.01
 #define LINES_KEPT 4096
 
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
@@ -105,6 +115,7 @@ struct options {
     uint64_t period_ns, window_ns, duration_ns, block_ns;
     double arms_per_s;
     int sharing_any, readonly, stack, watch, blocks;
+    double switch_limit;
     unsigned long long seed;
 };
 
@@ -150,6 +161,7 @@ struct thread {
     uint64_t eligible;        /* address samples that entered offer(): the estimate's denominator */
     uint64_t slices, slices_ns;  /* times it was scheduled in (schedstat), and when that was read */
     double switch_rate;       /* context switches per second over the last reading, -1 before two */
+    uint64_t next_arm_ns;     /* system-wide mode: not armed again before (ARMED_COST_SHARE) */
 };
 
 static struct options opt;
@@ -160,6 +172,13 @@ static int nalive;
 static struct ring rings[MAX_CPUS];  /* launch mode: one per CPU */
 static int nrings;
 static pid_t target;
+/* Sampling mode: 1, per-CPU events that see every process (root or CAP_PERFMON, or
+   kernel.perf_event_paranoid <= 0), samples of other processes dropped; 0, events on the
+   program's threads (inherited per CPU when started, per thread when attached). */
+static int system_wide;
+static pid_t children_pids[256];  /* the program's descendant processes (system-wide mode) */
+static int nchildren;
+static uint64_t other_samples;
 static struct pw_decoder *decoder;
 static struct pw_pairs offered, armed, hits;
 static struct pw_blocks blocks;
@@ -603,8 +622,14 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
     double rate = threads[b].switch_rate;
     if (!team_since)
         team_since = time;
-    if (time < team_since + TEAM_SETTLE_NS || busiest_switch_rate > SWITCH_LIMIT ||
-        (rate >= 0 ? rate > SWITCH_LIMIT : busiest_switch_rate < 0 || busiest_switch_rate > SWITCH_LIMIT / 2)) {
+    uint64_t now = now_ns();
+    if (system_wide && now < threads[b].next_arm_ns) {
+        (*pw_pair(&offered, a, b))++;  /* offered, not armed: counted as the token bucket's skips are */
+        switch_skips++;
+        return;
+    }
+    if (!system_wide && (time < team_since + TEAM_SETTLE_NS || busiest_switch_rate > opt.switch_limit ||
+        (rate >= 0 ? rate > opt.switch_limit : busiest_switch_rate < 0 || busiest_switch_rate > opt.switch_limit / 2))) {
         (*pw_pair(&offered, a, b))++;  /* offered, never armed: the pair's estimate rests on b's samples */
         switch_skips++;
         return;
@@ -635,6 +660,9 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
     }
     if (arm(b, s, a, access, time, 1.0 / (chance * watched))) {
         record_of(access->addr >> 6)->arms++;
+        if (threads[b].switch_rate > 0)  /* the armed time this thread's switching can afford */
+            threads[b].next_arm_ns = now + (uint64_t)((double)opt.window_ns * threads[b].switch_rate *
+                                                      ARMED_SWITCH_COST_NS * 1e-9 / ARMED_COST_SHARE);
         tokens -= 1;
         arms++;
         (*pw_pair(&armed, a, b))++;
@@ -690,11 +718,19 @@ static void handle_sample(const unsigned char *body, size_t size)
     memcpy(&tid, body + 12, 4);
     memcpy(&time, body + 16, 8);
     memcpy(&abi, body + 24, 8);
-    samples_total++;
     if ((pid_t)pid != target) {
+        int ours = !system_wide;  /* per-task events see the program and its children only */
+        for (int i = 0; i < nchildren && !ours; i++)
+            ours = children_pids[i] == (pid_t)pid;
+        if (!ours) {
+            other_samples++;
+            return;
+        }
+        samples_total++;
         child_samples++;
         return;
     }
+    samples_total++;
     int a = thread_of((pid_t)tid);
     if (a < 0) {
         samples_unknown++;
@@ -751,11 +787,19 @@ static void handle_record(const unsigned char *record)
         memcpy(&time, body + 16, 8);
         if ((pid_t)ids[0] == target && (pid_t)ids[2] != target && thread_of((pid_t)ids[2]) < 0) {
             int index = add_thread((pid_t)ids[2], thread_of((pid_t)ids[3]), time);
-            if (nrings == 0 && !attach_thread(index))  /* attached: a new thread's own events */
+            if (opt.pid && !attach_thread(index))  /* attached: a new thread's own events */
                 end_thread(index, time);
         }
-        else if (ids[0] != ids[1] && (pid_t)ids[1] == target)
-            child_processes++;
+        else if (ids[0] != ids[1] && (pid_t)ids[0] == (pid_t)ids[2]) {  /* a new process */
+            int descendant = (pid_t)ids[1] == target;
+            for (int i = 0; i < nchildren && !descendant; i++)
+                descendant = children_pids[i] == (pid_t)ids[1];
+            if (descendant) {
+                child_processes++;
+                if (nchildren < (int)(sizeof children_pids / sizeof children_pids[0]))
+                    children_pids[nchildren++] = (pid_t)ids[0];
+            }
+        }
         break;
     case PERF_RECORD_EXIT:
         memcpy(ids, body, 16);
@@ -832,6 +876,31 @@ static int online_cpus(int *cpus)
     return n;
 }
 
+/* Per-CPU events that see every process: the program's threads then carry no event of pinwise's
+   between two watchpoints, so the kernel switches them as cheaply as without pinwise (events on
+   its threads, inherited or attached, make every switch of an uncloned context reload them:
+   measured 29 us a switch in this KVM guest, a condition-variable ping-pong ran 4x slower).
+   0 when the kernel refuses (an unprivileged user): the caller samples the program's threads. */
+static int open_system_wide(void)
+{
+    int cpus[MAX_CPUS], ncpus = online_cpus(cpus);
+    struct perf_event_attr attr = clock_attr(0);
+    for (int i = 0; i < ncpus; i++) {
+        long fd = perf_open(&attr, -1, cpus[i]);
+        if (fd < 0 || !map_ring(&rings[nrings], (int)fd, RING_PAGES)) {
+            if (fd >= 0)
+                close((int)fd);
+            for (int k = 0; k < nrings; k++)
+                unmap_ring(&rings[k]);
+            nrings = 0;
+            return 0;
+        }
+        nrings++;
+    }
+    system_wide = 1;
+    return 1;
+}
+
 /* Start the program stopped before exec, open its per-CPU inherited events, let it exec. */
 static pid_t launch(void)
 {
@@ -863,7 +932,7 @@ static pid_t launch(void)
     close(go[0]);
     close(failed[1]);
     target = child;
-    int cpus[MAX_CPUS], ncpus = online_cpus(cpus);
+    int cpus[MAX_CPUS], ncpus = open_system_wide() ? 0 : online_cpus(cpus);
     struct perf_event_attr attr = clock_attr(1);
     attr.disabled = 1;
     attr.enable_on_exec = 1;
@@ -917,6 +986,8 @@ static int by_start(const void *x, const void *y)
 /* Open the sampling events of one existing thread; 0 when it is gone. */
 static int attach_thread(int index)
 {
+    if (system_wide)
+        return 1;
     struct perf_event_attr attr = clock_attr(0);
     long fd = perf_open(&attr, threads[index].tid, -1);
     if (fd < 0) {
@@ -986,6 +1057,7 @@ static void attach(void)
     decoder = pw_decoder_new(target, opt.readonly, opt.stack);
     if (decoder == NULL)
         fail(EXIT_FAILED, "cannot start the x86 decoder (Capstone)");
+    open_system_wide();
     scan_threads();
     if (nthreads == 0)
         fail(EXIT_NO_PROCESS, "process %d exited before it could be sampled", (int)opt.pid);
@@ -1083,6 +1155,8 @@ static void write_result(int exit_status, int partial)
     fprintf(out, "period-ns %llu\nwindow-ns %llu\nsharing %s\narms-per-s %.0f\nseconds %.3f\n",
             (unsigned long long)opt.period_ns, (unsigned long long)opt.window_ns, opt.sharing_any ? "any" : "write",
             opt.arms_per_s, (double)(end - start_ns) * 1e-9);
+    fprintf(out, "mode %s\nsamples-other %llu\n", system_wide ? "system-wide" : "per-task",
+            (unsigned long long)other_samples);
     fprintf(out, "exit-status %d\nsamples %llu\nsamples-child %llu\nchild-processes %llu\nexecs %llu\n"
             "samples-unknown %llu\nlost %llu\n", exit_status, (unsigned long long)samples_total,
             (unsigned long long)child_samples, (unsigned long long)child_processes, (unsigned long long)execs,
@@ -1209,6 +1283,7 @@ static void parse(int argc, char **argv)
     opt.period_ns = 1000000;
     opt.window_ns = 20000000;
     opt.arms_per_s = 1000;
+    opt.switch_limit = SWITCH_LIMIT;
     opt.watch = 1;
     opt.blocks = 32;
     opt.block_ns = 50000000;
@@ -1251,6 +1326,8 @@ static void parse(int argc, char **argv)
             opt.duration_ns = number(argv[++i], "--duration-ms", 1, 1ULL << 40) * 1000000;
         } else if (!strcmp(a, "--blocks")) {
             opt.blocks = (int)number(argv[++i], "--blocks", 2, 4096) & ~1;
+        } else if (!strcmp(a, "--switch-limit")) {
+            opt.switch_limit = (double)number(argv[++i], "--switch-limit", 0, 100000000);
         } else if (!strcmp(a, "--seed")) {
             opt.seed = number(argv[++i], "--seed", 0, ~0ULL);
         } else if (!strcmp(a, "--sharing")) {

@@ -10,13 +10,20 @@ static uint64_t mix(uint64_t key)
     return key * 0x9E3779B97F4A7C15ULL;  /* Fibonacci hashing; the caller takes the top bits */
 }
 
+/* A capacity for at least ``threads``: the current one doubled as often as needed (16 at first). */
+static int capacity_for(int current, int threads)
+{
+    int cap = current ? current : 16;
+    while (cap < threads)
+        cap *= 2;
+    return cap;
+}
+
 int pw_pairs_grow(struct pw_pairs *p, int threads)
 {
     if (threads <= p->cap)
         return 1;
-    int cap = p->cap ? p->cap : 16;
-    while (cap < threads)
-        cap *= 2;
+    int cap = capacity_for(p->cap, threads);
     double *grown = calloc((size_t)cap * (size_t)cap, sizeof *grown);
     if (grown == NULL)
         return 0;
@@ -175,9 +182,7 @@ int pw_lines_grow(struct pw_lines *l, int threads)
 {
     if (threads <= l->cap)
         return 1;
-    int cap = l->cap ? l->cap : 16;
-    while (cap < threads)
-        cap *= 2;
+    int cap = capacity_for(l->cap, threads);
     for (size_t i = 0; i < l->used; i++)
         if (!line_arrays(&l->entry[i], l->cap, cap))
             return 0;

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .comm import CommMatrix
-from .sample import SWITCH_LIMIT, unwatched_threads
+from .sample import unwatched_threads
 
 RESAMPLES = 200
 MIN_BLOCKS = 4
@@ -92,8 +92,8 @@ def pattern_confidence(comm: CommMatrix, analysis, resamples: int = RESAMPLES, s
     busy = unwatched_threads(comm)
     if busy and len(used) < MIN_BLOCKS:
         return PatternConfidence(None, None, 0, len(used), events,
-                                 f"threads {', '.join(map(str, busy))} switched more than {SWITCH_LIMIT:,} times a "
-                                 "second (a yielding spin-wait) and were not watched: what they share is not measured")
+                                 f"threads {', '.join(map(str, busy))} switch so often (a yielding spin-wait) that "
+                                 "watchpoints on them were refused or rationed: what they share is not measured")
     if len(used) < MIN_BLOCKS:
         return PatternConfidence(None, None, 0, len(used), events,
                                  f"only {len(used)} time block(s) saw events (at least {MIN_BLOCKS} needed): sample "

@@ -41,8 +41,11 @@ TOOL_VERSION = "pinwise-sample 1"
 PERIOD_US = 1000
 WINDOW_MS = 20
 ARMS_PER_S = 1000
-#: Context switches per second above which a thread gets no watchpoint (SWITCH_LIMIT in pw_sample.c).
+#: Context switches per second above which a thread gets no watchpoint when the sampler runs per
+#: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a
+#: second when it runs system-wide (ARMED_COST_SHARE: 1% of 20 ms windows at 3.3 us a switch).
 SWITCH_LIMIT = 2000
+RATIONED_ABOVE = 10000
 #: The sampler's exit statuses that are a refusal, with its one line as the message.
 _REFUSALS = {2: "usage", 3: "refused", 4: "no process", 5: "failed"}
 
@@ -223,20 +226,11 @@ def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: boo
 
 def parse_sample(text: str, source: str) -> CommMatrix:
     """Read the sampler's output (format in pw_sample.c) into a CommMatrix."""
-    from .trace import _hot_lines
+    from .trace import _hot_lines, split_dump
 
-    lines = text.splitlines()
-    header: dict[str, list[str]] = {}
     try:
-        index = 0
-        while lines[index] != "matrix":
-            key, *values = lines[index].split()
-            header[key] = values
-            index += 1
-        threads = int(header["threads"][0])
-        rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
-        matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
-        rest = lines[index + 1 + threads:]
+        header, matrix, rest = split_dump(text)
+        threads = matrix.shape[0]
         hot_count = int(rest[0].split()[1]) if rest and rest[0].startswith("hot-lines ") else 0
         hot = _hot_lines(rest, threads)
         block_lines = rest[1 + 7 * hot_count:]
@@ -251,6 +245,7 @@ def parse_sample(text: str, source: str) -> CommMatrix:
         ends = [int(v) for v in header["lifetime-ns"]]
         sampling = {
             "clock": header["clock"][0], "period_ns": int(header["period-ns"][0]),
+            "mode": header.get("mode", ["per-task"])[0], "other_samples": int(header.get("samples-other", ["0"])[0]),
             "window_ns": int(header["window-ns"][0]), "arms_per_s": float(header["arms-per-s"][0]),
             "samples": int(header["samples"][0]), "address_samples": sum(ints["accv"]),
             "samples_per_thread": ints["samples-per-thread"], "reads": ints["reads"], "writes": ints["writes"],
@@ -344,7 +339,9 @@ def _permuted(comm: CommMatrix, order: list[int]) -> CommMatrix:
 
 
 def unwatched_threads(comm: CommMatrix) -> list[int]:
-    """The threads of a sampled matrix that switched too often to be watched (pw_sample.c's
-    SWITCH_LIMIT): their sharing is seen only from their own samples."""
-    rates = (comm.info.sampling or {}).get("switch_rates") or []
-    return [t for t, rate in enumerate(rates) if rate > SWITCH_LIMIT]
+    """The threads of a sampled matrix whose watchpoints were refused or rationed because they
+    switch so often (pw_sample.c: SWITCH_LIMIT in per-task mode, ARMED_COST_SHARE system-wide):
+    their sharing rests on few events, or only on their own samples."""
+    sampling = comm.info.sampling or {}
+    limit = SWITCH_LIMIT if sampling.get("mode") != "system-wide" else RATIONED_ABOVE
+    return [t for t, rate in enumerate(sampling.get("switch_rates") or []) if rate > limit]

@@ -96,27 +96,38 @@ def tool_environment(folder: Path) -> dict[str, str]:
     return env
 
 
+def split_dump(text: str):
+    """A tracer's dump (pw_main.c's format, which pw_sample.c shares): the ``key values...`` lines
+    before ``matrix`` as a dict, the T x T matrix after it, and the lines after the matrix.
+    Raises IndexError, KeyError or ValueError on a damaged dump (the callers say which file)."""
+    import numpy as np
+
+    lines = text.splitlines()
+    header: dict[str, list[str]] = {}
+    index = 0
+    while lines[index] != "matrix":
+        key, *values = lines[index].split()
+        header[key] = values
+        index += 1
+    threads = int(header["threads"][0])
+    rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
+    matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
+    return header, matrix, lines[index + 1 + threads:]
+
+
 def parse_trace(text: str, source: str) -> CommMatrix:
     """Read the tool's plain-text output (format in pw_main.c) into a CommMatrix."""
     import numpy as np
 
     from .comm import CommMatrix, TraceInfo
 
-    lines = text.splitlines()
-    header: dict[str, list[str]] = {}
     try:
-        index = 0
-        while lines[index] != "matrix":
-            key, *values = lines[index].split()
-            header[key] = values
-            index += 1
-        threads = int(header["threads"][0])
-        rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
-        matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
+        header, matrix, rest = split_dump(text)
+        threads = matrix.shape[0]
         accesses = np.array([float(v) for v in header["accv"]])
         instructions = np.array([float(v) for v in header["load"]])
         info = _header_info(header)
-        info["hot_lines"] = _hot_lines(lines[index + 1 + threads:], threads)
+        info["hot_lines"] = _hot_lines(rest, threads)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
     return CommMatrix(matrix, accesses, instructions, TraceInfo(**info))

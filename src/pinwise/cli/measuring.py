@@ -182,7 +182,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _sample_trace(args: argparse.Namespace, argv: list[str]) -> int:
-    from ..sample import ARMS_PER_S, PERIOD_US, SWITCH_LIMIT, WINDOW_MS, sample, unwatched_threads
+    from ..sample import ARMS_PER_S, PERIOD_US, RATIONED_ABOVE, SWITCH_LIMIT, WINDOW_MS, sample, unwatched_threads
 
     comm = sample(argv or None, args.output, pid=args.pid, duration=args.duration,
                   period_us=max(10, round(args.period * 1e6)) if args.period else PERIOD_US,
@@ -203,10 +203,12 @@ def _sample_trace(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"  warning: the kernel dropped {s['lost']:,} samples (the sampler fell behind)", file=sys.stderr)
     unwatched = unwatched_threads(comm)
     if unwatched:
-        print(f"  warning: {_thread_list(unwatched)} switched more than {SWITCH_LIMIT:,} times a second (a yielding "
-              "spin-wait): a watchpoint on such a thread slows every switch it makes, so none was armed on "
-              f"{'it' if len(unwatched) == 1 else 'them'}; their sharing is seen only from their own samples",
-              file=sys.stderr)
+        rationed = s.get("mode") == "system-wide"
+        print(f"  warning: {_thread_list(unwatched)} switched more than "
+              f"{RATIONED_ABOVE if rationed else SWITCH_LIMIT:,} times a second (a yielding spin-wait): a watchpoint "
+              "slows every switch of the thread it is armed on, so "
+              + ("they were watched only a few times a second" if rationed else "none was armed on them")
+              + "; their sharing rests on few events", file=sys.stderr)
     print(f"next: pinwise analyze {args.output}", file=sys.stderr)
     return 0 if not comm.info.partial else 1
 
