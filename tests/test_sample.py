@@ -62,6 +62,18 @@ def test_planted_patterns_are_found_at_the_programs_speed(tmp_path, workload, th
     assert "a statistical estimate" in result.stderr
 
 
+def test_an_unprivileged_users_sampler_gives_the_same_pattern(tmp_path):
+    """Per-task events, as a user without CAP_PERFMON gets them (tests run as root, which samples
+    per CPU over every process): the same threads, the same pattern."""
+    from pinwise.patterns import analyze
+    from pinwise.sample import sample
+
+    comm = sample([PATTERNS, "far-pairs", "-n", "8", "-i", "40000"], tmp_path / "own.json", quiet=True,
+                  progress=False, per_task=True)
+    assert comm.info.sampling["mode"] == "per-task" and comm.threads == 8
+    assert analyze(comm).pattern == "far pairs"
+
+
 def test_threads_are_numbered_as_pinwise_run_numbers_them(tmp_path):
     """Creation order, main = 0, and the creator of each: the preload library's log of the same
     run renumbers the kernel's threads; pairs (2k, 2k+1) must come out as such."""

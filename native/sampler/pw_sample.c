@@ -116,6 +116,7 @@ struct options {
     double arms_per_s;
     int sharing_any, readonly, stack, watch, blocks;
     double switch_limit;
+    int per_task;             /* --per-task: never system-wide (what an unprivileged user gets) */
     unsigned long long seed;
 };
 
@@ -883,6 +884,8 @@ static int online_cpus(int *cpus)
    0 when the kernel refuses (an unprivileged user): the caller samples the program's threads. */
 static int open_system_wide(void)
 {
+    if (opt.per_task)
+        return 0;
     int cpus[MAX_CPUS], ncpus = online_cpus(cpus);
     struct perf_event_attr attr = clock_attr(0);
     for (int i = 0; i < ncpus; i++) {
@@ -1261,7 +1264,7 @@ static void cleanup(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
-                    "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--duration-ms N] "
+                    "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
 }
@@ -1302,6 +1305,8 @@ static void parse(int argc, char **argv)
             opt.stack = 1;
         } else if (!strcmp(a, "--no-watch")) {
             opt.watch = 0;
+        } else if (!strcmp(a, "--per-task")) {
+            opt.per_task = 1;
         } else if (value == NULL) {
             usage();
         } else if (!strcmp(a, "--out")) {

@@ -97,12 +97,14 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
            period_us: int = PERIOD_US, window_ms: int = WINDOW_MS, arms_per_s: int = ARMS_PER_S,
            sharing: str = "write", readonly: bool = False, stack: bool = False, quiet: bool = False,
            progress: bool | None = None, seed: int | None = None,
-           extra_env: dict[str, str] | None = None, one_thread: bool = False) -> CommMatrix:
+           extra_env: dict[str, str] | None = None, one_thread: bool = False,
+           per_task: bool = False) -> CommMatrix:
     """Sample ``argv`` (or attach to process ``pid`` for ``duration`` seconds, None: until it ends
     or Ctrl-C) and write its communication matrix to ``output``. ``sharing`` as in
     :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output. A program that
     ran one thread is refused (nothing to measure) unless ``one_thread``; its child processes'
-    work is named either way."""
+    work is named either way. ``per_task`` samples the program's threads even where per-CPU events
+    over every process are permitted (what an unprivileged user gets: for tests)."""
     if (argv is None) == (pid is None):
         raise PinwiseError("sample a program (argv) or a running process (pid), not both")
     if sharing not in ("write", "any"):
@@ -121,6 +123,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                    str(error_path), "--period-us", str(period_us), "--window-ms", str(window_ms), "--arms-per-s",
                    str(arms_per_s), "--sharing", sharing, *(["--readonly"] if readonly else []),
                    *(["--stack"] if stack else []), *(["--seed", str(seed)] if seed is not None else []),
+                   *(["--per-task"] if per_task else []),
                    *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
         env = None
         if program is not None:
