@@ -31,7 +31,7 @@ PINWISE = str(Path(sys.executable).parent / "pinwise")
 #: (`pytest -m unit`, under 2 minutes), marked so by pytest_collection_modifyitems below.
 SYSTEM_MODULES = {"test_auto", "test_bench", "test_database", "test_faults", "test_memory", "test_mpi", "test_mpich",
                   "test_pinning", "test_readback", "test_readme", "test_sample", "test_simulate", "test_slurm",
-                  "test_trace", "test_workloads", "test_fuzz", "test_cli", "test_report"}
+                  "test_trace", "test_workloads", "test_fuzz", "test_cli", "test_report", "test_adapt"}
 
 
 def pytest_collection_modifyitems(config, items):

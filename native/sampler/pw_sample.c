@@ -38,6 +38,9 @@
  * existing thread gets its own events, numbered by start time, and new threads are opened as
  * their fork records arrive. Samples of child processes are counted, not measured.
  *
+ * With --stream FILE, a window record is appended every --interval-ms while it runs (emit_window):
+ * what `pinwise run --adapt` places the threads by.
+ *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
  * "block a b hits ..." lines. --status FILE is rewritten every second while it runs.
@@ -107,7 +110,8 @@
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
 
 struct options {
-    const char *out, *status, *error_file;
+    const char *out, *status, *error_file, *stream;
+    uint64_t interval_ns;     /* --stream: one window record every interval */
     char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
     int nsetenv;
     pid_t pid;
@@ -160,6 +164,7 @@ struct thread {
     uint64_t offers_full;     /* offers since its watchpoints were all armed (the reservoir's k) */
     uint64_t samples, accesses, together, reads, writes;
     uint64_t eligible;        /* address samples that entered offer(): the estimate's denominator */
+    uint64_t streamed_accesses, streamed_eligible;  /* at the last window record (--stream) */
     uint64_t slices, slices_ns;  /* times it was scheduled in (schedstat), and when that was read */
     double switch_rate;       /* context switches per second over the last reading, -1 before two */
     uint64_t next_arm_ns;     /* system-wide mode: not armed again before (ARMED_COST_SHARE) */
@@ -182,6 +187,8 @@ static int nchildren;
 static uint64_t other_samples;
 static struct pw_decoder *decoder;
 static struct pw_pairs offered, armed, hits;
+static struct pw_pairs streamed_offered, streamed_armed, streamed_hits;  /* at the last window record */
+static FILE *stream;
 static struct pw_blocks blocks;
 static struct pw_lines lines;
 static struct posting board[BOARD];
@@ -421,7 +428,9 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
             fail(EXIT_FAILED, "out of memory");
     }
     if (!pw_pairs_grow(&offered, nthreads + 1) || !pw_pairs_grow(&armed, nthreads + 1) ||
-        !pw_pairs_grow(&hits, nthreads + 1) || !pw_lines_grow(&lines, nthreads + 1))
+        !pw_pairs_grow(&hits, nthreads + 1) || !pw_lines_grow(&lines, nthreads + 1) ||
+        (stream && (!pw_pairs_grow(&streamed_offered, nthreads + 1) || !pw_pairs_grow(&streamed_armed, nthreads + 1) ||
+                    !pw_pairs_grow(&streamed_hits, nthreads + 1))))
         fail(EXIT_FAILED, "out of memory for %d threads", nthreads + 1);
     struct thread *t = &threads[nthreads];
     memset(t, 0, sizeof *t);
@@ -1227,6 +1236,43 @@ static void write_result(int exit_status, int partial)
         fail(EXIT_FAILED, "cannot write %s: %s", opt.out, strerror(errno));
 }
 
+/* One window record on the stream (--stream; pinwise.adapt reads it): what the sampler counted
+   since the last record, for the program to be placed as it runs. Per thread: its id, whether it
+   lives, its address samples and those that could be watched; per ordered pair with news: draws,
+   arms and weighted hits, from which the reader estimates the window's matrix as write_result
+   does the whole run's (estimate()). */
+static void emit_window(uint64_t now)
+{
+    fprintf(stream, "window %llu %d %llu\ntids", (unsigned long long)(now - start_ns), nthreads,
+            (unsigned long long)now);  /* since the start, and CLOCK_MONOTONIC */
+    for (int i = 0; i < nthreads; i++)
+        fprintf(stream, " %d", threads[i].alive ? (int)threads[i].tid : -1);
+    fprintf(stream, "\naccv");
+    for (int i = 0; i < nthreads; i++) {
+        fprintf(stream, " %llu", (unsigned long long)(threads[i].accesses - threads[i].streamed_accesses));
+        threads[i].streamed_accesses = threads[i].accesses;
+    }
+    fprintf(stream, "\neligible");
+    for (int i = 0; i < nthreads; i++) {
+        fprintf(stream, " %llu", (unsigned long long)(threads[i].eligible - threads[i].streamed_eligible));
+        threads[i].streamed_eligible = threads[i].eligible;
+    }
+    fprintf(stream, "\npairs");
+    for (int a = 0; a < nthreads; a++)
+        for (int b = 0; b < nthreads; b++) {
+            double *o = pw_pair(&offered, a, b), *m = pw_pair(&armed, a, b), *h = pw_pair(&hits, a, b);
+            double *so = pw_pair(&streamed_offered, a, b), *sm = pw_pair(&streamed_armed, a, b),
+                   *sh = pw_pair(&streamed_hits, a, b);
+            if (*o != *so || *h != *sh)
+                fprintf(stream, " %d %d %.0f %.0f %.6g", a, b, *o - *so, *m - *sm, *h - *sh);
+            *so = *o;
+            *sm = *m;
+            *sh = *h;
+        }
+    fprintf(stream, "\nend\n");
+    fflush(stream);
+}
+
 static void write_status(void)
 {
     if (!opt.status)
@@ -1263,7 +1309,7 @@ static void cleanup(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
+    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--stream FILE [--interval-ms N]] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
                     "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
@@ -1287,6 +1333,7 @@ static void parse(int argc, char **argv)
     opt.window_ns = 20000000;
     opt.arms_per_s = 1000;
     opt.switch_limit = SWITCH_LIMIT;
+    opt.interval_ns = 200000000;
     opt.watch = 1;
     opt.blocks = 32;
     opt.block_ns = 50000000;
@@ -1315,6 +1362,10 @@ static void parse(int argc, char **argv)
             opt.status = argv[++i];
         } else if (!strcmp(a, "--error-file")) {
             opt.error_file = argv[++i];
+        } else if (!strcmp(a, "--stream")) {
+            opt.stream = argv[++i];
+        } else if (!strcmp(a, "--interval-ms")) {
+            opt.interval_ns = number(argv[++i], "--interval-ms", 10, 600000) * 1000000;
         } else if (!strcmp(a, "--setenv")) {
             if (opt.nsetenv == 64 || !strchr(argv[i + 1], '='))
                 usage();
@@ -1355,6 +1406,8 @@ int main(int argc, char **argv)
     page_size = sysconf(_SC_PAGESIZE);
     if (!pw_blocks_init(&blocks, opt.blocks, opt.block_ns) || !pw_lines_init(&lines, LINES_KEPT))
         fail(EXIT_FAILED, "out of memory");
+    if (opt.stream && (stream = fopen(opt.stream, "ae")) == NULL)
+        fail(EXIT_FAILED, "cannot write %s: %s", opt.stream, strerror(errno));
     /* Stop signals arrive on a descriptor: the loop finishes its work and writes the result. */
     sigset_t mask;
     sigemptyset(&mask);
@@ -1422,6 +1475,11 @@ int main(int argc, char **argv)
         if (now - last_status > 1000000000ULL) {
             write_status();
             last_status = now;
+        }
+        static uint64_t last_window;
+        if (stream && now - last_window >= opt.interval_ns) {
+            emit_window(now);
+            last_window = now;
         }
     }
     for (int i = 0; i < nthreads; i++)  /* every watchpoint still armed: counted, closed */

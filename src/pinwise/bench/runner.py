@@ -44,6 +44,8 @@ from .noise import cpu_times, load_average, run_noise
 RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
                 "LD_PRELOAD", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
 STDERR_TAIL = 400
+#: The placement made while the program runs (pinwise run --adapt), benched beside the static ones.
+ADAPT = "adapt"
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,9 @@ class Candidate:
     """One placement under test: a policy name or a user's NAME=SPEC placement."""
 
     name: str
-    plan: Plan | None            # None: the OS places the threads
+    plan: Plan | None            # None: the OS places the threads (or, with adapt, pinwise as they run)
     random_threads: int = 0      # > 0: the `random` policy, drawn anew for every run
+    adapt: bool = False          # placed while it runs (pinwise.adapt), anew in every run
 
     def plan_for_run(self, topology: Topology, seed: int) -> Plan | None:
         if not self.random_threads:
@@ -69,6 +72,9 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
     for name in names:
         name = name.strip().lower()
         if not name:
+            continue
+        if name == ADAPT:
+            candidates.append(Candidate(ADAPT, None, adapt=True))
             continue
         if name != policies.AUTO:
             name = policies.lookup(name).name
@@ -113,7 +119,7 @@ def unique_candidates(candidates: list[Candidate], topology: Topology | None = N
 
 
 def _placement_key(candidate: Candidate, topology: Topology | None):
-    if candidate.plan is None or candidate.random_threads:
+    if candidate.plan is None or candidate.random_threads or candidate.adapt:
         return None  # the OS and random placements are never the same as another
     plan = candidate.plan
     slots = placement_form(topology, plan.slots) if topology is not None else plan.slots
@@ -121,14 +127,22 @@ def _placement_key(candidate: Candidate, topology: Topology | None):
 
 
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
-             counters: SoftwareCounters, guard: GroupGuard | None = None) -> db.Run:
+             counters: SoftwareCounters, guard: GroupGuard | None = None, adapt: Topology | None = None) -> db.Run:
     """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates.
 
     The program runs in a process group of its own, killed when the run ends: children it leaves
-    behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile."""
+    behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile. With
+    ``adapt`` (the machine), the program runs under the sampler and is placed while it runs
+    (:mod:`pinwise.adapt`): the sampler, a C program, starts it, so the wall time is the program's."""
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path)
+        adapter = None
+        if adapt is not None:
+            from ..adapt import BackgroundAdapter
+
+            adapter = BackgroundAdapter(argv, adapt, Path(tmp), env)
+            argv, env = adapter.command, None
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -148,6 +162,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                         raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
                     if guard is not None:
                         guard.watch(process.pid)
+                    if adapter is not None:
+                        adapter.start()
                 if timeout:
                     def expire():
                         timed_out.set()
@@ -163,6 +179,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             finally:
                 if watchdog:
                     watchdog.cancel()
+                if adapter is not None:
+                    adapter.stop()
                 if process is not None:
                     kill_group(process.pid)  # what the program left running
                     if guard is not None:
@@ -206,7 +224,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         max_rss_kb=usage.ru_maxrss, migrations=delta("migrations"), context_switches=context_switches,
         energy_j=energy, exit_status=code, failure=failure,
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
-        placement="os" if plan is None else plan.cpulist(), load1=load, output_tail=stdout[-STDERR_TAIL:],
+        placement=("adapt" if adapt is not None else "os") if plan is None else plan.cpulist(), load1=load,
+        output_tail=stdout[-STDERR_TAIL:],
         threads=thread_count(read_back) if read_back.processes else None,
         slots=None if plan is None else plan.nb_slots,
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
@@ -441,7 +460,8 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
-                result = replace(measure(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
+                once = partial(measure, adapt=topology) if candidate.adapt and guard is not None else measure
+                result = replace(once(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
                 if pattern is not None and not any_good and result.failure and result.failure.startswith("time regex"):
                     _remove_if_empty(connection, experiment.id)

@@ -116,6 +116,22 @@ def _mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = 
                         help="a policy of pinwise map (default locality): " + policies.help_text())
 
 
+def _adapt_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("adaptive placement (--adapt)")
+    group.add_argument("--adapt", action="store_true",
+                       help="place the threads while the program runs: sample who shares data with whom (the "
+                            "sampling tracer), and whenever another placement would cost less than 4/5 of the "
+                            "current one in two windows in a row, move the threads (--policy: the policy to place "
+                            "with; default: the one analyze recommends for each phase); no trace step")
+    group.add_argument("--interval", type=_argument_type(duration_seconds, "--interval", 0.01, 600.0), default=None,
+                       metavar="TIME", help="how long a window of the sampler lasts (default 200ms)")
+    group.add_argument("--log", metavar="FILE", type=_OUTPUT_FILE,
+                       help="with --adapt: every window's decision and every move, as JSON lines, while it runs")
+    group.add_argument("--duration", type=_argument_type(duration_seconds, "--duration", 0.01, 1e9), metavar="TIME",
+                       help="with pin --pid --adapt: adapt for this long, then detach (default: until the process "
+                            "ends or Ctrl-C)")
+
+
 def _add_export_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("exports (as hyperfine's)")
     group.add_argument("--export-csv", metavar="FILE", type=_OUTPUT_FILE,
@@ -215,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "--no-verify: pinwise becomes the program (exec, like taskset), whose exit status and "
                           "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
+    _adapt_options(run)
     run.add_argument("--follow-children", dest="follow", action="store_true", default=True,
                      help=argparse.SUPPRESS)  # the older name of --follow
     run.add_argument("--follow", dest="follow", action=argparse.BooleanOptionalAction, default=True,
@@ -497,6 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Pin the threads of a running process, in TID order, to the placement.")
     pin.add_argument("--pid", type=_whole(1, 1 << 22), required=True, help="process to pin")
     _placement_options(pin)
+    _adapt_options(pin)
     pin.set_defaults(handler="placing:cmd_pin")
     return parser
 

@@ -190,10 +190,45 @@ def as_openmp_places_them(result, plan):
     return replace(result, threads=threads)
 
 
+def _adapt_checks(args: argparse.Namespace, attached: bool) -> None:
+    """--adapt's options: the placement is decided while the program runs, so only --policy says
+    how (and a placement given in full is a contradiction)."""
+    given = [flag for flag, value in (("--cpus", args.cpus), ("--expr", args.expr), ("--mapping", args.mapping),
+                                      ("--comm", args.comm), ("--topology", args.topology)) if value]
+    if not attached:
+        given += [flag for flag, value in (("--omp", args.omp), ("--print", args.print)) if value]
+    if given:
+        raise PinwiseError(f"--adapt decides the placement while the program runs on this machine: drop "
+                           f"{', '.join(given)} (--policy chooses the policy it places with)")
+    if args.duration is not None and not attached:
+        raise PinwiseError("--duration is for pin --pid --adapt; run --adapt lasts as long as the program")
+
+
+def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) -> int:
+    from ..adapt import INTERVAL, run_adaptive, summary_lines
+
+    topology = _load_topology(None)
+    policy = args.policy if args.policy and args.policy.strip().lower() != "auto" else None
+    memory = _memory_policy(args, topology) if pid is None else None
+    result = run_adaptive(argv, topology, pid=pid, policy=policy, interval=args.interval or INTERVAL,
+                          log_path=args.log, duration=getattr(args, "duration", None), memory=memory,
+                          say=lambda text: print(text, file=sys.stderr))
+    for line in summary_lines(result, memory):
+        print(line, file=sys.stderr)
+    return result.returncode
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ..pinning.launcher import run_program
 
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if args.adapt:
+        _adapt_checks(args, attached=False)
+        if not argv:
+            raise PinwiseError("no program given: write it after --, e.g. pinwise run --adapt -- ./prog args")
+        return _adapt(args, argv, None)
+    if args.log or args.interval:
+        raise PinwiseError("--log and --interval belong to --adapt")
     here = args.topology is None or args.topology.strip().lower() in ("live", "this", "sysfs")
     if not args.print and not here:
         raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
@@ -244,6 +279,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ..pinning import pin_threads
 
+    if args.adapt:
+        _adapt_checks(args, attached=True)
+        return _adapt(args, None, args.pid)
+    if args.log or args.interval or args.duration:
+        raise PinwiseError("--log, --interval and --duration belong to --adapt")
     topology = _load_topology(None)
     plan = _resolve_plan(args, topology)
     if plan is None:

@@ -1,0 +1,479 @@
+"""Capability 14: placing the threads while the program runs (``pinwise run --adapt``,
+``pinwise pin --pid PID --adapt``), with no trace step and no user input.
+
+The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends a window record
+every ``interval`` (its ``--stream``): per thread its id and address samples, per ordered pair of
+threads the draws, arms and weighted watchpoint hits since the last record. Each window becomes a
+matrix by the sampler's own estimate (``estimate()`` in pw_sample.c, here :func:`window_matrix`).
+
+Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of
+M[i][j] times their PUs' tree distance), on the last two windows together: the placement the
+policy gives for them (``--policy``, by default the one :func:`pinwise.patterns.analyze`
+recommends for them) against where the threads run now (the plan pinwise applied, or, before any,
+the CPUs the OS has them on, read from /proc). The threads move only when the new placement
+costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
+never moves them back and forth: a phase change is named at the first of those windows. They
+move from outside, with ``sched_setaffinity`` on their thread ids.
+
+What it respects: the cpuset (the plan is made for the PUs this process may use); the memory
+policy the program was started with (pages stay where they are: a moved thread may leave its
+pages remote, and the summary says so when a memory policy was given); and a thread's own pinning:
+a thread whose affinity is neither what pinwise set nor every allowed CPU was pinned by the
+program or its user, and is left alone for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .comm import CommMatrix
+from .errors import PinwiseError
+from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+
+INTERVAL = 0.2
+#: A new placement must cost less than this share of the current one (in two windows in a row).
+HYSTERESIS = 0.2
+#: Fewer weighted events than this in the windows judged: nothing to decide on.
+MIN_EVENTS = 10.0
+
+
+@dataclass
+class Window:
+    """One window record of the sampler's stream (pw_sample.c, emit_window)."""
+
+    end_s: float                        # since the sampler started
+    tids: list[int]                     # -1 for a thread that has ended
+    accesses: np.ndarray
+    eligible: np.ndarray
+    pairs: list[tuple[int, int, float, float, float]]   # a, b, offered, armed, weighted hits
+    monotonic_ns: int = 0               # its end on CLOCK_MONOTONIC (what programs log with)
+
+    def matrix(self) -> np.ndarray:
+        """The window's communication matrix, estimated as the sampler estimates the whole run's."""
+        t = len(self.tids)
+        m = np.zeros((t, t))
+        for a, b, offered, armed, hits in self.pairs:
+            if hits > 0 and armed > 0 and self.eligible[a] > 0:
+                value = hits / (armed / offered) * self.accesses[a] / self.eligible[a]
+                m[a, b] += value
+                m[b, a] += value
+        return m
+
+
+def read_windows(text: str) -> tuple[list[Window], int]:
+    """The complete window records in ``text`` and how many characters they took (a record the
+    sampler is still writing is left for the next read)."""
+    windows, used, fields = [], 0, {}
+    at = 0
+    for line in text.splitlines(keepends=True):
+        at += len(line)
+        if not line.endswith("\n"):
+            break
+        key, _, rest = line.strip().partition(" ")
+        if key == "end":
+            try:
+                tids = [int(v) for v in fields["tids"].split()]
+                numbers = fields.get("pairs", "").split()
+                pairs = [(int(numbers[i]), int(numbers[i + 1]), float(numbers[i + 2]), float(numbers[i + 3]),
+                          float(numbers[i + 4])) for i in range(0, len(numbers) - 4, 5)]
+                stamps = [int(v) for v in fields["window"].split()]
+                windows.append(Window(stamps[0] / 1e9, tids, np.array(fields["accv"].split(), dtype=float),
+                                      np.array(fields["eligible"].split(), dtype=float), pairs,
+                                      stamps[2] if len(stamps) > 2 else 0))
+            except (KeyError, ValueError, IndexError):
+                pass  # a damaged record: skipped, the next one counts
+            fields = {}
+            used = at
+        else:
+            fields[key] = rest
+    return windows, used
+
+
+@dataclass
+class Move:
+    at_s: float
+    policy: str
+    cpus: tuple[int, ...]               # per thread (creation order), where it was pinned
+    moved: int                          # threads whose CPUs changed
+    cost_before: float
+    cost_after: float
+
+
+@dataclass
+class AdaptResult:
+    returncode: int
+    moves: list[Move] = field(default_factory=list)
+    phases: list[tuple[float, str]] = field(default_factory=list)   # (start s, pattern)
+    left_alone: dict[int, str] = field(default_factory=dict)         # thread -> why
+    sampler_cpu_s: float = 0.0
+    seconds: float = 0.0
+    windows: int = 0
+    threads: int = 0
+    ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
+
+
+def _current_cpu(tid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        try:
+            return int(Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+        except (OSError, IndexError, ValueError):
+            return None
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return -1.0
+
+
+class Adapter:
+    """The decisions of one adaptive run (module docstring), fed one window at a time."""
+
+    def __init__(self, topology, policy: str | None, log, say=print, memory=None):
+        self.topology, self.policy, self.log, self.say, self.memory = topology, policy, log, say, memory
+        self.allowed = set(topology.allowed)
+        self.windows: list[Window] = []
+        self.plan = None                          # the last plan applied (None: the OS places)
+        self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
+        self.left_alone: dict[int, str] = {}
+        self.streak = 0                           # windows in a row that favour a move
+        self.pending_since: float | None = None
+        self.pending_monotonic = 0
+        self.moves: list[Move] = []
+        self.phases: list[tuple[float, str]] = []
+        self.ran_on: dict[int, set[int]] = {}
+        self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
+        self.last_pattern: str | None = None
+
+    def _record(self, **event) -> None:
+        if self.log is not None:
+            self.log.write(json.dumps(event) + "\n")
+            self.log.flush()
+
+    def _where_now(self, tids: list[int]) -> list[int | None]:
+        cpus = []
+        for k, tid in enumerate(tids):
+            cpu = _current_cpu(tid) if tid > 0 else None
+            cpus.append(cpu)
+            if cpu is not None:
+                self.ran_on.setdefault(k, set()).add(cpu)
+        return cpus
+
+    def _stacked(self, cpus: list[int | None], alive: list[int]) -> bool:
+        """More threads on one CPU than an even spread over the allowed CPUs puts there."""
+        on = [cpus[k] for k in alive if cpus[k] is not None]
+        if not on:
+            return False
+        most = max(on.count(cpu) for cpu in set(on))
+        return most > -(-len(on) // max(1, len(self.allowed)))
+
+    def _cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
+        from .mapping.cost import mapping_cost
+
+        alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
+        if len(alive) < 2:
+            return None
+        sub = matrix[np.ix_(alive, alive)]
+        return mapping_cost(sub, self.topology, [cpus[k] for k in alive]).hops
+
+    def feed(self, window: Window) -> None:
+        from .mapping import compute_mapping
+        from .patterns import analyze
+
+        self.windows.append(window)
+        recent = self.windows[-2:]
+        t = len(window.tids)
+        matrix = np.zeros((t, t))
+        for w in recent:
+            m = w.matrix()
+            matrix[:m.shape[0], :m.shape[1]] += m
+        alive = [k for k, tid in enumerate(window.tids) if tid > 0]
+        now_cpus = self._where_now(window.tids)
+        for k in alive:
+            self._own_pinning(k, window.tids[k])
+        events = matrix[np.triu_indices(t, 1)].sum()
+        record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1)}
+        if len(alive) < 2 or events <= 0 or sum(len(w.pairs) for w in recent) == 0:
+            self._record(**record, decision="nothing to judge")
+            return
+        comm = CommMatrix(matrix, np.array([sum(w.accesses[k] if k < len(w.accesses) else 0 for w in recent)
+                                            for k in range(t)]))
+        found = analyze(comm)
+        pattern = found.pattern
+        # a phase: a pattern two windows in a row (one window alone may straddle two phases)
+        if pattern == self.last_pattern and (not self.phases or self.phases[-1][1] != pattern):
+            self.phases.append((recent[0].end_s, pattern))
+            self._record(t=round(window.end_s, 3), event="phase", pattern=pattern, since=round(recent[0].end_s, 3),
+                         since_monotonic_ns=recent[0].monotonic_ns)
+        self.last_pattern = pattern
+        policy = self.policy or found.policy
+        plan = compute_mapping(policy, comm, self.topology) if policy != "os" else None
+        if plan is None:
+            self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
+            return
+        targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
+        current = [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
+                   for k in range(t)]
+        candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
+        cost_now, cost_new = self._cost(matrix, current), self._cost(matrix, candidate)
+        if cost_now is not None and self._stacked(current, alive):
+            # threads crowded on fewer CPUs than the plan would use cost no hops, and take turns:
+            # any placement the policy gives (one that spreads them as it must) is better
+            cost_now = float("inf")
+        record.update(pattern=pattern, policy=policy, cost_new=cost_new,
+                      cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
+        if cost_now is None or cost_new is None or events < MIN_EVENTS:
+            self.streak = 0
+            self._record(**record, decision="too few events or threads to judge")
+            return
+        better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
+        self.streak = self.streak + 1 if better else 0
+        if better and self.streak == 1:  # the change began in the newest window at the latest
+            self.pending_since, self.pending_monotonic = recent[0].end_s, recent[0].monotonic_ns
+        if self.streak < 2:
+            self._record(**record, decision="moving if the next window agrees" if better else "stay")
+            return
+        moved = self._apply(window.tids, candidate)
+        self.streak = 0
+        if moved == 0:  # every thread was already there, or is its own
+            self._record(**record, decision="nothing to move")
+            return
+        self.moves.append(Move(window.end_s, policy, tuple(c if c is not None else -1 for c in candidate), moved,
+                               cost_now, cost_new))
+        self._record(**record, decision="moved", moved=moved, cpus=[c if c is not None else -1 for c in candidate],
+                     tids=window.tids, change_seen_at=round(self.pending_since, 3),
+                     change_seen_at_monotonic_ns=self.pending_monotonic)
+        before = "threads crowded on a CPU" if cost_now == float("inf") else f"cost {cost_now:,.0f}"
+        self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}: {moved} thread(s) moved "
+                 f"({before} -> {cost_new:,.0f})")
+
+    def _own_pinning(self, k: int, tid: int) -> set[int] | None:
+        """Thread k's affinity now, or None when it is gone or its own (the program, or its user,
+        set it: neither every allowed CPU nor what pinwise set), in which case it is left alone
+        for the rest of the run, and the log says so once."""
+        if k in self.left_alone:
+            return None
+        try:
+            now = os.sched_getaffinity(tid)
+        except OSError:
+            return None  # the thread ended meanwhile
+        expected = self.pinned.get(k)
+        if (expected is None and not now >= self.allowed) or (expected is not None and now != expected):
+            self.left_alone[k] = f"its affinity {sorted(now)} is its own (the program pinned it): left alone"
+            self._record(thread=k, decision="left alone", affinity=sorted(now))
+            return None
+        return now
+
+    def _apply(self, tids: list[int], cpus: list[int | None]) -> int:
+        moved = 0
+        for k, (tid, cpu) in enumerate(zip(tids, cpus)):
+            if tid <= 0 or cpu is None:
+                continue
+            now = self._own_pinning(k, tid)
+            if now is None:
+                continue
+            if now == {cpu}:
+                self.pinned[k] = {cpu}
+                continue
+            try:
+                os.sched_setaffinity(tid, {cpu})
+            except OSError:
+                continue
+            self.pinned[k] = {cpu}
+            moved += 1
+        return moved
+
+
+def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
+                 interval: float = INTERVAL, log_path: str | None = None, duration: float | None = None,
+                 memory=None, extra_env: dict[str, str] | None = None, say=print) -> AdaptResult:
+    """Run ``argv`` (or attach to process ``pid``) and place its threads while it runs (module
+    docstring); returns what happened. ``policy`` None: what analyze recommends for each phase."""
+    from .pinning.launcher import find_program, program_environment
+    from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler
+
+    if (argv is None) == (pid is None):
+        raise PinwiseError("adapt a program (argv) or a running process (pid), not both")
+    if not 0.01 <= interval <= 600:
+        raise PinwiseError(f"the interval must be between 10 ms and 10 min, not {interval:g} s")
+    if policy is not None:
+        from . import policies
+
+        policy = policies.lookup(policy).name
+    check_sampler()
+    if pid is not None:
+        check_pid(pid)
+    program = find_program(argv) if argv is not None else None
+    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
+    adapter = Adapter(topology, policy, log, say, memory)
+    started = time.perf_counter()
+    try:
+        with temporary_folder("adapt") as tmp:
+            stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
+            stream_path.touch()
+            command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path), "--stream",
+                       str(stream_path), "--interval-ms", str(max(10, round(interval * 1000))), "--period-us",
+                       str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
+                       *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
+            if program is not None:
+                env = program_environment(None, None, memory=memory, extra_env=extra_env)
+                for name, value in env.items():
+                    if os.environ.get(name) != value:
+                        command += ["--setenv", f"{name}={value}"]
+                command += ["--", program, *argv[1:]]
+            else:
+                command += ["--pid", str(pid)]
+            returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
+            if returncode != 0:
+                message = error_path.read_text(errors="replace").strip() if error_path.exists() else ""
+                raise PinwiseError(message.removeprefix("pinwise-sample: ") or
+                                   f"the sampler ended with status {returncode}")
+            exit_status = _exit_status(out_path)
+    finally:
+        if log is not None:
+            log.close()
+    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
+                       round(time.perf_counter() - started, 3), len(adapter.windows),
+                       max((len(w.tids) for w in adapter.windows), default=0), adapter.ran_on)
+
+
+def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
+    """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
+    adapter.sampler_cpu = 0.0
+    offset = 0
+    with GroupGuard() as guard:
+        with signals_held():
+            try:
+                process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
+                                           stdin=subprocess.DEVNULL if attached else None)
+            except OSError as err:
+                raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
+            guard.watch(process.pid)
+        try:
+            while True:
+                try:
+                    returncode = process.wait(timeout=interval / 2)
+                    done = True
+                except subprocess.TimeoutExpired:
+                    done = False
+                except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
+                    signum = getattr(interrupt, "signum", signal.SIGINT)
+                    try:
+                        os.killpg(process.pid, signum) if not attached else os.kill(process.pid, signum)
+                    except ProcessLookupError:
+                        pass
+                    done = False
+                cpu = _cpu_seconds(process.pid)
+                if cpu >= 0:
+                    adapter.sampler_cpu = cpu
+                text = stream_path.read_text(errors="replace")[offset:]
+                windows, used = read_windows(text)
+                offset += used
+                for window in windows:
+                    try:
+                        adapter.feed(window)
+                    except PinwiseError as err:  # a plan the policy cannot make for this window
+                        adapter._record(t=window.end_s, decision=f"no plan: {err}")
+                if done:
+                    return returncode
+        finally:
+            kill_group(process.pid)
+
+
+def _exit_status(out_path: Path) -> int:
+    try:
+        for line in out_path.read_text().splitlines():
+            if line.startswith("exit-status "):
+                value = int(line.split()[1])
+                return max(value, 0)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def summary_lines(result: AdaptResult, memory=None) -> list[str]:
+    """What ``pinwise run --adapt`` prints at the end."""
+    lines = [f"adapted: {result.windows} windows in {result.seconds:.1f} s, {result.threads} threads, "
+             f"{len(result.moves)} placement(s) applied, {sum(m.moved for m in result.moves)} thread move(s); "
+             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
+    if result.phases:
+        lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
+    for move in result.moves:
+        lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {','.join(map(str, move.cpus))} ({move.moved} moved; "
+                     + ("threads crowded on a CPU" if move.cost_before == float("inf") else f"cost {move.cost_before:,.0f}")
+                     + f" -> {move.cost_after:,.0f})")
+    for thread, why in sorted(result.left_alone.items()):
+        lines.append(f"  thread {thread}: {why}")
+    if result.ran_on:
+        lines.append("ran on: " + "; ".join(f"thread {k} CPU {','.join(map(str, sorted(cpus)))}"
+                                          for k, cpus in sorted(result.ran_on.items())))
+    if memory is not None and result.moves:
+        lines.append("note: memory stays where it was placed; threads moved to another NUMA node may now reach "
+                     "their pages remotely")
+    return lines
+
+
+class BackgroundAdapter:
+    """An adaptive run inside a bench run (pinwise.bench.runner.run_once): the sampler starts the
+    program (``command`` replaces the program's argv; ``env`` is given to the program only), and a
+    thread of pinwise's feeds its windows to an :class:`Adapter` until :meth:`stop`."""
+
+    def __init__(self, argv: list[str], topology, folder: Path, env: dict[str, str] | None,
+                 interval: float = INTERVAL, policy: str | None = None):
+        import threading
+
+        from .pinning.launcher import find_program
+        from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_sampler
+
+        check_sampler()
+        self.stream = folder / "windows.txt"
+        self.stream.touch()
+        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
+                        "--interval-ms", str(max(10, round(interval * 1000))), "--period-us", str(PERIOD_US),
+                        "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
+        for name, value in (env or {}).items():
+            if os.environ.get(name) != value:
+                self.command += ["--setenv", f"{name}={value}"]
+        self.command += ["--", find_program(argv), *argv[1:]]
+        self.adapter = Adapter(topology, policy, None, say=lambda text: None)
+        self.interval = interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _follow(self) -> None:
+        offset = 0
+        while True:
+            finished = self.done.wait(self.interval / 2)
+            try:
+                windows, used = read_windows(self.stream.read_text(errors="replace")[offset:])
+            except OSError:
+                return
+            offset += used
+            for window in windows:
+                try:
+                    self.adapter.feed(window)
+                except PinwiseError:
+                    pass  # no plan for this window: the threads stay where they are
+            if finished:
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=10)

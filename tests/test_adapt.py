@@ -1,0 +1,144 @@
+"""Capability 14: placing the threads while the program runs (pinwise run --adapt, pin --pid
+--adapt): where the threads ran after each move, read back from /proc while it runs, the phase
+change named in the log, a program's own pinning left alone, nothing left behind. How fast
+anything ran is the benchmark's (benchmarks/adapt.py), never a test's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import PINWISE, assert_clean_failure, compile_program, eventually, run_pinwise
+
+from pinwise.pinning.launcher import NATIVE_DIR
+from pinwise.sample import SAMPLER
+
+PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
+pytestmark = pytest.mark.skipif(not SAMPLER.exists() or len(os.sched_getaffinity(0)) < 2,
+                                reason="the sampler was not built (libcapstone-dev), or one CPU: nothing to move")
+
+
+def _records(log) -> list[dict]:
+    try:
+        lines = log.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            pass  # a line being written
+    return found
+
+
+def _affinity(tid: int) -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(tid))
+    except OSError:
+        return None
+
+
+def test_threads_follow_the_phases_of_the_program(tmp_path, build_dir):
+    """Pairs that swap partners half way: a placement for each phase, each thread on the CPU of
+    the last move (read back while it runs), partners of the phase together, and the log names
+    the phase change within two intervals of when the program made it."""
+    exe = compile_program("phase_pairs.c", build_dir)
+    log = tmp_path / "adapt.jsonl"
+    process = subprocess.Popen([PINWISE, "run", "--adapt", "--log", str(log), "--", str(exe), "4", "150000000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checked = []
+    while process.poll() is None:
+        moves = [r for r in _records(log) if r.get("decision") == "moved"]
+        for move in moves[len(checked):]:
+            checked.append((move, {tid: _affinity(tid) for tid in move["tids"] if tid > 0}))
+        time.sleep(0.05)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "sum 1200000000" in out
+    assert len(checked) >= 2, err
+    for move, affinities in checked:  # every thread still alive runs where the move put it
+        for k, tid in enumerate(move["tids"]):
+            if tid > 0 and affinities.get(tid) is not None:
+                assert affinities[tid] == {move["cpus"][k]}, (move, affinities)
+    first, last = checked[0][0]["cpus"], checked[-1][0]["cpus"]
+    assert first[0] == first[1] and first[2] == first[3] and first[0] != first[2]  # pairs {0,1} {2,3}
+    assert last[0] == last[2] and last[1] == last[3] and last[0] != last[1]        # pairs {0,2} {1,3}
+    began = int(next(line for line in err.splitlines() if line.startswith("phase 2 began at")).split()[4])
+    phases = [r for r in _records(log) if r.get("event") == "phase"]
+    second = next(r for r in phases if r["pattern"] != phases[0]["pattern"])
+    assert abs(second["since_monotonic_ns"] - began) <= 2 * 0.2e9 + 0.05e9, (second, began)
+    assert "phases seen: " in err and "placement(s) applied" in err
+
+
+def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
+    log = tmp_path / "private.jsonl"
+    result = run_pinwise("run", "--adapt", "--log", str(log), "--", PATTERNS, "private", "-n", "4", "-i", "200000",
+                         timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert len([r for r in _records(log) if r.get("decision") == "moved"]) <= 1
+
+
+def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
+    """The oracle pins its threads itself (and again when the phase changes): pinwise leaves every
+    such thread alone from the first time it finds it so, and never moves it again. (A thread it
+    placed in the instant before the program pinned it is the program's afterwards.)"""
+    exe = compile_program("phase_pairs.c", build_dir)
+    log = tmp_path / "hand.jsonl"
+    result = run_pinwise("run", "--adapt", "--log", str(log), "--", str(exe), "-H", "4", "200000000", timeout=300)
+    assert result.returncode == 0, result.stderr
+    records = _records(log)
+    alone = [i for i, r in enumerate(records) if r.get("decision") == "left alone"]
+    assert len({records[i]["thread"] for i in alone}) == 4, result.stderr
+    assert not [r for r in records[alone[-1]:] if r.get("decision") == "moved"]
+    assert result.stderr.count("is its own (the program pinned it): left alone") == 4
+
+
+def test_ctrl_c_ends_the_program_and_leaves_nothing(tmp_path, build_dir):
+    exe = compile_program("phase_pairs.c", build_dir)
+    process = subprocess.Popen([PINWISE, "run", "--adapt", "--", str(exe), "4", "2000000000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert eventually(lambda: _running(f"^{exe} 4 2000000000"), timeout=30)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "Traceback" not in err
+    assert eventually(lambda: not _running(f"^{exe} 4 2000000000"))
+    assert eventually(lambda: not _running(f"^{SAMPLER}"))
+
+
+def _running(pattern: str) -> bool:
+    found = subprocess.run(["pgrep", "-fa", pattern], capture_output=True, text=True).stdout.splitlines()
+    return any("pgrep" not in line for line in found)
+
+
+def test_a_running_process_is_adapted_then_left_running(tmp_path, build_dir):
+    exe = compile_program("phase_pairs.c", build_dir)
+    program = subprocess.Popen([str(exe), "4", "400000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
+        log = tmp_path / "pid.jsonl"
+        result = run_pinwise("pin", "--pid", str(program.pid), "--adapt", "--duration", "3s", "--log", str(log),
+                             timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert program.poll() is None  # it runs on
+        moves = [r for r in _records(log) if r.get("decision") == "moved"]
+        assert moves, result.stderr
+        last = moves[-1]
+        for k, tid in enumerate(last["tids"]):
+            if tid > 0:
+                assert _affinity(tid) == {last["cpus"][k]}  # left where the last move put it
+    finally:
+        program.kill()
+        program.wait()
+
+
+def test_adapt_options_are_checked(tmp_path):
+    assert_clean_failure(run_pinwise("run", "--adapt", "--cpus", "0,1", "--", "true"), "--adapt", "--cpus")
+    assert_clean_failure(run_pinwise("run", "--log", str(tmp_path / "l"), "--cpus", "0", "--", "true"), "--adapt")
+    assert_clean_failure(run_pinwise("run", "--adapt", "--duration", "1s", "--", "true"), "--duration")
+    assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
