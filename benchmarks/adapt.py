@@ -1,0 +1,143 @@
+"""Placing threads while the program runs (issue 37): `pinwise run --adapt` against static placements.
+
+1. A program of two phases whose pairs swap partners half way (tests/programs/phase_pairs.c):
+   --runs interleaved runs each (order drawn per round) of the OS placement, the best static plan
+   for phase 1 (pairs {0,1} {2,3} together), the static plan from a sampled trace of the whole run
+   (its locality mapping), hand pinning that pins again at the phase change inside the program
+   (the oracle), and --adapt. Targets: --adapt significantly faster than every static placement
+   (one-sided Mann-Whitney, p < 0.05), and at least 0.9 of the oracle's speedup over the OS (by
+   medians).
+2. Programs with nothing to gain (private work, all-to-all): --adapt against the OS, median
+   ratio at most 1.02, threads moved at most once.
+3. The blog's program (a creator and two contending pairs, benchmarks/programs/creator_pairs.c):
+   --adapt reaches at least 0.9 of hand pinning's speedup over the OS, with no trace or mapping.
+
+The time is what each program prints; --adapt's includes the sampler, which starts the program.
+
+    python benchmarks/adapt.py [--runs 15] [--rounds 150000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from common import PINWISE, compile_c, console, native_dir, table
+from scipy.stats import mannwhitneyu
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "programs"
+
+
+def program_time(command: list[str]) -> float:
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return float(re.search(r"Time in seconds = ([0-9.]+)", result.stdout).group(1))
+
+
+def interleaved(placements: dict[str, list[str]], runs: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in placements}
+    for round_ in range(runs):
+        order = list(placements)
+        random.shuffle(order)
+        console.print(f"[dim]round {round_ + 1}/{runs}: {', '.join(order)}[/dim]")
+        for name in order:
+            times[name].append(program_time(placements[name]))
+    return times
+
+
+def share_of_speedup(os_time: float, ours: float, best: float) -> float | None:
+    """Our speedup over the OS as a share of the best one's (by medians); None when the best gains
+    under 5% (a share of nothing says nothing)."""
+    if os_time / best < 1.05:
+        return None
+    return (os_time / ours - 1) / (os_time / best - 1)
+
+
+def moves_of(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if json.loads(line).get("decision") == "moved")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=150000000, help="per phase of phase_pairs")
+    args = parser.parse_args()
+    met = True
+    with tempfile.TemporaryDirectory() as tmp:
+        phases = Path(tmp) / "phase_pairs"
+        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(phases), str(PROGRAMS / "phase_pairs.c")], check=True)
+        program = [str(phases), "4", str(args.rounds)]
+        subprocess.run([PINWISE, "trace", "--backend", "sample", "-o", f"{tmp}/whole.json", "--", *program],
+                       check=True, capture_output=True)
+        whole = subprocess.run([PINWISE, "map", f"{tmp}/whole.json", "--policy", "locality", "-f", "cpulist"],
+                               check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        placements = {
+            "os": program,
+            "phase 1 best": [PINWISE, "run", "--no-verify", "--cpus", "0,0,1,1", "--", *program],
+            f"whole-run trace ({whole})": [PINWISE, "run", "--no-verify", "--cpus", whole, "--", *program],
+            "oracle (re-pins)": [str(phases), "-H", "4", str(args.rounds)],
+            "adapt": [PINWISE, "run", "--adapt", "--", *program],
+        }
+        times = interleaved(placements, args.runs)
+        base = statistics.median(times["os"])
+        out = table(f"two phases, pairs swap partners: {args.runs} interleaved runs each",
+                    ["placement", "median s", "speedup over os", "adapt faster? (p)"])
+        for name, values in times.items():
+            p = mannwhitneyu(times["adapt"], values, alternative="less").pvalue if name != "adapt" else None
+            out.add_row(name, f"{statistics.median(values):.3f}", f"{base / statistics.median(values):.2f}",
+                        "-" if p is None else f"{'yes' if p < 0.05 else 'no'} ({p:.2g})")
+        console.print(out)
+        static = [n for n in times if n not in ("adapt", "oracle (re-pins)")]
+        beats = all(mannwhitneyu(times["adapt"], times[n], alternative="less").pvalue < 0.05 for n in static)
+        reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["oracle (re-pins)"]))
+        console.print(f"--adapt significantly faster than every static placement: {'yes' if beats else 'NO'}; "
+                      + (f"it reaches {reach:.2f} of the oracle's speedup (target 0.9: "
+                         f"{'met' if reach >= 0.9 else 'NOT met'})" if reach is not None else
+                         "the oracle gains nothing over the OS here: no speedup to reach"))
+        met &= beats and reach is not None and reach >= 0.9
+
+        patterns = str(native_dir() / "bin" / "patterns")
+        out = table("nothing to gain: --adapt against the OS", ["program", "os median s", "adapt median s", "ratio",
+                                                                 "moves (most in a run)"])
+        for name in ("private", "all-to-all"):
+            command = [patterns, name, "-n", "4", "-i", "100000" if name == "private" else "40000"]
+            log = Path(tmp, f"{name}.jsonl")
+            most = 0
+            both = {"os": [], "adapt": []}
+            for _ in range(args.runs):
+                order = ["os", "adapt"]
+                random.shuffle(order)
+                for kind in order:
+                    if kind == "os":
+                        both["os"].append(program_time(command))
+                    else:
+                        both["adapt"].append(program_time([PINWISE, "run", "--adapt", "--log", str(log), "--",
+                                                           *command]))
+                        most = max(most, moves_of(log))
+            ratio = statistics.median(both["adapt"]) / statistics.median(both["os"])
+            met &= ratio <= 1.02 and most <= 1
+            out.add_row(name, f"{statistics.median(both['os']):.3f}", f"{statistics.median(both['adapt']):.3f}",
+                        f"{ratio:.3f}", str(most))
+        console.print(out)
+
+        creator = str(compile_c("creator_pairs.c", Path(tmp)))
+        times = interleaved({"os": [creator, "-i", "30000000"], "hand": [creator, "-i", "30000000", "--hand"],
+                             "adapt": [PINWISE, "run", "--adapt", "--", creator, "-i", "30000000"]}, args.runs)
+        base = statistics.median(times["os"])
+        hand, adapt = base / statistics.median(times["hand"]), base / statistics.median(times["adapt"])
+        reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["hand"]))
+        console.print(f"the blog's program: hand pinning {hand:.2f}x the OS, --adapt {adapt:.2f}x: "
+                      + (f"{reach:.2f} of hand pinning's speedup (target 0.9: {'met' if reach >= 0.9 else 'NOT met'})"
+                         if reach is not None else "hand pinning gains nothing over the OS here: no speedup to reach"))
+        met &= reach is not None and reach >= 0.9
+    console.print(f"targets: {'met' if met else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
