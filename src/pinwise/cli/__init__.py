@@ -24,6 +24,7 @@ import warnings
 
 from .. import __version__
 from ..errors import PinwiseError, interrupted_status
+from ..streams import OutputLost
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
@@ -461,32 +462,86 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"pinwise: warning: {message}", file=sys.stderr)
 
 
+#: The options that name files a command reads, and those that name files it writes: an output
+#: that is one of the inputs is refused before any work (pinwise.files.refuse_same_files).
+_INPUT_OPTIONS = {"comm_file": "COMM_FILE", "comm": "--comm", "db": "DB", "topology": "--topology",
+                  "node_topology": "--node-topology", "mapping": "--mapping", "hostfile": "--hostfile",
+                  "simulation": "--simulation"}
+_OUTPUT_OPTIONS = {"output": "--output", "html": "--html", "png": "--png", "export_csv": "--export-csv",
+                   "export_json": "--export-json", "export_markdown": "--export-markdown",
+                   "export_latex": "--export-latex"}
+#: Commands that write their --db (bench, auto); report reads it.
+_WRITES_DB = ("bench", "auto")
+
+
+def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    from ..files import refuse_same_files
+
+    inputs, outputs = [], []
+    for name, label in _INPUT_OPTIONS.items():
+        values = getattr(args, name, None)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, str) and value:
+                (outputs if name == "db" and args.command in _WRITES_DB else inputs).append(
+                    ("--db" if name == "db" and args.command != "report" else label, value))
+    outputs += [(label, getattr(args, name)) for name, label in _OUTPUT_OPTIONS.items()
+                if isinstance(getattr(args, name, None), str)]
+    program = getattr(args, "program", None) or getattr(args, "job", None) or []
+    program = program[1:] if program[:1] == ["--"] else program
+    if program and os.sep in program[0]:
+        inputs.append(("the program", program[0]))
+    if outputs:
+        refuse_same_files(outputs, inputs)
+
+
 def main(argv: list[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # set while loading, above
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:  # no command: what the commands are, not an error
-        parser.print_help()
-        return 0
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # the usage error names the command's own help
-        hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
-        parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
-    stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
-    warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
-    warnings.simplefilter("always", UserWarning)
+    """The ``pinwise`` command. Its standard streams are guarded (pinwise.streams): output that
+    cannot be written ends the command with one line and status 1."""
+    from ..streams import drop_output, flush, guarded
+
+    with guarded():
+        try:
+            try:
+                status = _main(argv)
+            finally:
+                flush()
+            return status
+        except OutputLost as err:
+            print(f"pinwise: error: {err}", file=sys.stderr)
+            return err.exit_status
+        except BrokenPipeError:  # the reader went away (| head): what it wanted, it got
+            drop_output()
+            return 0
+
+
+def _main(argv: list[str] | None) -> int:
+    args = None
     try:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # set while loading, above
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        if not argv:  # no command: what the commands are, not an error
+            parser.print_help()
+            return 0
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # the usage error names the command's own help
+            hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
+            parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
+        warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
+        warnings.simplefilter("always", UserWarning)
+        _refuse_overwriting_inputs(args)
         # Each command imports only its own module: pinning a program to a CPU list stays quick.
         module, _, function = args.handler.partition(":")
         with own_settings():  # quiet OpenBLAS threads in pinwise's process; the programs get the user's
             return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
+    except OutputLost:
+        raise
     except PinwiseError as err:
-        command = args.command + (f" {args.mpi_command}" if getattr(args, "mpi_command", None) else "")
-        print(f"pinwise: error: {err} (see pinwise {command} --help)", file=sys.stderr)
+        command = " ".join(filter(None, [getattr(args, "command", None), getattr(args, "mpi_command", None)]))
+        print(f"pinwise: error: {err} (see pinwise {command + ' ' if command else ''}--help)", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)
         return interrupted_status(interrupt)
-    except BrokenPipeError:
-        return 0
