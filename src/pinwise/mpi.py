@@ -24,6 +24,7 @@ import numpy as np
 
 from .comm import CommMatrix, TraceInfo, write_comm
 from .errors import PinwiseError
+from .numbers import whole_number
 from .pinning.launcher import NATIVE_DIR
 from .topology import Topology
 
@@ -301,9 +302,15 @@ def read_hostfile(path: str) -> list[str]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        host = line.split()[0].split(":", 1)[0]
+        first, *options = line.split()
+        host, colon, count = first.partition(":")
         if not host or any(c in host for c in "=,"):
             raise PinwiseError(f"hostfile {path!r}, line {number}: {line!r} does not start with a host name")
+        counts = [("host:N", count)] if colon else []
+        counts += [(key, value) for key, _, value in (option.partition("=") for option in options)
+                   if key in ("slots", "max_slots", "max-slots", "cpus", "cpu")]
+        for key, value in counts:  # a host with no slot takes no rank: a typing mistake, not a plan
+            whole_number(value, f"hostfile {path!r}, line {number}: {key}", 1)
         if host not in hosts:
             hosts.append(host)
     if not hosts:

@@ -25,8 +25,9 @@ from pathlib import Path
 from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
+from ..numbers import real_number
 from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
-from ..pinning.launcher import launchable_program, preload_environment
+from ..pinning.launcher import launchable_program, preload_environment, why_not_loaded
 from ..pinning.log import parse_log
 from .. import policies
 from ..placement import Placement, resolve
@@ -170,16 +171,20 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         failure = f"killed by {signal.Signals(-code).name}"
     elif code > 0:
         failure = f"exit status {code}" + (f": {stderr_tail.strip().splitlines()[-1][:200]}" if stderr_tail.strip() else "")
+    elif plan is not None and not any(t.pid == process.pid for t in threads):
+        # Never a run counted under a placement it did not have (a set-user-ID program, say).
+        failure = f"not pinned: the preload library did not load ({why_not_loaded(argv[0])})"
     program_time = None
     if time_regex is not None and failure is None:
         match = time_regex.search(stdout)
         if match is None:
             failure = f"time regex {time_regex.pattern!r} found nothing in the output"
         else:
+            found = match.group(1) if match.groups() else match.group(0)
             try:
-                program_time = float(match.group(1) if match.groups() else match.group(0))
-            except ValueError:
-                failure = f"time regex matched {match.group(0)!r}, which is not a number"
+                program_time = real_number(found or "", "time", 0)
+            except PinwiseError:  # "nan", "inf", "-1", "1_0": not a time in seconds
+                failure = f"time regex matched {match.group(0)!r}, which is not a time in seconds (0 or more)"
 
     def delta(name):
         return after[name] - before[name] if after[name] is not None and before[name] is not None else None
@@ -374,13 +379,20 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 run_seed = experiment.seed * 7919 + block * 2 + warm
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
-                result = replace(measure(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
+                try:
+                    measured = measure(argv, plan, pattern, timeout, counters)
+                except OSError as err:  # the temporary folder's disk is full, or its files went away
+                    raise PinwiseError(f"cannot run {name}: {err.strerror}"
+                                       + (f" ({err.filename})" if err.filename else "")
+                                       + "; the runs before it are saved: make room and run the same command again "
+                                         "to resume") from None
+                result = replace(measured, block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
                 if pattern is not None and not any_good and result.failure and result.failure.startswith("time regex"):
                     _remove_if_empty(connection, experiment.id)
                     raise PinwiseError(_regex_missed(pattern, name, result))
                 any_good = any_good or result.failure is None
-                db.record_run(connection, experiment.id, result)
+                _record(connection, experiment.id, result)
                 if block == 0 and warm == first_warm:
                     first_block.append(result)
                 if not warm and result.failure is None:
@@ -391,6 +403,21 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
         counters.close()
         if guard is not None:
             guard.close()
+
+
+def _record(connection, experiment: int, run: db.Run) -> None:
+    """Record a run, or stop the bench with one message if the file cannot take it (the disk is
+    full, another process holds the file's lock): the runs recorded before it stay, and the same
+    command resumes at this one."""
+    import sqlite3
+
+    try:
+        db.record_run(connection, experiment, run)
+    except sqlite3.Error as err:
+        reason = (f"another process has held its lock for more than {db.BUSY_SECONDS:.0f} s" if db.locked(err)
+                  else str(err))
+        raise PinwiseError(f"cannot record the run that just ended ({reason}): the runs before it are saved; "
+                           "make room (or end the other process) and run the same command again to resume") from None
 
 
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:

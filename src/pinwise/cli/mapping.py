@@ -61,6 +61,10 @@ def cmd_map(args: argparse.Namespace) -> int:
     plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
                              cpu_kinds=args.cpu_kinds), topology, comm)
     if plan is None:
+        if args.output or args.format not in ("table", "picture"):
+            raise PinwiseError("policy os pins nothing, so there is no mapping to "
+                               + (f"write to {args.output}" if args.output else f"print as {args.format}")
+                               + ": run the program without a placement (or choose another policy)")
         print("policy os: no pinning; the OS places the threads")
         return 0
     traced = plan.traced_threads

@@ -210,6 +210,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ..pinning import pin_threads
 
+    if args.topology is not None and args.topology.strip().lower() not in ("live", "this", "sysfs"):
+        raise PinwiseError(f"pin moves the threads of a process on this machine, so it plans for this machine, not "
+                           f"{args.topology!r}: drop --topology (pinwise run --print -t T shows a plan for T)")
     topology = _load_topology(None)
     plan = _resolve_plan(args, topology)
     if plan is None:

@@ -11,13 +11,28 @@ from ..plan import Plan
 
 
 def thread_ids(pid: int) -> list[int]:
-    """The threads of a process in TID order, which on Linux is creation order until TIDs wrap."""
+    """The threads of a process in TID order, which on Linux is creation order until TIDs wrap.
+    A process that has ended and waits for its parent to collect it (a zombie) is refused."""
     try:
-        return sorted(int(name) for name in os.listdir(f"/proc/{pid}/task"))
+        tids = sorted(int(name) for name in os.listdir(f"/proc/{pid}/task"))
     except FileNotFoundError:
         raise PinwiseError(f"no process with PID {pid}") from None
     except PermissionError:
         raise PinwiseError(f"not allowed to look at process {pid}") from None
+    if all(_state(pid, tid) in ("Z", None) for tid in tids):  # a main thread that ended may leave others running
+        raise PinwiseError(f"process {pid} has ended (a zombie, waiting for its parent to collect it): it has no "
+                           "threads left to pin")
+    return tids
+
+
+def _state(pid: int, tid: int) -> str | None:
+    """The kernel's one-letter state of a thread (R, S, D, Z...); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()  # the name before ")" may hold blanks
+    except OSError:
+        return None
+    return fields[0].decode() if fields else None
 
 
 def current_placement(pid: int | None = None) -> dict[int, list[int]]:
