@@ -439,12 +439,12 @@ def runs(connection: Database, experiment: int, include_warmup: bool = False) ->
     return found
 
 
-def _number(value, optional: bool = False, whole: bool = False) -> bool:
+def _number(value, optional: bool = False, whole: bool = False, positive: bool = False) -> bool:
     if value is None:
         return optional
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         return False
-    return math.isfinite(value) and (whole or value >= 0)
+    return math.isfinite(value) and (whole or (value > 0 if positive else value >= 0))
 
 
 def _text(value, optional: bool = False) -> bool:
@@ -453,7 +453,9 @@ def _text(value, optional: bool = False) -> bool:
 
 #: What each column of a run must hold to be read.
 _RUN_CHECKS = {
-    "started": _text, "wall": _number, "program_time": lambda v: _number(v, optional=True),
+    # a time of 0 (or -0.0) measured nothing, and no speedup can be taken against it
+    "started": _text, "wall": lambda v: _number(v, positive=True),
+    "program_time": lambda v: _number(v, optional=True, positive=True),
     "user": _number, "sys": _number, "max_rss_kb": lambda v: _number(v, whole=True),
     "migrations": lambda v: _number(v, optional=True, whole=True),
     "context_switches": lambda v: _number(v, optional=True, whole=True),
