@@ -206,6 +206,21 @@ def merge(size: int, rows: dict[int, dict], command: list[str], exit_status: int
     return CommMatrix(symmetric, info=info)  # no memory accesses or instructions: bytes are not those
 
 
+#: Where Open MPI's launcher (ORTE in 4.x, PRRTE in 5.x) makes its session folders, ompi.HOST.UID/...
+SESSION_FOLDER_VARIABLES = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
+
+
+def launcher_environment(environment: dict[str, str], folder: str) -> dict[str, str]:
+    """What a launcher pinwise starts gets: the user's environment without the variables of a
+    rank (RANK_VARIABLES), and Open MPI's session folders inside pinwise's temporary ``folder``
+    (unless the user placed them): a launcher that a signal ends leaves them there, and they go
+    with the folder, or at the next start of pinwise if it was killed too."""
+    env = {k: v for k, v in environment.items() if k not in RANK_VARIABLES}
+    for name in SESSION_FOLDER_VARIABLES:
+        env.setdefault(name, str(folder))
+    return env
+
+
 def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     """Run the job through its launcher with the recorder in every rank; write and return the matrix."""
     from .processes import run_in_group, temporary_folder, user_environment
@@ -224,7 +239,7 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     with temporary_folder("mpi") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
-        env = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
+        env = launcher_environment(user_environment(), tmp)
         env["PINWISE_MPI_DIR"] = str(rows)
         env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
         command = launch_command(argv, kind, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
@@ -519,7 +534,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
                      "PINWISE_LOG": str(log)}
-        clean = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
+        clean = launcher_environment(user_environment(), tmp)
         if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text("".join(f"{p.host}\n" for p in places))

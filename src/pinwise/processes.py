@@ -100,9 +100,11 @@ class signals_held:
 _prctl = None
 
 
-def die_with_parent():
+def die_with_parent(terminal: int | None = None):
     """A ``preexec_fn`` for subprocess.Popen: the child gets SIGKILL when pinwise dies, however
-    it dies (set between fork and exec, so it holds for the program itself)."""
+    it dies (set between fork and exec, so it holds for the program itself). ``terminal``: a
+    descriptor of the controlling terminal, which the child's new process group takes as its
+    foreground (:class:`foreground_job`)."""
     global _prctl
     if _prctl is None:  # looked up once, in pinwise, not in every forked child
         import ctypes
@@ -111,11 +113,82 @@ def die_with_parent():
     prctl, parent = _prctl, os.getpid()
 
     def arm():
+        if terminal is not None:
+            _give_terminal(terminal, os.getpgrp())
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # held by signals_held while it started
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # pinwise died before the line above: do not run orphaned
             os._exit(137)
     return arm
+
+
+def _give_terminal(terminal: int, pgid: int) -> None:
+    """Make ``pgid`` the terminal's foreground group. A process of a background group that does
+    this gets SIGTTOU (and stops) unless it holds the signal, so it is held meanwhile."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        os.tcsetpgrp(terminal, pgid)
+    except OSError:
+        pass  # the terminal went away: nothing to hand over
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def controlling_terminal() -> int | None:
+    """The descriptor among 0, 1, 2 of the terminal whose foreground group pinwise is in (None
+    when pinwise runs in the background, in a pipeline's reader, or without a terminal)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+class foreground_job:
+    """A program in a process group of its own (so that whatever ends pinwise can end all of it,
+    :class:`GroupGuard`) that still has the terminal as if pinwise had exec'd it: its group is the
+    terminal's foreground for the length of the ``with`` block, as a shell hands the terminal to
+    a job; Ctrl-C and Ctrl-Z reach the program, and pinwise takes the terminal back after.
+    ``terminal`` is :func:`controlling_terminal`'s; None: there is no terminal to hand over."""
+
+    def __init__(self, pgid: int, terminal: int | None):
+        self.pgid, self.terminal = pgid, terminal
+
+    def __enter__(self) -> foreground_job:
+        if self.terminal is not None:  # the child does it too, whichever runs first (then pinwise is in the background)
+            _give_terminal(self.terminal, self.pgid)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.terminal is not None:
+            _give_terminal(self.terminal, os.getpgrp())
+
+    def wait(self, pid: int) -> int:
+        """Wait for ``pid`` to end; its exit status as subprocess gives it. A stop of the program
+        (Ctrl-Z) stops pinwise too, so that the shell sees its job stopped, and ``fg`` continues
+        both; SIGTERM and SIGHUP to pinwise (a KeyboardInterrupt) go on to the program's group."""
+        while True:
+            try:
+                _, status = os.waitpid(pid, os.WUNTRACED)
+            except KeyboardInterrupt as interrupt:  # the program decides what the signal means
+                try:
+                    os.killpg(self.pgid, getattr(interrupt, "signum", signal.SIGINT))
+                except ProcessLookupError:
+                    pass
+                continue
+            if not os.WIFSTOPPED(status):
+                return os.waitstatus_to_exitcode(status)
+            if self.terminal is not None:
+                _give_terminal(self.terminal, os.getpgrp())
+            os.kill(os.getpid(), signal.SIGSTOP)  # as the program stopped; a shell's fg continues here
+            if self.terminal is not None and controlling_terminal() is not None:  # continued in the foreground
+                _give_terminal(self.terminal, self.pgid)
+            try:
+                os.killpg(self.pgid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
 
 class GroupGuard:
@@ -172,6 +245,23 @@ class GroupGuard:
         self.close()
 
 
+def become(program: str, argv: list[str], env: dict[str, str] | None = None):
+    """Replace pinwise by ``program`` (exec, as taskset does): nothing is left to outlive, and the
+    program's exit status and signals reach the caller unchanged. The signals Python ignores
+    (SIGPIPE, SIGXFSZ) get their default back, as subprocess gives them to its children. Returns
+    only by raising PinwiseError, if the program cannot start."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        os.execve(program, argv, os.environ if env is None else env)
+    except OSError as err:
+        raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL to a whole process group; nothing if it is already gone."""
     try:
@@ -219,21 +309,40 @@ def _owner_alive(name: str) -> bool:
     return True
 
 
-def clean_dead_folders(directory: str | None = None) -> list[str]:
-    """Remove ``pinwise-*-PID-*`` folders of processes that no longer exist; returns their paths."""
-    import shutil
-    import tempfile
+def temporary_root() -> str:
+    """The folder tempfile.gettempdir() chooses (TMPDIR, TEMP, TMP, then /tmp, /var/tmp, /usr/tmp:
+    the first writable one), found without importing tempfile, a tenth of ``pinwise run``'s
+    start-up, where it is not loaded yet."""
+    import sys
 
-    directory = directory or tempfile.gettempdir()
+    if "tempfile" in sys.modules:
+        return sys.modules["tempfile"].gettempdir()
+    for candidate in (os.environ.get("TMPDIR"), os.environ.get("TEMP"), os.environ.get("TMP"), "/tmp", "/var/tmp",
+                      "/usr/tmp"):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return os.getcwd()
+
+
+def clean_dead_folders(directory: str | None = None) -> list[str]:
+    """Remove ``pinwise-*-PID-*`` folders of processes that no longer exist (a pinwise killed with
+    -9 left them, with what Valgrind, Open MPI or the preload library wrote inside); returns their
+    paths. Every command starts with it, so the next pinwise cleans what a killed one left."""
+    directory = directory or temporary_root()
     removed = []
     try:
-        names = os.listdir(directory)
+        names = [name for name in os.listdir(directory) if name.startswith("pinwise-")]
     except OSError:
         return removed
     for name in names:
         path = os.path.join(directory, name)
-        if name.startswith("pinwise-") and not _owner_alive(name) and os.path.isdir(path) \
-                and os.stat(path).st_uid == os.getuid():
+        try:
+            mine = os.lstat(path).st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path)
+        except OSError:
+            continue
+        if mine and not _owner_alive(name):
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

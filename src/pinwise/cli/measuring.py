@@ -294,9 +294,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
     if args.print:
         print(" ".join([on_path(command[0]), *command[1:]]))
         return 0
-    import subprocess
+    from ..processes import become
 
-    return subprocess.run(command).returncode
+    become(command[0], command)  # nothing of pinwise stays to outlive: the workload is the process
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
