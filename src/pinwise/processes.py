@@ -67,19 +67,26 @@ def user_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _terminated(signum, frame):
+#: The signals that stop pinwise as Ctrl-C does; held while a program starts (:func:`signals_held`).
+STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+#: The stop signals received since :func:`stop_on_termination`, in order: a module interrupted as
+#: it loads may turn the KeyboardInterrupt into another error (numpy raises ImportError), and this
+#: still tells that the command was stopped.
+received: list[int] = []
+
+
+def _stopped(signum, frame):
+    received.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt  # as Python's own handler does
     raise Terminated(signum)
 
 
 def stop_on_termination() -> None:
-    """SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt) in the main thread."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _terminated)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-#: The signals that stop pinwise as Ctrl-C does; held while a program starts (:func:`signals_held`).
-STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`Terminated` (a
+    KeyboardInterrupt), in the main thread; each is noted in :data:`received`."""
+    for signum in STOPPING:
+        signal.signal(signum, _stopped)
 
 
 class signals_held:

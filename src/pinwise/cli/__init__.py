@@ -6,17 +6,18 @@ The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin), :mod:`pinwise.
 
 from __future__ import annotations
 
-import signal
+import _signal  # the signal module's C half: ``signal`` itself loads enum first, 3 ms of the window below
 
 # Ctrl-C while the command line loads ends pinwise as it would end any program, without a
 # traceback of whichever import it interrupted; main() gives Python its handler back.
 try:
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
 except ValueError:  # imported outside the main thread: signals are not ours to set
     pass
 
 import argparse
+import signal
 import importlib
 import os
 import sys
@@ -28,7 +29,7 @@ from ..streams import OutputLost
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
-from ..processes import clean_dead_folders, own_settings, stop_on_termination
+from ..processes import clean_dead_folders, own_settings, received, stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
 MAX_THREADS = 1 << 16
@@ -546,3 +547,12 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)
         return interrupted_status(interrupt)
+    except Exception:  # noqa: BLE001 - a module interrupted as it loaded: numpy makes that an ImportError,
+        if not received:  # Python 3.11 a RuntimeError when it lands in a class's __set_name__
+            raise
+        print("pinwise: interrupted", file=sys.stderr)
+        return 128 + received[-1]
+    finally:
+        received.clear()
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_DFL:  # a caller of main() gets Python's handler back
+            signal.signal(signal.SIGINT, signal.default_int_handler)
