@@ -52,6 +52,18 @@ def _plain(error: UnicodeEncodeError):
 codecs.register_error("pinwise-plain", _plain)
 
 
+def plain(text: str) -> str:
+    """``text`` as standard output can show it: itself, or where its encoding cannot (the C
+    locale's ASCII) its plain reading, for a table to measure before it draws (the writes above
+    would keep its columns from lining up)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        return text.encode(encoding, "pinwise-plain").decode(encoding, "replace")
+
+
 class OutputLost(PinwiseError):
     """Standard output could not be written (full device, closed, I/O error)."""
 

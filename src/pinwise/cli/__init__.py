@@ -29,7 +29,7 @@ from ..streams import OutputLost
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
-from ..processes import clean_dead_folders, own_settings, received, stop_on_termination
+from ..processes import clean_leftovers, own_settings, received, stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
 MAX_THREADS = 1 << 16
@@ -530,7 +530,7 @@ def _main(argv: list[str] | None) -> int:
             hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
             parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
         stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
-        clean_dead_folders()  # what a pinwise killed with -9 left in the temporary folder
+        clean_leftovers()  # what a pinwise (or Valgrind) killed with -9 left in the temporary folder
         warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
         warnings.simplefilter("always", UserWarning)
         _refuse_overwriting_inputs(args)

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..stats import OUTLIER_Z, format_interval, format_level
+from ..streams import plain
 from .summary import ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line
 from .wide import wide_console
 
@@ -51,7 +52,7 @@ def summary_table(summary: ExperimentSummary) -> Table:
                "speedup median [CI]", "faster? mean/median", "variance", "CV", "migrations", "ctx sw"]
     longest = max((len(p.name) for p in summary.policies), default=6)
     for column in columns:
-        table.add_column(column, justify="left" if column in ("policy", "faster? mean/median") else "right",
+        table.add_column(plain(column), justify="left" if column in ("policy", "faster? mean/median") else "right",
                          min_width=longest if column == "policy" else None)
     for p in summary.policies:
         if p.spread is None:
@@ -59,12 +60,12 @@ def summary_table(summary: ExperimentSummary) -> Table:
             continue
         mean_cell, median_cell = speedup_cells(p, summary.baseline)
         table.add_row(
-            p.name, str(p.runs), str(sum(p.failures.values())),
-            f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
-            fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell, _short_decision(p),
-            fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
-            "-" if p.migrations is None else f"{p.migrations:g}",
-            "-" if p.context_switches is None else f"{p.context_switches:g}",
+            *map(plain, (p.name, str(p.runs), str(sum(p.failures.values())),
+                         f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
+                         fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell, _short_decision(p),
+                         fmt_variance(p.spread.variance), f"{p.spread.cv:.1%}",
+                         "-" if p.migrations is None else f"{p.migrations:g}",
+                         "-" if p.context_switches is None else f"{p.context_switches:g}")),
             style="red" if p.slower else None,
         )
     return table
