@@ -182,11 +182,9 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         else:
             found = match.group(1) if match.groups() else match.group(0)
             try:
-                program_time = real_number(found or "", "time", 0) or None
-            except PinwiseError:
-                program_time = None
-            if program_time is None:  # "nan", "inf", "-1", "1_0", "0.00": no time in seconds to compare
-                failure = f"time regex matched {match.group(0)!r}, which is not a time in seconds (above 0)"
+                program_time = real_number(found or "", "time", 0)
+            except PinwiseError:  # "nan", "inf", "-1", "1_0": not a time in seconds
+                failure = f"time regex matched {match.group(0)!r}, which is not a time in seconds (0 or more)"
 
     def delta(name):
         return after[name] - before[name] if after[name] is not None and before[name] is not None else None
