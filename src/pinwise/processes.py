@@ -167,6 +167,7 @@ class foreground_job:
 
     def __init__(self, pgid: int, terminal: int | None):
         self.pgid, self.terminal = pgid, terminal
+        self.stopped_by: int | None = None  # the stop signal pinwise received and passed on, if any
 
     def __enter__(self) -> foreground_job:
         if self.terminal is not None:  # the child does it too, whichever runs first (then pinwise is in the background)
@@ -185,8 +186,9 @@ class foreground_job:
             try:
                 _, status = os.waitpid(pid, os.WUNTRACED)
             except KeyboardInterrupt as interrupt:  # the program decides what the signal means
+                self.stopped_by = getattr(interrupt, "signum", signal.SIGINT)
                 try:
-                    os.killpg(self.pgid, getattr(interrupt, "signum", signal.SIGINT))
+                    os.killpg(self.pgid, self.stopped_by)
                 except ProcessLookupError:
                     pass
                 continue
@@ -204,16 +206,31 @@ class foreground_job:
 
 
 class GroupGuard:
-    """Kills the process group of the run in flight if pinwise dies, even by ``kill -9``.
+    """Kills the processes of the run in flight if pinwise dies, even by ``kill -9``.
 
-    One small shell per bench or trace reads the group IDs pinwise writes into a pipe (``watch``
-    when a run starts, ``release`` when it has ended and been cleaned up). A pipe closes when its
-    writer dies however it dies: the shell then reads end-of-file and kills the last group it was
-    given, unless it was released. The pipe is close-on-exec, so no program inherits its end.
+    One small shell per bench or trace reads what pinwise writes into a pipe (``watch`` when a
+    run starts, ``release`` when it has ended and been cleaned up). A pipe closes when its writer
+    dies however it dies: the shell then reads end-of-file and kills the last process group it was
+    given, or with ``session`` every process of that session, whatever groups they made (Open
+    MPI's mpirun puts each rank in a group of its own); unless it was released. The pipe is
+    close-on-exec, so no program inherits its end.
     """
 
-    _SCRIPT = ('g=-; while read -r line; do g=$line; done; '
-               'if [ "$g" != - ]; then kill -s KILL -- "-$g" 2>/dev/null; fi')
+    _SCRIPT = """
+g=-; while read -r line; do g=$line; done
+case $g in
+-) ;;
+s*) s=${g#s}; kill -s KILL -- "-$s" 2>/dev/null
+    for round in 1 2 3; do
+        for d in /proc/[0-9]*; do
+            read -r line 2>/dev/null < "$d/stat" || continue
+            set -- ${line##*") "}
+            [ "$4" = "$s" ] && kill -s KILL "${d#/proc/}" 2>/dev/null
+        done
+    done ;;
+*) kill -s KILL -- "-$g" 2>/dev/null ;;
+esac
+"""
 
     def __init__(self):
         import subprocess
@@ -236,8 +253,10 @@ class GroupGuard:
         except OSError:
             pass  # the guard is gone (killed by hand): the run goes on unguarded
 
-    def watch(self, pgid: int) -> None:
-        self._say(str(pgid))
+    def watch(self, pgid: int, session: bool = False) -> None:
+        """Kill process group ``pgid`` if pinwise dies; with ``session``, every process of the
+        session it leads (a program started with start_new_session)."""
+        self._say(f"s{pgid}" if session else str(pgid))
 
     def release(self) -> None:
         self._say("-")
@@ -282,10 +301,42 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of session ``sid``: a program started with start_new_session and
+    all it started, whatever process groups they made (Open MPI puts each rank in its own)."""
+    kill_group(sid)
+    for _ in range(3):  # a process that forked as the first pass went by is found by the next
+        members = _session_members(sid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``, from /proc."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat_file:
+                fields = stat_file.read().rpartition(b") ")[2].split()  # the name before ") " may hold blanks
+        except OSError:
+            continue
+        if len(fields) > 3 and fields[3] == str(sid).encode() and fields[0] != b"Z":
+            members.append(int(name))
+    return members
+
+
 def run_in_group(command: list[str], what: str, **popen_options) -> int:
-    """Run ``command`` in a process group of its own and wait for it; whatever ends pinwise (a
-    signal, kill -9 through the GroupGuard) ends the group too, and what it left running is killed
-    when it ends. Returns its exit status; ``what`` names it in the error if it cannot start."""
+    """Run ``command`` in a session of its own and wait for it; whatever ends pinwise (a signal,
+    kill -9 through the GroupGuard) ends every process of the session too, and what it left
+    running is killed when it ends. Returns its exit status; ``what`` names it in the error if it
+    cannot start."""
     import subprocess
 
     with GroupGuard() as guard:
@@ -295,15 +346,15 @@ def run_in_group(command: list[str], what: str, **popen_options) -> int:
                                            **popen_options)
             except OSError as err:
                 raise PinwiseError(f"cannot start {what}: {err.strerror}") from None
-            guard.watch(process.pid)
+            guard.watch(process.pid, session=True)
         try:
             return process.wait()
         except KeyboardInterrupt:
-            kill_group(process.pid)
+            kill_session(process.pid)
             process.wait()
             raise
         finally:
-            kill_group(process.pid)
+            kill_session(process.pid)
 
 
 def temporary_root() -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder, user_environment
+from .processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder, user_environment
 from .pinning.launcher import NATIVE_DIR, find_program
 from ._stage import make_callable
 
@@ -222,7 +222,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
-        # Valgrind and the program's children in a group of their own, which the guard kills if
+
+        # Valgrind and the program's children in a session of their own, which the guard kills if
         # pinwise dies (kill -9 included); Ctrl-C reaches them through pinwise, below.
         guard = cleanup.enter_context(GroupGuard())
         with signals_held():  # a stop signal lands after the kill below is registered
@@ -234,8 +235,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                                            start_new_session=True, preexec_fn=die_with_parent())
             except OSError as err:
                 raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
-            guard.watch(process.pid)
-            cleanup.callback(kill_group, process.pid)  # first of the clean-ups: what the program left running
+            guard.watch(process.pid, session=True)
+            cleanup.callback(kill_session, process.pid)  # first of the clean-ups: what the program left running
         # numpy loads while the program runs under Valgrind, not before it starts.
         from .comm import write_comm
 

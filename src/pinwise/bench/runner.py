@@ -26,7 +26,7 @@ from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..numbers import real_number
-from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+from ..processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment, why_not_loaded
 from ..pinning.log import parse_log
 from .. import policies
@@ -115,8 +115,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
              counters: SoftwareCounters, guard: GroupGuard | None = None) -> db.Run:
     """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates.
 
-    The program runs in a process group of its own, killed when the run ends: children it leaves
-    behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile."""
+    The program runs in a session of its own, killed when the run ends: children it leaves behind
+    would disturb the next run. ``guard`` kills that session if pinwise dies meanwhile."""
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path, follow_children=False)
@@ -136,27 +136,27 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                     except OSError as error:
                         raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
                     if guard is not None:
-                        guard.watch(process.pid)
+                        guard.watch(process.pid, session=True)
                 if timeout:
                     def expire():
                         timed_out.set()
-                        kill_group(process.pid)
+                        kill_session(process.pid)
                     watchdog = threading.Timer(timeout, expire)
                     watchdog.start()
                 _, status, usage = os.wait4(process.pid, 0)
+                wall = time.perf_counter() - start  # before the clean-up below, which is not the program's time
             except BaseException:
                 if process is not None:
-                    kill_group(process.pid)
+                    kill_session(process.pid)
                     process.wait()
                 raise
             finally:
                 if watchdog:
                     watchdog.cancel()
                 if process is not None:
-                    kill_group(process.pid)  # what the program left running
+                    kill_session(process.pid)  # what the program left running, whatever process groups it made
                     if guard is not None:
                         guard.release()
-            wall = time.perf_counter() - start
             cpu_after = cpu_times()
             process.returncode = os.waitstatus_to_exitcode(status)
             after, energy_after = counters.read(), rapl_energy_uj()

@@ -207,7 +207,9 @@ def run_program(argv: list[str], plan: Plan | None, *, follow_children: bool = F
         except BaseException:
             kill_group(process.pid)
             raise
-        guard.release()  # ended well: what it started in the background is its own business, as without pinwise
+        if job.stopped_by is not None:  # pinwise was stopped: what the program left running goes too
+            kill_group(process.pid)
+        guard.release()  # else what it started in the background is its own business, as without pinwise
         try:
             with open(log_path, encoding="utf-8", errors="replace") as log:
                 text = log.read()
