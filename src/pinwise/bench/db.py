@@ -256,7 +256,7 @@ def damaged(path: str, err: Exception) -> PinwiseError:
     """The message for a file SQLite cannot read: on open, or past the integrity check."""
     if locked(err):
         return PinwiseError(f"{path!r} is locked by another process, which has held it for more than "
-                            f"{BUSY_SECONDS:.0f} s: wait for it to end, or give another database")
+                            f"{BUSY_SECONDS:g} s: wait for it to end, or give another database")
     reason = "SQLite's message is not text" if isinstance(err, UnicodeDecodeError) else str(err)
     return PinwiseError(f"{path!r} is not a readable results database ({reason}): " + _RESCUE.format(path=path))
 

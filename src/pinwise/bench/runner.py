@@ -414,7 +414,7 @@ def _record(connection, experiment: int, run: db.Run) -> None:
     try:
         db.record_run(connection, experiment, run)
     except sqlite3.Error as err:
-        reason = (f"another process has held its lock for more than {db.BUSY_SECONDS:.0f} s" if db.locked(err)
+        reason = (f"another process has held its lock for more than {db.BUSY_SECONDS:g} s" if db.locked(err)
                   else str(err))
         raise PinwiseError(f"cannot record the run that just ended ({reason}): the runs before it are saved; "
                            "make room (or end the other process) and run the same command again to resume") from None
