@@ -476,8 +476,6 @@ _WRITES_DB = ("bench", "auto")
 
 
 def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
-    from ..files import refuse_same_files
-
     inputs, outputs = [], []
     for name, label in _INPUT_OPTIONS.items():
         values = getattr(args, name, None)
@@ -491,7 +489,9 @@ def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
     program = program[1:] if program[:1] == ["--"] else program
     if program and os.sep in program[0]:
         inputs.append(("the program", program[0]))
-    if outputs:
+    if outputs:  # pinwise.files loads pathlib and tempfile: not for the commands that write nothing (run)
+        from ..files import refuse_same_files
+
         refuse_same_files(outputs, inputs)
 
 
