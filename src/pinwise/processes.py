@@ -316,19 +316,24 @@ def kill_session(sid: int) -> None:
                 pass
 
 
+def stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command's name (state, ppid, pgrp, session, ...),
+    which may hold blanks and brackets; [] if the process or thread is gone."""
+    try:
+        with open(path, "rb") as stat_file:
+            return stat_file.read().rpartition(b") ")[2].decode().split()
+    except OSError:
+        return []
+
+
 def _session_members(sid: int) -> list[int]:
     """The live (not zombie) processes of session ``sid``, from /proc."""
     members = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat_file:
-                fields = stat_file.read().rpartition(b") ")[2].split()  # the name before ") " may hold blanks
-        except OSError:
-            continue
-        if len(fields) > 3 and fields[3] == str(sid).encode() and fields[0] != b"Z":
-            members.append(int(name))
+        if name.isdigit():
+            fields = stat_fields(f"/proc/{name}/stat")
+            if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
+                members.append(int(name))
     return members
 
 

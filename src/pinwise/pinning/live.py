@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from ..errors import PinwiseError
 from ..plan import Plan
+from ..processes import stat_fields
 
 
 def thread_ids(pid: int) -> list[int]:
@@ -19,20 +20,11 @@ def thread_ids(pid: int) -> list[int]:
         raise PinwiseError(f"no process with PID {pid}") from None
     except PermissionError:
         raise PinwiseError(f"not allowed to look at process {pid}") from None
-    if all(_state(pid, tid) in ("Z", None) for tid in tids):  # a main thread that ended may leave others running
+    # A main thread that ended (Z) may leave others running; every thread ended or gone: a zombie.
+    if all(stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1] in (["Z"], []) for tid in tids):
         raise PinwiseError(f"process {pid} has ended (a zombie, waiting for its parent to collect it): it has no "
                            "threads left to pin")
     return tids
-
-
-def _state(pid: int, tid: int) -> str | None:
-    """The kernel's one-letter state of a thread (R, S, D, Z...); None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
-            fields = stat.read().rpartition(b")")[2].split()  # the name before ")" may hold blanks
-    except OSError:
-        return None
-    return fields[0].decode() if fields else None
 
 
 def current_placement(pid: int | None = None) -> dict[int, list[int]]:
