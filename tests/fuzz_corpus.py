@@ -411,6 +411,8 @@ def same_files() -> list[Case]:
                                      MACHINE, "-o", f"{HERE}/hosts"), "hosts"),
         ("trace -o its program", ("trace", "-o", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
         ("auto --db its program", ("auto", "--db", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
+        ("demo --out a folder of the user's files", ("demo", "--quick", "--out", HERE), "r.db"),
+        ("demo --out . of the user's files", ("demo", "--quick", "--out", "."), "m.csv"),
     ]
     found = [Case("same file", name, argv, "bad", files=files, kept=(kept,), programs=("prog",), links=links)
              for name, argv, kept in cases]
