@@ -521,7 +521,8 @@ def names_not_utf8() -> list[Case]:
     """File and program names that are not UTF-8 (one 0xff byte, as Python holds it): opened,
     stored and shown as they are."""
     name = "\udcff"  # surrogateescape's form of the byte 0xff
-    files = {f"m{name}.csv": b"0,5\n5,0\n", f"r{name}.db": results_database(), f"tr{name}ue": Path("/bin/true").read_bytes()}
+    files = {f"m{name}.csv": b"0,5\n5,0\n", f"r{name}.db": results_database(),
+             f"tr{name}ue": Path("/bin/true").read_bytes()}
     program = f"{HERE}/tr{name}ue"
     commands = [
         ("bench --db", ("bench", "--db", f"{HERE}/new{name}.db", "-r", "1", "--policies", "os", "-q", "--", "true")),
@@ -546,14 +547,15 @@ def wrong_answers() -> list[Case]:
     """Inputs once accepted although wrong (or refused although right), one per member of each
     class: no mapping to write, slots that hold no rank, a time that is no time, a script that
     cannot start."""
-    files = {"m.csv": b"0,5\n5,0\n", "crlf.sh": b"#!/bin/sh\r\necho hi\r\n", "missing.sh": b"#!/no/such/shell\necho hi\n",
-             "fine.sh": b"#! /bin/sh -e\necho fine\n", "text.sh": b"#!notes.txt\necho hi\n",
-             "notes.txt": b"not a program\n"}  # text.sh: an interpreter that is not executable (the kernel reads
-    # a relative one from the working folder, the case's own)
+    # text.sh: an interpreter that is not executable (a relative one is read from the working folder)
+    files = {"m.csv": b"0,5\n5,0\n", "crlf.sh": b"#!/bin/sh\r\necho hi\r\n",
+             "missing.sh": b"#!/no/such/shell\necho hi\n", "fine.sh": b"#! /bin/sh -e\necho fine\n",
+             "text.sh": b"#!notes.txt\necho hi\n", "notes.txt": b"not a program\n"}
     scripts = ("crlf.sh", "missing.sh", "fine.sh", "text.sh")
     cases = [
         Case("wrong answers", "map -p os -o", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-o",
-                                                f"{HERE}/map_os.json"), "bad", files=files, output=f"{HERE}/map_os.json"),
+                                                f"{HERE}/map_os.json"), "bad", files=files,
+             output=f"{HERE}/map_os.json"),
         Case("wrong answers", "map -p os -f json", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-f", "json"),
              "bad", files=files),
         Case("wrong answers", "map -p os -f cpulist", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-f",
@@ -653,7 +655,8 @@ def run_case(case: Case, root: Path, index: int) -> tuple[Case, list[str], str]:
     output = Path(case.output.replace(HERE, str(here))) if case.output else None
     env = {**os.environ, "TMPDIR": str(temporary),
            **{k: v.replace(HERE, str(here)) for k, v in case.env.items()}}
-    stdout = open("/dev/full", "wb") if case.stdout == "full" else subprocess.DEVNULL if case.stdout else subprocess.PIPE
+    stdout = (open("/dev/full", "wb") if case.stdout == "full" else subprocess.DEVNULL if case.stdout
+              else subprocess.PIPE)
     try:
         result = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace",
                                 timeout=TIME_LIMIT, stdin=subprocess.DEVNULL, cwd=here, env=env,

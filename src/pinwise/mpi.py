@@ -141,7 +141,7 @@ def read_rows(folder: Path) -> tuple[int, dict[int, dict]]:
     rows: dict[int, dict] = {}
     size = None
     for path in sorted(folder.glob("rank-*.txt")):
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         try:
             if lines[0] != "pinwise-mpi 1":
                 raise ValueError("not a pinwise-mpi row")
@@ -537,7 +537,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         clean = launcher_environment(user_environment(), tmp)
         if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")
-            hostfile.write_text("".join(f"{p.host}\n" for p in places))
+            hostfile.write_text("".join(f"{p.host}\n" for p in places), encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
             status = run_in_group(command, argv[0], env={**clean, **variables, "SLURM_HOSTFILE": str(hostfile)})
         elif kind == "mpich":  # Hydra: rank i on line i's host; each thread pinned by pinwise
@@ -546,13 +546,13 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
                 raise PinwiseError(f"mpiexec {taken[0]} names the hosts, and so does pinwise's machinefile (one line "
                                    "per rank, from the map): leave it out after --")
             machinefile = Path(tmp, "machinefile")
-            machinefile.write_text("".join(f"{p.host}:1\n" for p in places))
+            machinefile.write_text("".join(f"{p.host}:1\n" for p in places), encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "-f", str(machinefile),
                        *[part for name, value in variables.items() for part in ("-genv", name, value)], *argv[1:]]
             status = run_in_group(command, argv[0], env=clean)
         else:
             rankfile = Path(tmp, "rankfile")
-            rankfile.write_text("\n".join(lines) + "\n")
+            rankfile.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "--rankfile", str(rankfile),
                        *[part for name, value in variables.items() for part in ("-x", f"{name}={value}")], *argv[1:]]
             status = run_in_group(command, argv[0], env=clean)
@@ -560,5 +560,5 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         if verify:
             for rank in range(len(per_rank)):
                 path = Path(f"{log}.rank{rank}")
-                found[rank] = parse_log(path.read_text(errors="replace")) if path.exists() else ()
+                found[rank] = parse_log(path.read_text(encoding="utf-8", errors="replace")) if path.exists() else ()
     return status, lines, found

@@ -269,7 +269,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                 raise interrupted
             raise PinwiseError(f"{argv[0]} ended with status {returncode} before the tracer wrote anything; "
                                "nothing saved")
-        comm = parse_trace(result_path.read_text(), str(result_path))
+        comm = parse_trace(result_path.read_text(encoding="utf-8", errors="replace"), str(result_path))
     partial = comm.info.partial or returncode != 0 or interrupted is not None
     observed = {}
     if native_run and not partial and rounds_possible(comm):

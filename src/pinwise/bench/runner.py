@@ -160,9 +160,10 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
             cpu_after = cpu_times()
             process.returncode = os.waitstatus_to_exitcode(status)
             after, energy_after = counters.read(), rapl_energy_uj()
-        stdout = out_path.read_text(errors="replace")
-        stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
-        threads = parse_log(Path(log_path).read_text(errors="replace") if Path(log_path).exists() else "")
+        stdout = out_path.read_text(encoding="utf-8", errors="replace")
+        stderr_tail = err_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL:]
+        log = Path(log_path)
+        threads = parse_log(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "")
     code = process.returncode
     failure = None
     if timed_out.is_set():

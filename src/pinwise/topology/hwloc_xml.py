@@ -48,7 +48,8 @@ def parse_cpuset(text: str, where: str) -> frozenset[int]:
     text = text.strip()
     words = text.count(",") + 1
     if words > MAX_OS_INDEX // 32 + 1 and not text.lower().startswith(("0xf...f", "f...f")):
-        raise PinwiseError(f"{where}: cpuset {text[:40]!r}... names CPUs past {MAX_OS_INDEX}, more than any machine has")
+        raise PinwiseError(f"{where}: cpuset {text[:40]!r}... names CPUs past {MAX_OS_INDEX}, more than any machine "
+                           "has")
     cpus: set[int] = set()
     commas = scanned = 0
     for match in _NON_EMPTY.finditer(text):  # only the words that hold something
