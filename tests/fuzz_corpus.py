@@ -273,7 +273,8 @@ def mapping_files() -> list[Case]:
            "threads disagree": changed(threads=7), "skip mask text": changed(skip_mask="x"),
            "repeat_from past the end": changed(repeat_from=9), "wrong format": changed(format="pinwise-comm"),
            "newer version": changed(version=99), "format null": changed(format=None), "other machine": changed(machine={"fingerprint": "0", "shape": "pu:64"}),
-           "deep": b"[" * 50000 + b"]" * 50000, "1e400": changed(pus=[0]).replace(b"[0]", b"[1e400]")}
+           "deep": b"[" * 50000 + b"]" * 50000, "1e400": changed(pus=[0]).replace(b"[0]", b"[1e400]"),
+           "70,000 threads": changed(pus=[0, 1] * 35000, threads=70000)}
     cases = [Case("mapping files", name, ("run", "--print", "-t", MACHINE, "--mapping", f"{HERE}/map.json", "--", "true"),
                   "bad", files={"map.json": data}) for name, data in bad.items()]
     cases.append(Case("mapping files", "as written", ("run", "--print", "-t", MACHINE, "--mapping", f"{HERE}/map.json",
@@ -369,7 +370,9 @@ def same_files() -> list[Case]:
     symbolic or a hard link, or the program itself) is refused before any work, the input left as
     it was; two outputs naming one file are refused too."""
     true = Path("/bin/true").read_bytes()
-    files = {"m.csv": b"0,5\n5,0\n", "c.json": json.dumps({"matrix": [[0, 5], [5, 0]]}).encode(),
+    mapping = subprocess.run([PINWISE, "map", "/dev/stdin", "-p", "compact", "-f", "json"],  # for this machine
+                             input=b"0\n", capture_output=True, check=True).stdout
+    files = {"m.csv": b"0,5\n5,0\n", "c.json": json.dumps({"matrix": [[0, 5], [5, 0]]}).encode(), "map.json": mapping,
              "r.db": results_database(), "s.json": b"{}", "hosts": b"node0 slots=2\n", "prog": true,
              "t.json": subprocess.run([PINWISE, "topo", "-t", MACHINE, "--of", "json"], capture_output=True,
                                       check=True).stdout}
@@ -411,11 +414,15 @@ def same_files() -> list[Case]:
                                      MACHINE, "-o", f"{HERE}/hosts"), "hosts"),
         ("trace -o its program", ("trace", "-o", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
         ("auto --db its program", ("auto", "--db", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
+        ("trace -o the program found on PATH", ("trace", "-o", f"{HERE}/prog", "--", "prog"), "prog"),
+        ("bench --export-json its --placement file", ("bench", "--db", f"{HERE}/new.db", "--placement",
+                                                      f"mine={HERE}/map.json", "--export-json", f"{HERE}/map.json",
+                                                      "--", "true"), "map.json"),
         ("demo --out a folder of the user's files", ("demo", "--quick", "--out", HERE), "r.db"),
         ("demo --out . of the user's files", ("demo", "--quick", "--out", "."), "m.csv"),
     ]
-    found = [Case("same file", name, argv, "bad", files=files, kept=(kept,), programs=("prog",), links=links)
-             for name, argv, kept in cases]
+    found = [Case("same file", name, argv, "bad", files=files, kept=(kept,), programs=("prog",), links=links,
+                  env={"PATH": f"{HERE}:{os.environ.get('PATH', os.defpath)}"}) for name, argv, kept in cases]
     found.append(Case("same file", "two exports to one file", ("report", f"{HERE}/r.db", "--export-csv",
                                                                 f"{HERE}/x", "--export-json", f"{HERE}/x"), "bad",
                       files=files, kept=("r.db",), output=f"{HERE}/x"))

@@ -29,10 +29,11 @@ from ..streams import OutputLost
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
+from ..plan import MAX_SLOTS
 from ..processes import clean_leftovers, own_settings, received, stop_on_termination
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
-MAX_THREADS = 1 << 16
+MAX_THREADS = MAX_SLOTS
 MAX_SEED = (1 << 32) - 1
 
 
@@ -485,10 +486,14 @@ def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
                     ("--db" if name == "db" and args.command != "report" else label, value))
     outputs += [(label, getattr(args, name)) for name, label in _OUTPUT_OPTIONS.items()
                 if isinstance(getattr(args, name, None), str)]
+    for placement in getattr(args, "placement", None) or []:  # NAME=SPEC, where SPEC may be a mapping file
+        inputs.append((f"--placement {placement}", placement.partition("=")[2]))
     program = getattr(args, "program", None) or getattr(args, "job", None) or []
     program = program[1:] if program[:1] == ["--"] else program
-    if program and os.sep in program[0]:
-        inputs.append(("the program", program[0]))
+    if program:  # a bare name is the file PATH gives it (trace -o /usr/bin/true -- true)
+        inputs.append(("the program", program[0] if os.sep in program[0] else next(
+            (path for folder in os.environ.get("PATH", os.defpath).split(os.pathsep)
+             if os.path.isfile(path := os.path.join(folder or ".", program[0]))), program[0])))
     if outputs:  # pinwise.files loads pathlib and tempfile: not for the commands that write nothing (run)
         from ..files import refuse_same_files
 
