@@ -4,6 +4,7 @@ module; here, that the shell around it keeps its promises."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -166,3 +167,17 @@ def test_a_bare_json_matrix_is_read(tmp_path):
     result = run_pinwise("map", str(path), "-t", "pack:1 core:2 pu:1", "-p", "locality", "-f", "cpulist")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() in (["0,1"], ["1,0"])
+
+
+def test_no_option_is_taken_without_a_word(tmp_path):
+    """An option a command would ignore is refused, or honoured: analyze --json --png wrote no PNG,
+    topo --presets -o and map --compare -o wrote no file, each with status 0."""
+    matrix = tmp_path / "m.csv"
+    matrix.write_text("0,5\n5,0\n")
+    png = tmp_path / "heat.png"
+    result = run_pinwise("analyze", str(matrix), "--json", "--png", str(png), check=True)
+    assert json.loads(result.stdout)["threads"] == 2 and png.read_bytes().startswith(b"\x89PNG")
+    assert_clean_failure(run_pinwise("topo", "--presets", "-o", str(tmp_path / "p.txt")), "drop --output")
+    assert_clean_failure(run_pinwise("map", str(matrix), "--compare", "-o", str(tmp_path / "c.json")),
+                         "drop --output")
+    assert not (tmp_path / "p.txt").exists() and not (tmp_path / "c.json").exists()

@@ -183,6 +183,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     comm = read_comm_file(args.comm_file)
     topology = topo_mod.load_topology(args.topology) if args.topology else None
     result = analyze(comm, topology)
+    if args.png:
+        save_heat_map(result.comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
+        print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         import json
 
@@ -219,9 +222,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     matrix = result.comm.matrix
     if args.heat_map != "none":
         console.print(Text(heat_map_text(matrix)))
-    if args.png:
-        save_heat_map(matrix, args.png, f"{Path(args.comm_file).name}: communication")
-        print(f"wrote {args.png}", file=sys.stderr)
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern: {result.pattern} ({result.pattern_reason})"))

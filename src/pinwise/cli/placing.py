@@ -228,6 +228,11 @@ def cmd_topo(args: argparse.Namespace) -> int:
     from ..files import write_text_atomic
 
     if args.presets:
+        ignored = [option for option, given in (("--topology", args.topology is not None),
+                                                ("--of", args.of != "text"), ("--output", args.output)) if given]
+        if ignored:  # never an option taken without a word
+            raise PinwiseError(f"--presets lists the presets and nothing else: drop {', '.join(ignored)} (pinwise "
+                               "topo -t NAME shows one of them)")
         for name, (description, note) in topo_mod.PRESETS.items():
             machine = topo_mod.preset(name)
             print(f"{name:9} {machine.nb_pus:3} PUs  {description}\n          {note}")
