@@ -579,6 +579,10 @@ def wrong_answers() -> list[Case]:
                                                          "json"), "bad", files=files),
         Case("wrong answers", "map --compare -p locality", ("map", f"{HERE}/m.csv", "-t", MACHINE, "--compare",
                                                              "-p", "locality"), "bad", files=files),
+        Case("wrong answers", "report --png of a simulation only", ("report", "--simulation", f"{HERE}/s.json",
+                                                                     "--png", f"{HERE}/plots"), "bad",
+             files={"s.json": b"{}"}, output=f"{HERE}/plots"),
+        Case("wrong answers", "workload list NAME", ("workload", "list", "pairs"), "bad"),
         Case("wrong answers", "pin -t another machine", ("pin", "--pid", str(os.getpid()), "-t", "x7550", "--cpus",
                                                           "0"), "bad"),
     ]

@@ -123,6 +123,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                            "or --simulation FILE")
     if args.db is None and any(getattr(args, f"export_{kind}") for kind in ("csv", "json", "markdown", "latex")):
         raise PinwiseError("the exports are of a results database's experiments: give DB")
+    if args.db is None and args.png:
+        raise PinwiseError("--png plots a results database's experiments: give DB (--html shows a simulation)")
     simulations = [read_simulation(path) for path in args.simulation or []]
     summaries = []
     if args.db is not None:
@@ -283,6 +285,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
     from ..workloads import WORKLOADS, on_path, workload_command
 
     if args.action == "list":
+        if args.name:
+            raise PinwiseError(f"list takes no name: pinwise workload list shows them all, pinwise workload run "
+                               f"{args.name} runs one")
         for workload in WORKLOADS.values():
             print(f"{workload.name:<11} {workload.partners}  (like {workload.like})")
         print("run one: pinwise workload run NAME [-n THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
