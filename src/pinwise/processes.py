@@ -5,8 +5,8 @@
   recorded, and the command says what is saved.
 - ``kill -9`` cannot be caught, so every program pinwise waits for is started with
   ``PR_SET_PDEATHSIG`` (:func:`die_with_parent`): the kernel kills it when pinwise dies. The
-  program's own children do not inherit that; they run in the program's process group, which a
-  :class:`GroupGuard` kills when pinwise dies.
+  program's own children do not inherit that; they run in the program's session (or, for
+  ``pinwise run``, its process group), which a :class:`GroupGuard` kills when pinwise dies.
 - The program of ``pinwise run`` keeps the terminal in its own process group, handed over as a
   shell hands it to a job (:class:`foreground_job`); ``workload run`` and ``run --no-verify``
   become the program (:func:`become`), so nothing of pinwise is left to outlive.
