@@ -17,20 +17,20 @@ except ValueError:  # imported outside the main thread: signals are not ours to 
     pass
 
 import argparse
-import signal
 import importlib
 import os
+import signal
 import sys
 import warnings
 
 from .. import __version__
 from ..errors import PinwiseError, interrupted_status
-from ..streams import OutputLost
 from ..numbers import real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
 from ..plan import MAX_SLOTS
 from ..processes import clean_leftovers, own_settings, received, stop_on_termination
+from ..streams import OutputLost
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
 MAX_THREADS = MAX_SLOTS
