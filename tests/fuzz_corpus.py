@@ -6,8 +6,10 @@ Each case is one ``pinwise`` command with the files it reads, and what a demandi
 ``bad`` (refused: non-zero exit, one ``pinwise: error:`` line), ``good`` (accepted: exit 0), or
 ``any`` (either, as long as it is clean). The script prints, per surface and in total, how many
 cases gave a traceback, a hang (past the time limit), a bad input accepted, a good one refused,
-a message that is not one clean line, or an output file written although the command failed,
-and exits 1 if any of those counts is not 0. ``tests/test_fuzz.py`` runs it in the suite.
+a message that is not one clean line, an output file written although the command failed, an
+input it was given changed or gone (data destroyed), or a file left in its temporary folder (each
+case runs with a TMPDIR of its own, which must be empty afterwards), and exits 1 if any of those
+counts is not 0. ``tests/test_fuzz.py`` runs it in the suite.
 
 The corpus is built, not drawn at random: every case is named and the same on every run.
 """
@@ -29,7 +31,8 @@ from pathlib import Path
 
 PINWISE = str(Path(sys.executable).parent / "pinwise")
 TIME_LIMIT = 60.0
-DEFECTS = ("traceback", "hang", "accepted bad", "refused good", "unclear message", "half-written")
+DEFECTS = ("traceback", "hang", "accepted bad", "refused good", "unclear message", "half-written", "data destroyed",
+           "temp left")
 MACHINE = "pack:2 core:2 pu:1"
 #: Stands for the case's own folder in arguments and file names.
 HERE = "{here}"
@@ -43,6 +46,11 @@ class Case:
     expect: str                              # "bad", "good" or "any"
     files: dict = field(default_factory=dict)  # name -> bytes, created in the case's folder
     output: str | None = None                # a file the command writes: absent after a refusal
+    kept: tuple[str, ...] = ()               # files of ``files`` the command must leave as they were
+    programs: tuple[str, ...] = ()           # files of ``files`` made executable
+    env: dict = field(default_factory=dict)  # set in the command's environment
+    links: dict = field(default_factory=dict)  # name -> file of ``files`` it links to ("=name": a hard link)
+    stdout: str | None = None                # "full": /dev/full; "closed": no descriptor 1 at all
 
 
 # -- the corpus ---------------------------------------------------------------------------------
@@ -265,7 +273,8 @@ def mapping_files() -> list[Case]:
            "threads disagree": changed(threads=7), "skip mask text": changed(skip_mask="x"),
            "repeat_from past the end": changed(repeat_from=9), "wrong format": changed(format="pinwise-comm"),
            "newer version": changed(version=99), "format null": changed(format=None), "other machine": changed(machine={"fingerprint": "0", "shape": "pu:64"}),
-           "deep": b"[" * 50000 + b"]" * 50000, "1e400": changed(pus=[0]).replace(b"[0]", b"[1e400]")}
+           "deep": b"[" * 50000 + b"]" * 50000, "1e400": changed(pus=[0]).replace(b"[0]", b"[1e400]"),
+           "70,000 threads": changed(pus=[0, 1] * 35000, threads=70000)}
     cases = [Case("mapping files", name, ("run", "--print", "-t", MACHINE, "--mapping", f"{HERE}/map.json", "--", "true"),
                   "bad", files={"map.json": data}) for name, data in bad.items()]
     cases.append(Case("mapping files", "as written", ("run", "--print", "-t", MACHINE, "--mapping", f"{HERE}/map.json",
@@ -293,13 +302,27 @@ def output_paths() -> list[Case]:
     return cases
 
 
+_BUILT: dict[str, bytes] = {}
+
+
+def results_database() -> bytes:
+    """A real results database: 3 runs each of os and compact of ``true`` (made once)."""
+    if "db" not in _BUILT:
+        folder = Path(tempfile.mkdtemp(prefix="pinwise-fuzz-db-"))
+        try:
+            path = folder / "r.db"
+            subprocess.run([PINWISE, "bench", "--db", str(path), "-r", "3", "--policies", "os,compact", "--quiet",
+                            "--", "true"], capture_output=True, check=True, timeout=120)
+            _BUILT["db"] = path.read_bytes()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return _BUILT["db"]
+
+
 def databases() -> list[Case]:
     folder = Path(tempfile.mkdtemp(prefix="pinwise-fuzz-db-"))
     try:
-        path = folder / "r.db"
-        subprocess.run([PINWISE, "bench", "--db", str(path), "-r", "3", "--policies", "os,compact", "--quiet", "--",
-                        "true"], capture_output=True, check=True, timeout=120)
-        good = path.read_bytes()
+        good = results_database()
         variants = {}
         for name, statement in [
             ("text in wall", "UPDATE runs SET wall = 'abc' WHERE id = 1"),
@@ -310,6 +333,9 @@ def databases() -> list[Case]:
             ("newer version", "PRAGMA user_version = 99"),
             ("column dropped", "ALTER TABLE runs DROP COLUMN placement"),
             ("blob in policy", "UPDATE runs SET policy = x'00ff' WHERE id = 1"),
+            ("a wall time of -0.0", "UPDATE runs SET wall = -0.0 WHERE id = 1"),
+            ("a wall time of 0", "UPDATE runs SET wall = 0 WHERE id = 2"),
+            ("every wall time -0.0", "UPDATE runs SET wall = -0.0"),
         ]:
             copy = folder / f"{len(variants)}.db"
             copy.write_bytes(good)
@@ -322,7 +348,8 @@ def databases() -> list[Case]:
     # A damaged row is skipped with a warning, the rest reported: "any" (clean either way);
     # a whole file that cannot be read is refused.
     expect = {"text in wall": "good", "negative time": "any", "blob in policy": "any", "config not JSON": "bad",
-              "command not a list": "bad", "no runs table": "bad", "newer version": "bad", "column dropped": "bad"}
+              "command not a list": "bad", "no runs table": "bad", "newer version": "bad", "column dropped": "bad",
+              "a wall time of -0.0": "good", "a wall time of 0": "good", "every wall time -0.0": "bad"}
     cases = [Case("databases", name, ("report", f"{HERE}/r.db"), expect[name], files={"r.db": data})
              for name, data in variants.items()]
     for offset in range(0, len(good), max(1, len(good) // 40)):  # a flipped byte every 1/40th of the file
@@ -338,14 +365,264 @@ def databases() -> list[Case]:
     return cases
 
 
+def same_files() -> list[Case]:
+    """Data destroyed: an output that is one of the command's own inputs (by name, through a
+    symbolic or a hard link, or the program itself) is refused before any work, the input left as
+    it was; two outputs naming one file are refused too."""
+    true = Path("/bin/true").read_bytes()
+    mapping = subprocess.run([PINWISE, "map", "/dev/stdin", "-p", "compact", "-f", "json"],  # for this machine
+                             input=b"0\n", capture_output=True, check=True).stdout
+    files = {"m.csv": b"0,5\n5,0\n", "c.json": json.dumps({"matrix": [[0, 5], [5, 0]]}).encode(), "map.json": mapping,
+             "r.db": results_database(), "s.json": b"{}", "hosts": b"node0 slots=2\n", "prog": true,
+             "t.json": subprocess.run([PINWISE, "topo", "-t", MACHINE, "--of", "json"], capture_output=True,
+                                      check=True).stdout}
+    links = {"soft.csv": "m.csv", "=hard.csv": "m.csv"}  # "=": a hard link
+    cluster = ("--cluster", "node:2 pack:1 core:2 pu:1")
+    cases = [
+        ("map -o its matrix", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact", "-o", f"{HERE}/m.csv"), "m.csv"),
+        ("map -o its matrix through a link", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact", "-o",
+                                              f"{HERE}/soft.csv"), "m.csv"),
+        ("map -o its matrix's hard link", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact", "-o",
+                                           f"{HERE}/hard.csv"), "m.csv"),
+        ("map of a link -o its file", ("map", f"{HERE}/soft.csv", "-t", MACHINE, "-p", "compact", "-o",
+                                       f"{HERE}/m.csv"), "m.csv"),
+        ("map -o ./name of its matrix", ("map", "m.csv", "-t", MACHINE, "-p", "compact", "-o", "./m.csv"), "m.csv"),
+        ("analyze --png its matrix", ("analyze", f"{HERE}/m.csv", "--heat-map", "none", "--png", f"{HERE}/m.csv"),
+         "m.csv"),
+        ("topo -o its topology", ("topo", "-t", f"{HERE}/t.json", "-o", f"{HERE}/t.json"), "t.json"),
+        ("topo --of xml -o its topology", ("topo", "-t", f"{HERE}/t.json", "--of", "xml", "-o", f"{HERE}/t.json"),
+         "t.json"),
+        ("report --html its database", ("report", f"{HERE}/r.db", "--html", f"{HERE}/r.db"), "r.db"),
+        ("report --export-json its database", ("report", f"{HERE}/r.db", "--export-json", f"{HERE}/r.db"), "r.db"),
+        ("report --export-csv its database", ("report", f"{HERE}/r.db", "--export-csv", f"{HERE}/r.db"), "r.db"),
+        ("report --export-markdown its database", ("report", f"{HERE}/r.db", "--export-markdown", f"{HERE}/r.db"),
+         "r.db"),
+        ("report --export-latex its database", ("report", f"{HERE}/r.db", "--export-latex", f"{HERE}/r.db"), "r.db"),
+        ("report --html its simulation", ("report", "--simulation", f"{HERE}/s.json", "--html", f"{HERE}/s.json"),
+         "s.json"),
+        ("bench --export-csv its database", ("bench", "--db", f"{HERE}/r.db", "-r", "1", "--export-csv",
+                                             f"{HERE}/r.db", "--", "true"), "r.db"),
+        ("bench --db its matrix", ("bench", "--db", f"{HERE}/c.json", "--comm", f"{HERE}/c.json", "--policies",
+                                   "os,locality", "-r", "1", "--", "true"), "c.json"),
+        ("bench --db its program", ("bench", "--db", f"{HERE}/prog", "-r", "1", "--", f"{HERE}/prog"), "prog"),
+        ("simulate -o its matrix", ("simulate", "-t", MACHINE, "--comm", f"{HERE}/c.json", "--policies", "locality",
+                                    "-o", f"{HERE}/c.json", "--", "true"), "c.json"),
+        ("simulate --png its matrix", ("simulate", "-t", MACHINE, "--comm", f"{HERE}/c.json", "--policies",
+                                       "locality", "--png", f"{HERE}/c.json", "--", "true"), "c.json"),
+        ("mpi map -o its matrix", ("mpi", "map", f"{HERE}/c.json", *cluster, "-o", f"{HERE}/c.json"), "c.json"),
+        ("mpi map -o its hostfile", ("mpi", "map", f"{HERE}/c.json", "--hostfile", f"{HERE}/hosts", "--node-topology",
+                                     MACHINE, "-o", f"{HERE}/hosts"), "hosts"),
+        ("trace -o its program", ("trace", "-o", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
+        ("auto --db its program", ("auto", "--db", f"{HERE}/prog", "--", f"{HERE}/prog"), "prog"),
+        ("trace -o the program found on PATH", ("trace", "-o", f"{HERE}/prog", "--", "prog"), "prog"),
+        ("bench --export-json its --placement file", ("bench", "--db", f"{HERE}/new.db", "--placement",
+                                                      f"mine={HERE}/map.json", "--export-json", f"{HERE}/map.json",
+                                                      "--", "true"), "map.json"),
+        ("demo --out a folder of the user's files", ("demo", "--quick", "--out", HERE), "r.db"),
+        ("demo --out . of the user's files", ("demo", "--quick", "--out", "."), "m.csv"),
+    ]
+    found = [Case("same file", name, argv, "bad", files=files, kept=(kept,), programs=("prog",), links=links,
+                  env={"PATH": f"{HERE}:{os.environ.get('PATH', os.defpath)}"}) for name, argv, kept in cases]
+    found.append(Case("same file", "two exports to one file", ("report", f"{HERE}/r.db", "--export-csv",
+                                                                f"{HERE}/x", "--export-json", f"{HERE}/x"), "bad",
+                      files=files, kept=("r.db",), output=f"{HERE}/x"))
+    found.append(Case("same file", "map -o a copy of its matrix", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p",
+                                                                   "compact", "-o", f"{HERE}/copy.csv"), "good",
+                      files={**files, "copy.csv": files["m.csv"]}, kept=("m.csv",)))
+    found.append(Case("same file", "report --html /dev/null", ("report", f"{HERE}/r.db", "--html", "/dev/null"),
+                      "good", files=files, kept=("r.db",)))
+    return found
+
+
+def devices_and_sizes() -> list[Case]:
+    """Every input is read with a type check and a size bound: devices and files of hundreds of
+    MiB are refused at once; pipes and files whose name does not say their format are read; a
+    UTF-8 byte-order mark is left out."""
+    bad = [
+        ("analyze /dev/zero", ("analyze", "/dev/zero")), ("analyze /dev/urandom", ("analyze", "/dev/urandom")),
+        ("map /dev/zero", ("map", "/dev/zero", "-t", MACHINE, "-p", "compact")),
+        ("topo -t /dev/zero", ("topo", "-t", "/dev/zero")), ("topo -t /dev/urandom", ("topo", "-t", "/dev/urandom")),
+        ("topo -t /dev/null", ("topo", "-t", "/dev/null")),
+        ("run --mapping /dev/zero", ("run", "--print", "-t", MACHINE, "--mapping", "/dev/zero", "--", "true")),
+        ("report --simulation /dev/zero", ("report", "--simulation", "/dev/zero")),
+        ("report /dev/zero", ("report", "/dev/zero")),
+        ("bench --db /dev/zero", ("bench", "--db", "/dev/zero", "-r", "1", "--", "true")),
+        ("mpi map --hostfile /dev/zero", ("mpi", "map", f"{HERE}/m.csv", "--hostfile", "/dev/zero", "--node-topology",
+                                          MACHINE)),
+        ("analyze of 300 MiB", ("analyze", f"{HERE}/big.csv")),
+        ("topo -t of 300 MiB", ("topo", "-t", f"{HERE}/big.xml")),
+        ("map of 4097 rows", ("map", f"{HERE}/tall.csv", "-t", MACHINE, "-p", "compact")),
+        ("topo -t a file of text", ("topo", "-t", f"{HERE}/topology.txt")),
+    ]
+    files = {"m.csv": b"0,5\n5,0\n", "big.csv": 300 << 20, "big.xml": 300 << 20, "tall.csv": b"0\n" * 4097,
+             "topology.txt": b"hello\n"}
+    cases = [Case("devices and sizes", name, argv, "bad", files=files) for name, argv in bad]
+    xml = subprocess.run([PINWISE, "topo", "-t", MACHINE, "--of", "xml"], capture_output=True, check=True).stdout
+    topology = subprocess.run([PINWISE, "topo", "-t", MACHINE, "--of", "json"], capture_output=True, check=True).stdout
+    bom = b"\xef\xbb\xbf"
+    good = [
+        ("analyze a CSV with a byte-order mark", ("analyze", "--heat-map", "none", f"{HERE}/bom.csv")),
+        ("map a JSON matrix with a byte-order mark", ("map", f"{HERE}/bom.json", "-t", MACHINE, "-p", "locality")),
+        ("topo -t JSON with a byte-order mark", ("topo", "-t", f"{HERE}/bom-topology.json")),
+        ("topo -t XML with a byte-order mark", ("topo", "-t", f"{HERE}/bom-topology.xml")),
+        ("topo -t XML without .xml", ("topo", "-t", f"{HERE}/lstopo-output")),
+        ("topo -t JSON without .json", ("topo", "-t", f"{HERE}/topology")),
+        ("map -t XML without .xml", ("map", f"{HERE}/bom.csv", "-t", f"{HERE}/lstopo-output", "-p", "compact")),
+        ("analyze a CSV with a UTF-8 comment", ("analyze", "--heat-map", "none", f"{HERE}/comment.csv")),
+    ]
+    files = {"bom.csv": bom + b"0,5\n5,0\n", "bom.json": bom + b'{"matrix": [[0, 5], [5, 0]]}',
+             "bom-topology.json": bom + topology, "bom-topology.xml": bom + xml, "lstopo-output": xml,
+             "topology": topology, "comment.csv": "# caf\u00e9, \u00b1 3\n0,2\n2,0\n".encode()}
+    return cases + [Case("devices and sizes", name, argv, "good", files=files) for name, argv in good]
+
+
+def standard_output() -> list[Case]:
+    """Standard output on a full device or closed: one error line and a non-zero status, never a
+    traceback nor a silent success; a command that writes only files needs no standard output."""
+    files = {"m.csv": b"0,5\n5,0\n", "r.db": results_database()}
+    writers = [
+        ("topo", ("topo", "-t", MACHINE)), ("topo --of xml", ("topo", "-t", MACHINE, "--of", "xml")),
+        ("topo --presets", ("topo", "--presets")), ("map", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact")),
+        ("map -f json", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact", "-f", "json")),
+        ("analyze", ("analyze", f"{HERE}/m.csv")), ("report", ("report", f"{HERE}/r.db")),
+        ("run --print", ("run", "--print", "-t", MACHINE, "-p", "compact", "--", "true")),
+        ("workload list", ("workload", "list")), ("--help", ("--help",)), ("map --help", ("map", "--help")),
+    ]
+    cases = [Case("standard output", f"{name} >{'/dev/full' if how == 'full' else '&-'}", argv, "bad", files=files,
+                  stdout=how) for name, argv in writers for how in ("full", "closed")]
+    for how in ("full", "closed"):
+        cases.append(Case("standard output", f"topo -o FILE, standard output {how}",
+                          ("topo", "-t", MACHINE, "-o", f"{HERE}/t.txt"), "good", files=files, stdout=how))
+    return cases
+
+
+#: The C locale without Python's UTF-8 mode: standard output is ASCII.
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+
+
+def locales() -> list[Case]:
+    """Every command in the C locale (standard output ASCII, file names and contents still UTF-8)
+    and with a standard output of another encoding: read, written and shown, never refused."""
+    files = {"m.csv": b"0,5\n5,0\n", "r.db": results_database(), "caf\u00e9.csv": "# \u00b1\n0,1\n1,0\n".encode()}
+    commands = [
+        ("topo", ("topo",)), ("topo -t x7550", ("topo", "-t", "x7550")),
+        ("map", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact")),
+        ("map --compare", ("map", f"{HERE}/m.csv", "-t", MACHINE, "--compare")),
+        ("analyze", ("analyze", f"{HERE}/m.csv")), ("report", ("report", f"{HERE}/r.db")),
+        ("report --export-markdown", ("report", f"{HERE}/r.db", "--export-markdown", f"{HERE}/r.md")),
+        ("run --print", ("run", "--print", "-t", MACHINE, "-p", "compact", "--", "true")),
+        ("analyze a file named in UTF-8", ("analyze", f"{HERE}/caf\u00e9.csv")),
+        ("map -o a file named in UTF-8", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "compact", "-o",
+                                          f"{HERE}/\u00fc.json")),
+        ("mpi map", ("mpi", "map", f"{HERE}/m.csv", "--cluster", "node:2 pack:1 core:1 pu:1")),
+        ("bench", ("bench", "--db", f"{HERE}/new.db", "-r", "1", "--policies", "os,compact", "-q", "--", "true")),
+    ]
+    cases = [Case("locales", f"{name} (LC_ALL=C PYTHONUTF8=0)", argv, "good", files=files, env=ASCII_LOCALE)
+             for name, argv in commands]
+    cases += [Case("locales", f"{name} (PYTHONIOENCODING=latin-1)", argv, "good", files=files,
+                   env={"PYTHONIOENCODING": "latin-1"}) for name, argv in commands[:6]]
+    return cases
+
+
+def names_not_utf8() -> list[Case]:
+    """File and program names that are not UTF-8 (one 0xff byte, as Python holds it): opened,
+    stored and shown as they are."""
+    name = "\udcff"  # surrogateescape's form of the byte 0xff
+    files = {f"m{name}.csv": b"0,5\n5,0\n", f"r{name}.db": results_database(),
+             f"tr{name}ue": Path("/bin/true").read_bytes()}
+    program = f"{HERE}/tr{name}ue"
+    commands = [
+        ("bench --db", ("bench", "--db", f"{HERE}/new{name}.db", "-r", "1", "--policies", "os", "-q", "--", "true")),
+        ("report", ("report", f"{HERE}/r{name}.db")),
+        ("report --html", ("report", f"{HERE}/r{name}.db", "--html", f"{HERE}/r{name}.html")),
+        ("map -o", ("map", f"{HERE}/m{name}.csv", "-t", MACHINE, "-p", "compact", "-o", f"{HERE}/o{name}.json")),
+        ("analyze", ("analyze", f"{HERE}/m{name}.csv")),
+        ("topo -o", ("topo", "-t", MACHINE, "-o", f"{HERE}/t{name}.txt")),
+        ("run --print of the program", ("run", "--print", "-t", MACHINE, "-p", "compact", "--", program)),
+        ("run --verify of the program", ("run", "--verify", "-p", "compact", "--", program)),
+        ("bench of the program", ("bench", "--db", f"{HERE}/p.db", "-r", "1", "--policies", "os,compact", "-q",
+                                  "--", program)),
+    ]
+    cases = [Case("names not UTF-8", label, argv, "good", files=files, programs=(f"tr{name}ue",))
+             for label, argv in commands]
+    cases += [Case("names not UTF-8", f"{label} (LC_ALL=C PYTHONUTF8=0)", argv, "good", files=files,
+                   programs=(f"tr{name}ue",), env=ASCII_LOCALE) for label, argv in commands[1:3] + commands[-1:]]
+    return cases
+
+
+def wrong_answers() -> list[Case]:
+    """Inputs once accepted although wrong (or refused although right), one per member of each
+    class: no mapping to write, slots that hold no rank, a time that is no time, a script that
+    cannot start."""
+    # text.sh: an interpreter that is not executable (a relative one is read from the working folder)
+    files = {"m.csv": b"0,5\n5,0\n", "crlf.sh": b"#!/bin/sh\r\necho hi\r\n",
+             "missing.sh": b"#!/no/such/shell\necho hi\n", "fine.sh": b"#! /bin/sh -e\necho fine\n",
+             "text.sh": b"#!notes.txt\necho hi\n", "notes.txt": b"not a program\n"}
+    scripts = ("crlf.sh", "missing.sh", "fine.sh", "text.sh")
+    cases = [
+        Case("wrong answers", "map -p os -o", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-o",
+                                                f"{HERE}/map_os.json"), "bad", files=files,
+             output=f"{HERE}/map_os.json"),
+        Case("wrong answers", "map -p os -f json", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-f", "json"),
+             "bad", files=files),
+        Case("wrong answers", "map -p os -f cpulist", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os", "-f",
+                                                        "cpulist"), "bad", files=files),
+        Case("wrong answers", "map -p os (table)", ("map", f"{HERE}/m.csv", "-t", MACHINE, "-p", "os"), "good",
+             files=files),
+        Case("wrong answers", "topo --presets -o", ("topo", "--presets", "-o", f"{HERE}/p.txt"), "bad",
+             output=f"{HERE}/p.txt"),
+        Case("wrong answers", "topo --presets -t", ("topo", "--presets", "-t", "x7550"), "bad"),
+        Case("wrong answers", "topo --presets --of json", ("topo", "--presets", "--of", "json"), "bad"),
+        Case("wrong answers", "map --compare -o", ("map", f"{HERE}/m.csv", "-t", MACHINE, "--compare", "-o",
+                                                    f"{HERE}/c.json"), "bad", files=files, output=f"{HERE}/c.json"),
+        Case("wrong answers", "map --compare -f json", ("map", f"{HERE}/m.csv", "-t", MACHINE, "--compare", "-f",
+                                                         "json"), "bad", files=files),
+        Case("wrong answers", "map --compare -p locality", ("map", f"{HERE}/m.csv", "-t", MACHINE, "--compare",
+                                                             "-p", "locality"), "bad", files=files),
+        Case("wrong answers", "report --png of a simulation only", ("report", "--simulation", f"{HERE}/s.json",
+                                                                     "--png", f"{HERE}/plots"), "bad",
+             files={"s.json": b"{}"}, output=f"{HERE}/plots"),
+        Case("wrong answers", "workload list NAME", ("workload", "list", "pairs"), "bad"),
+        Case("wrong answers", "pin -t another machine", ("pin", "--pid", str(os.getpid()), "-t", "x7550", "--cpus",
+                                                          "0"), "bad"),
+    ]
+    for line, expect in [("node0 slots=0", "bad"), ("node0 slots=-1", "bad"), ("node0 max_slots=0", "bad"),
+                         ("node0:0", "bad"), ("node0 slots=x", "bad"), ("node0 slots=2", "good"), ("node0:2", "good")]:
+        cases.append(Case("wrong answers", f"hostfile {line!r}", ("mpi", "map", f"{HERE}/m.csv", "--hostfile",
+                                                                  f"{HERE}/hosts", "--node-topology", MACHINE), expect,
+                          files={**files, "hosts": line.encode() + b"\n"}))
+    for printed, expect in [("nan", "bad"), ("inf", "bad"), ("-1", "bad"), ("1_0", "bad"), ("0.25", "good")]:
+        cases.append(Case("wrong answers", f"--time-regex reading {printed!r}",
+                          ("bench", "--db", f"{HERE}/r.db", "-r", "1", "--policies", "os", "-q", "--time-regex",
+                           "t=(\\S+)", "--", "sh", "-c", f"echo t={printed}"), expect))
+    for script, expect in [("crlf.sh", "bad"), ("missing.sh", "bad"), ("text.sh", "bad"), ("fine.sh", "good")]:
+        cases.append(Case("wrong answers", f"run --verify {script}", ("run", "--verify", "-p", "os", "--",
+                                                                      f"{HERE}/{script}"), expect, files=files,
+                          programs=scripts))
+        cases.append(Case("wrong answers", f"bench {script}", ("bench", "--db", f"{HERE}/r.db", "-r", "1", "-q",
+                                                               "--policies", "os", "--", f"{HERE}/{script}"), expect,
+                          files=files, programs=scripts))
+        cases.append(Case("wrong answers", f"trace {script}", ("trace", "-o", f"{HERE}/c.json", "--no-native-run", "--",
+                                                               f"{HERE}/{script}"),
+                          expect if shutil.which("valgrind") else "bad", files=files, programs=scripts,
+                          output=f"{HERE}/c.json" if expect == "bad" else None))
+    if shutil.which("valgrind"):
+        cases.append(Case("wrong answers", "trace with TMPDIR unwritable", ("trace", "-o", f"{HERE}/c.json",
+                                                                           "--no-native-run", "--", "true"), "good",
+                          env={"TMPDIR": "/nonexistent/folder"}))
+    return cases
+
+
 def corpus() -> list[Case]:
     return (number_options() + cpu_lists() + memory_options() + likwid_expressions() + skip_masks() + synthetic_topologies()
-            + xml_topologies() + json_topologies() + matrices() + mapping_files() + output_paths() + databases())
+            + xml_topologies() + json_topologies() + matrices() + mapping_files() + output_paths() + databases()
+            + same_files() + devices_and_sizes() + standard_output() + locales() + names_not_utf8() + wrong_answers())
 
 
 # -- running it ---------------------------------------------------------------------------------
 
-def judge(case: Case, status: int | None, stderr: str, output_left: bool) -> list[str]:
+def judge(case: Case, status: int | None, stderr: str, output_left: bool, destroyed: bool = False,
+          temp_left: bool = False) -> list[str]:
     """The defects one run shows (none: it behaved)."""
     if status is None:
         return ["hang"]
@@ -366,25 +643,55 @@ def judge(case: Case, status: int | None, stderr: str, output_left: bool) -> lis
         defects.append("accepted bad")
     if status == 0 and any(not line.startswith("pinwise:") and ("Warning" in line or "warning" in line) for line in lines):
         defects.append("unclear message")  # a raw Python or numpy warning
+    if destroyed:
+        defects.append("data destroyed")
+    if temp_left:
+        defects.append("temp left")
     return defects
+
+
+def _close_standard_output() -> None:
+    os.close(1)
 
 
 def run_case(case: Case, root: Path, index: int) -> tuple[Case, list[str], str]:
     here = root / f"case{index}"
     here.mkdir()
+    temporary = here / "tmp"
+    temporary.mkdir()
     for name, data in case.files.items():
+        if isinstance(data, int):  # a file of that many bytes, all of it a hole: no disk used
+            with open(here / name, "wb") as handle:
+                handle.truncate(data)
+            continue
         (here / name).write_bytes(data)
+        if name in case.programs:
+            (here / name).chmod(0o755)
+    for name, target in case.links.items():
+        if name.startswith("="):
+            os.link(here / target, here / name[1:])
+        else:
+            os.symlink(target, here / name)
     argv = [PINWISE, *(a.replace(HERE, str(here)) for a in case.argv)]
     output = Path(case.output.replace(HERE, str(here))) if case.output else None
+    env = {**os.environ, "TMPDIR": str(temporary),
+           **{k: v.replace(HERE, str(here)) for k, v in case.env.items()}}
+    stdout = (open("/dev/full", "wb") if case.stdout == "full" else subprocess.DEVNULL if case.stdout
+              else subprocess.PIPE)
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=TIME_LIMIT,
-                                stdin=subprocess.DEVNULL, cwd=here)
+        result = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace",
+                                timeout=TIME_LIMIT, stdin=subprocess.DEVNULL, cwd=here, env=env,
+                                preexec_fn=_close_standard_output if case.stdout == "closed" else None)
         status, stderr = result.returncode, result.stderr
     except subprocess.TimeoutExpired as expired:
         status, stderr = None, (expired.stderr or b"").decode(errors="replace") if isinstance(expired.stderr, bytes) else ""
+    finally:
+        if case.stdout == "full":
+            stdout.close()
     left = output is not None and os.path.lexists(output)  # False for a name the system refuses
     leftovers = [p.name for p in here.iterdir() if p.name.startswith(".") and p.name not in case.files]
-    defects = judge(case, status, stderr, left or bool(leftovers))
+    destroyed = any(not (here / name).is_file() or (here / name).read_bytes() != case.files[name] for name in case.kept)
+    defects = judge(case, status, stderr, left or bool(leftovers), destroyed, any(temporary.iterdir()))
     return case, defects, stderr
 
 

@@ -89,6 +89,32 @@ def test_kill_9_then_resume_gives_exactly_r_runs(tmp_path):
     assert pairs == 12  # none duplicated
 
 
+def test_a_run_the_preload_library_could_not_reach_is_not_counted_under_its_placement(tmp_path):
+    """A set-user-ID program of another user: the loader ignores LD_PRELOAD, so its compact runs
+    were not pinned at all. They are failures that say why, never times of compact; the OS
+    placement, which pins nothing, is measured as usual."""
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a program set-user-ID of another user")
+    program = tmp_path / "setuid-true"
+    shutil.copy("/bin/true", program)
+    os.chown(program, 65534, 65534)
+    program.chmod(0o4755)
+    db_path = tmp_path / "r.db"
+    result = run_pinwise("bench", "--db", str(db_path), "-r", "2", "--policies", "os,compact", "--quiet", "--",
+                         str(program))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("pinwise: error: no successful run of compact (compact: 2 x not "
+                                                     "pinned: the preload library did not load (it is set-user-ID")
+    connection = open_db(str(db_path), create=False)
+    try:
+        recorded = runs(connection, experiments(connection)[0].id)
+    finally:
+        connection.close()
+    assert sorted((r.policy, r.failure is None) for r in recorded) == [("compact", False)] * 2 + [("os", True)] * 2
+
+
 def test_failures_are_recorded_and_the_bench_goes_on(tmp_path, build_dir):
     crash = compile_program("crash.c", build_dir)
     db_path = str(tmp_path / "crash.db")

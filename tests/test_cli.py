@@ -4,6 +4,7 @@ module; here, that the shell around it keeps its promises."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -127,6 +128,21 @@ def test_ctrl_c_while_the_command_line_loads_ends_it_without_a_traceback():
     assert result.stdout.strip().endswith("True"), result
 
 
+@pytest.mark.parametrize("how", ["ImportError from None", "RuntimeError from the interrupt"])
+def test_a_stop_that_a_loading_module_turns_into_another_error_still_ends_as_interrupted(how):
+    """numpy turns a Ctrl-C that lands while its C part loads into an ImportError that no longer
+    holds the KeyboardInterrupt; Python 3.11 makes one in a class's __set_name__ a RuntimeError.
+    The stop signal is noted as it arrives, so the command ends as interrupted all the same."""
+    error = "raise ImportError('numpy failed') from None" if how.startswith("Import") else "raise RuntimeError('x')"
+    code = ("import os, signal, sys\nimport pinwise.cli\nimport pinwise.cli.placing as placing\n"
+            "def loading(args):\n"
+            "    try:\n        os.kill(os.getpid(), signal.SIGTERM)\n"
+            f"    except KeyboardInterrupt:\n        {error}\n"
+            "placing.cmd_topo = loading\nsys.exit(pinwise.cli.main(['topo']))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 128 + signal.SIGTERM and result.stderr == "pinwise: interrupted\n", result
+
+
 def test_outputs_to_devices_and_links_are_written_in_place(tmp_path):
     """Found by the fuzz corpus: -o /dev/full said "wrote" and replaced the device by a file
     (the temporary file was renamed over it). Devices and pipes are written in place; a link
@@ -151,3 +167,17 @@ def test_a_bare_json_matrix_is_read(tmp_path):
     result = run_pinwise("map", str(path), "-t", "pack:1 core:2 pu:1", "-p", "locality", "-f", "cpulist")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() in (["0,1"], ["1,0"])
+
+
+def test_no_option_is_taken_without_a_word(tmp_path):
+    """An option a command would ignore is refused, or honoured: analyze --json --png wrote no PNG,
+    topo --presets -o and map --compare -o wrote no file, each with status 0."""
+    matrix = tmp_path / "m.csv"
+    matrix.write_text("0,5\n5,0\n")
+    png = tmp_path / "heat.png"
+    result = run_pinwise("analyze", str(matrix), "--json", "--png", str(png), check=True)
+    assert json.loads(result.stdout)["threads"] == 2 and png.read_bytes().startswith(b"\x89PNG")
+    assert_clean_failure(run_pinwise("topo", "--presets", "-o", str(tmp_path / "p.txt")), "drop --output")
+    assert_clean_failure(run_pinwise("map", str(matrix), "--compare", "-o", str(tmp_path / "c.json")),
+                         "drop --output")
+    assert not (tmp_path / "p.txt").exists() and not (tmp_path / "c.json").exists()

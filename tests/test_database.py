@@ -1,5 +1,6 @@
 """The results database under damage and contention: a file that is read-only, locked by another
-bench, from a newer pinwise, of something else, with damaged rows or flipped bits. Every case is
+bench or held by another process's transaction, from a newer pinwise, of something else, with
+damaged rows or flipped bits, on a disk that fills, under a name that is not UTF-8. Every case is
 one message and a clean exit, never a traceback; damaged rows are named and skipped."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import PINWISE, FakeProgram, assert_clean_failure, need, run_pinwise
+from conftest import PINWISE, FakeProgram, assert_clean_failure, eventually, need, run_pinwise
 
 from pinwise.bench import BenchOptions, build_candidates, db, run_bench
 from pinwise.bench.runner import TIMEOUT_FACTOR, TIMEOUT_FLOOR, default_timeout
@@ -238,3 +239,91 @@ def test_a_hanging_program_without_timeout_is_stopped_after_the_derived_one(tmp_
     finally:
         connection.close()
     assert failures == [None, f"timeout after {TIMEOUT_FLOOR:g} s"]
+
+
+def _runs_of(report_text: str, policy: str) -> int:
+    row = next(line for line in report_text.splitlines() if line.strip("│┃ ").startswith(policy + " "))
+    return int(row.split("│")[2])
+
+
+def test_a_report_never_shows_rows_another_process_has_not_committed(tmp_path):
+    """Another process writes 500 runs in one transaction, spilled into the file (a cache of one
+    page), and holds it: the report waits for its lock instead of reading around it (it read the
+    file as it stood, uncommitted rows included), and once the rows are rolled back it shows the
+    committed ones only."""
+    path = make_db(tmp_path / "r.db")
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("PRAGMA cache_size=1")
+        writer.execute("BEGIN EXCLUSIVE")
+        for block in range(1000, 1500):
+            writer.execute("INSERT INTO runs (experiment, block, policy, warmup, started, wall, user, sys, max_rss_kb, "
+                           "exit_status, misplaced, placement) VALUES (1, ?, 'os', 0, 'x', 9.0, 0, 0, 0, 0, 0, 'os')",
+                           (block,))
+        reader = subprocess.Popen([PINWISE, "report", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The report has opened the file and waits on its lock; the writer gives up.
+        assert eventually(lambda: any(os.path.realpath(f"/proc/{reader.pid}/fd/{fd}") == os.path.realpath(path)
+                                      for fd in _descriptors(reader.pid)), timeout=60)
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    assert _runs_of(out, "os") == 6 and "9.00 s" not in out
+
+
+def _descriptors(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+
+
+def test_a_database_locked_past_the_wait_is_named(tmp_path, capsys, monkeypatch):
+    path = make_db(tmp_path / "r.db")
+    capsys.readouterr()
+    monkeypatch.setattr(db, "BUSY_SECONDS", 0.2)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        status, out, err = report(path, capsys)
+    finally:
+        writer.close()
+    assert status == 2 and out == ""
+    assert err.startswith(f"pinwise: error: {path!r} is locked by another process") and len(err.splitlines()) == 1
+
+
+def test_a_disk_filling_mid_bench_stops_it_with_one_line_and_the_same_command_resumes(tmp_path):
+    """The database may grow no more (a file size limit stands for the full disk): the bench stops
+    with one message and the runs before it saved; with room again, the same command resumes,
+    ending with the runs of a bench that was never stopped."""
+    import resource
+
+    command = [PINWISE, "bench", "--db", str(tmp_path / "r.db"), "-r", "40", "--policies", "os,compact", "--seed",
+               "3", "--timeout", "60", "--quiet", "--", "true"]
+    reference = [PINWISE, *command[1:3], str(tmp_path / "reference.db"), *command[4:]]
+    subprocess.run(reference, capture_output=True, check=True, timeout=300)
+    full = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (48 << 10, 48 << 10)))
+    assert_clean_failure(full, "cannot record the run", "the runs before it are saved")
+    with sqlite3.connect(tmp_path / "r.db") as raw:
+        saved = raw.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert 0 < saved < 80
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+    def schedule(name):
+        with sqlite3.connect(tmp_path / name) as raw:
+            return sorted(raw.execute("SELECT block, policy, position FROM runs"))
+    assert schedule("r.db") == schedule("reference.db")
+
+
+def test_names_that_are_not_utf8_are_opened_as_they_are(tmp_path):
+    path = os.fsdecode(bytes(tmp_path) + b"/r\xff.db")
+    result = run_pinwise("bench", "--db", path, "-r", "2", "--policies", "os", "--quiet", "--", "true",
+                         errors="surrogateescape")
+    assert result.returncode == 0, result.stderr
+    assert os.path.exists(bytes(tmp_path) + b"/r\xff.db")
+    assert f"results: {path} " in result.stderr  # the name's own bytes, as the user typed it
+    result = run_pinwise("report", path, errors="surrogateescape")
+    assert result.returncode == 0 and _runs_of(result.stdout, "os") == 2, result.stderr

@@ -15,6 +15,7 @@ from conftest import (
     PROGRAMS,
     assert_clean_failure,
     compile_program,
+    eventually,
     need,
     run_pinwise,
 )
@@ -301,6 +302,66 @@ def test_pin_running_process(threads_exe):
     missing = next(pid for pid in range(4_194_303, 1, -1) if not os.path.exists(f"/proc/{pid}"))
     assert_clean_failure(run_pinwise("pin", "--pid", str(missing), "--cpus", "0"), "no process")
     assert_clean_failure(run_pinwise("pin", "--pid", "999999999", "--cpus", "0"), "--pid", "at most 4194304")
+
+
+def test_a_verified_program_has_the_terminal(tmp_path):
+    """run --verify keeps its program in a process group of its own (so that whatever ends pinwise
+    ends all of it) and hands it the terminal as a shell hands it to a job: the program reads what
+    is typed, Ctrl-C reaches it, and pinwise reports where its threads ran and how it ended."""
+    import pty
+    import select
+
+    pid, terminal = pty.fork()
+    if pid == 0:  # pinwise leads the terminal's session, in its foreground, as under a shell
+        os.execv(PINWISE, [PINWISE, "run", "--verify", "-p", "os", "--", "cat"])
+    seen = []
+
+    def read_until(text: str) -> bool:
+        def more() -> bool:
+            if select.select([terminal], [], [], 0.05)[0]:
+                try:
+                    seen.append(os.read(terminal, 4096).decode(errors="replace"))
+                except OSError:  # the terminal closed: pinwise ended
+                    return True
+            return text in "".join(seen)
+        return eventually(more, timeout=60) and text in "".join(seen)
+
+    try:
+        os.write(terminal, b"typed line\n")
+        assert read_until("typed line\r\ntyped line"), seen  # echoed by the terminal, then by cat
+        os.write(terminal, b"\x03")  # Ctrl-C: to the terminal's foreground group, the program's
+        assert read_until("killed by signal SIGINT"), seen
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert "where each thread ran" in "".join(seen) and "Traceback" not in "".join(seen)
+
+
+def test_pin_refuses_what_it_cannot_honour(tmp_path):
+    """pin moves the threads of a process of this machine: a topology of another machine, a
+    mapping made for another machine, a process that has ended (a zombie), are each refused
+    with one line, the process left where it was."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        before = os.sched_getaffinity(sleeper.pid)
+        assert_clean_failure(run_pinwise("pin", "--pid", str(sleeper.pid), "-t", "x7550", "--cpus", "0"),
+                             "this machine", "drop --topology")
+        other = tmp_path / "x7550.json"
+        run_pinwise("map", "/dev/stdin", "-t", "x7550", "-p", "compact", "-o", str(other), input="0,1\n1,0\n",
+                    check=True)
+        assert_clean_failure(run_pinwise("pin", "--pid", str(sleeper.pid), "--mapping", str(other)),
+                             "made for another machine")
+        assert os.sched_getaffinity(sleeper.pid) == before
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    ended = subprocess.Popen(["true"])
+    try:
+        assert eventually(lambda: open(f"/proc/{ended.pid}/stat").read().rpartition(")")[2].split()[0] == "Z")
+        assert_clean_failure(run_pinwise("pin", "--pid", str(ended.pid), "--cpus", "0"), "zombie")
+    finally:
+        ended.wait()
 
 
 def test_python_api_pins_calling_thread():

@@ -75,6 +75,31 @@ def test_one_level_is_printed_with_its_correction(tmp_path):
                                     "(95% overall, Bonferroni over 3 looks x 2 candidates)")
 
 
+@pytest.mark.parametrize("name", ["a|b", "x`y|", "`z", "two\nlines", "|"])
+def test_a_markdown_table_keeps_its_cells_whatever_the_placement_is_named(tmp_path, name):
+    """A placement's name holding a |, a backtick or a line break stays inside its cell: every
+    row has the header's cells, and the cell reads back as the name (GitHub's table rules: a |
+    escaped even inside code, a fence longer than the backticks inside)."""
+    from pinwise.report.export import to_markdown
+
+    candidates = build_candidates(["os"], [f"{name}=0"], TOPOLOGY, None)
+    path = str(tmp_path / "named.db")
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(4, progress=False),
+                           runner=FakeProgram({"os": 1.0, "other": 0.9}, 0.01))
+    connection = db.open_db(path, create=False)
+    try:
+        text = to_markdown([summarize(connection, experiment)])
+    finally:
+        connection.close()
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = [re.split(r"(?<!\\)\|", row)[1:-1] for row in rows]  # GitHub splits on every | not escaped
+    assert len(rows) == 4 and all(len(row) == len(cells[0]) for row in cells), text
+    shown = cells[3][0].strip() if cells[2][0].strip() == "`os`" else cells[2][0].strip()
+    fence = re.match(r"`+", shown).group()
+    assert shown.endswith(fence) and shown[len(fence):-len(fence)].strip().replace("\\|", "|") == " ".join(
+        name.splitlines())
+
+
 def test_heat_map_text():
     text = heat_map_text(neighbours(4))
     lines = text.splitlines()

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import assert_clean_failure, need, run_pinwise
+from conftest import PINWISE, assert_clean_failure, need, run_pinwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -484,3 +484,71 @@ def test_cpusets_are_written_as_hwloc_writes_them():
     cpusets = lambda root, kind: [e.get("cpuset") for e in root.iter("object") if e.get("type") == kind]  # noqa: E731
     for kind in ("PU", "Core", "Package"):
         assert cpusets(ours, kind) == cpusets(theirs, kind), kind
+
+
+# -- what a topology may claim --------------------------------------------------------------------
+
+def _json_with_pu(os_index: int) -> str:
+    document = json.loads(to_json(parse_synthetic("pack:1 core:2 pu:1")))
+    document["root"]["children"][0]["children"][1]["children"][0]["os_index"] = os_index
+    document["allowed"] = [0, os_index]
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("build, words", [
+    (lambda: parse_synthetic("pu:65537"), ["more than 65,536 PUs"]),
+    (lambda: parse_synthetic("pack:256 core:256 pu:2"), ["more than 65,536 PUs"]),
+    (lambda: parse_synthetic("pack:2 pu:1(indexes=0,1048576)"), ["must be at most 1048575"]),
+    (lambda: from_json(_json_with_pu(10 ** 15)), ["PU numbered 1,000,000,000,000,000", "past 1,048,575"]),
+    (lambda: from_json(_json_with_pu(1 << 20)), ["past 1,048,575"]),
+    (lambda: parse_xml(small_xml(pu1="0x1" + ",0x0" * (1 << 15))), ["names CPUs past 1048575"]),
+    (lambda: parse_xml(small_xml(pu1="0x1" + "," * (1 << 20))), ["names CPUs past 1048575"]),
+])
+def test_a_topology_claims_no_more_than_pinwise_places_threads_on(build, words):
+    """Found by the held-out corpus: a PU numbered 10^15 grew memory without bound (a bitmap word
+    for every 32 CPUs below it) and pu:1048576 took 91 s; every source is bounded before it is
+    built."""
+    with pytest.raises(PinwiseError) as refused:
+        build()
+    for word in words:
+        assert word in str(refused.value), str(refused.value)
+
+
+def test_the_largest_topologies_still_read_and_write():
+    flat = parse_synthetic("pu:65536")
+    assert flat.nb_pus == 65536 and to_synthetic(from_json(to_json(flat))) == to_synthetic(flat)
+    high = from_json(_json_with_pu((1 << 20) - 1))
+    assert sorted(high.allowed) == [0, (1 << 20) - 1]
+    assert parse_xml(to_xml(high).encode()) == high
+
+
+@pytest.mark.parametrize("objects, overlapping", [
+    ([("package", {0, 1}), ("package", {2, 3}), ("l3", {1, 2})], "L3 with CPUs [1, 2] partly overlaps Package 0"),
+    ([("package", {0, 1, 2, 3}), ("core", {0, 1}), ("l2", {1, 2})], "Core with CPUs [0, 1] partly overlaps L2 0"),
+    ([("package", {0, 1, 2, 3}), ("core", {2, 3}), ("l1", {1, 2})], "Core with CPUs [2, 3] partly overlaps L1d 0"),
+    ([("group", {0, 1, 2}), ("group", {1, 2, 3})], "Group with CPUs [1, 2, 3] partly overlaps Group"),
+])
+def test_an_object_that_partly_overlaps_another_is_no_tree(objects, overlapping):
+    """Objects are placed largest first, each below the deepest object so far that holds its
+    PUs; one whose PUs are split between objects is refused, naming both."""
+    from pinwise.topology import ObjectSpec, ObjType, build_topology
+
+    specs = [ObjectSpec(ObjType.MACHINE, frozenset(range(4)))]
+    specs += [ObjectSpec(ObjType(type_), frozenset(cpus)) for type_, cpus in objects]
+    specs += [ObjectSpec(ObjType.PU, frozenset([cpu]), cpu) for cpu in range(4)]
+    with pytest.raises(PinwiseError) as refused:
+        build_topology(specs, source="test")
+    assert overlapping in str(refused.value) and str(refused.value).endswith("not a tree"), str(refused.value)
+
+
+def test_a_topology_from_a_pipe_or_a_file_of_another_name(tmp_path):
+    """-t <(lstopo --of xml) names /dev/fd/63, a pipe that can be read once: read by its content."""
+    bash = need("bash")
+    xml = tmp_path / "machine"  # no .xml: told by its content too
+    xml.write_bytes(to_xml(preset("x7550")).encode())
+    for source in (f"<(cat {xml})", str(xml), f"<({PINWISE} topo -t x7550 --of json)"):
+        result = subprocess.run([bash, "-c", f"{PINWISE} topo -t {source} --of synthetic"],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == to_synthetic(preset("x7550"))
+    assert_clean_failure(run_pinwise("topo", "-t", "/dev/zero"), "a device, not a file")

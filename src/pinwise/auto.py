@@ -20,7 +20,6 @@ from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
 from .processes import temporary_folder
 from . import policies as registry
-from .errors import PinwiseError
 from .plan import Plan
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult

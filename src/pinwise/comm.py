@@ -32,6 +32,9 @@ from .plan import Rounds
 COMM_FORMAT = "pinwise-comm"
 #: Larger values overflow the sums of the metrics and costs; only ratios between entries matter.
 MAX_VALUE = 1e100
+#: Threads (or ranks) of the largest matrix read: 4096 is Valgrind's --max-threads in pinwise
+#: trace; the matrix takes 128 MiB, its policies' work grows faster still.
+MAX_MATRIX_THREADS = 4096
 _CSV_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?\Z")
 
 
@@ -270,6 +273,8 @@ def validate_matrix(values, source: str = "matrix") -> np.ndarray:
         raise PinwiseError(f"{source}: the matrix must be a non-empty square table of numbers (got shape {matrix.shape})")
     if matrix.shape[0] != matrix.shape[1]:
         raise PinwiseError(f"{source}: the matrix is not square ({matrix.shape[0]} rows x {matrix.shape[1]} columns)")
+    if matrix.shape[0] > MAX_MATRIX_THREADS:
+        raise _too_large(source)
     if not np.all(np.isfinite(matrix)):
         raise PinwiseError(f"{source}: the matrix holds NaN or infinite values")
     if np.any(matrix < 0):
@@ -297,7 +302,16 @@ def _vector(document: dict, name: str, threads: int, source: str) -> np.ndarray 
     return vector
 
 
+def _too_large(source: str) -> PinwiseError:
+    return PinwiseError(f"{source} holds a matrix of more than {MAX_MATRIX_THREADS} threads, the most pinwise reads")
+
+
 def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
+    """A matrix file's text (the formats in the module's docstring). A matrix past
+    MAX_MATRIX_THREADS is refused before it is parsed: its rows would fill the memory first."""
+    # A JSON matrix of T threads holds about T^2 commas: counted before json.loads builds the lists.
+    if text.count(",") > MAX_MATRIX_THREADS * (MAX_MATRIX_THREADS + 64):
+        raise _too_large(source)
     stripped = text.lstrip()
     if stripped.startswith("["):  # a bare JSON matrix: [[0, 5], [5, 0]]
         try:
@@ -321,6 +335,8 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         if not line or line.startswith("#"):
             continue
         fields = [f for f in line.replace(";", ",").replace("\t", ",").replace(" ", ",").split(",") if f != ""]
+        if len(fields) > MAX_MATRIX_THREADS or len(rows) >= MAX_MATRIX_THREADS:
+            raise _too_large(source)
         if not all(_CSV_NUMBER.match(f) for f in fields):  # float() would read "1_0", "inf", other scripts' digits
             raise PinwiseError(f"{source}, line {number}: {line[:40]!r} is not a row of numbers")
         rows.append([float(f) for f in fields])

@@ -35,13 +35,28 @@ FULL = {"pairs": (2000, 4000), "neighbour": (2000, 4000), "far-pairs": (2000, No
         "pipeline": (2000, None), "all-to-all": (2000, 3000), "private": (2000, 4000)}
 
 
-def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) -> Path:
-    console = console or wide_console()
+#: Marks a folder as the demo's own: only there does it replace what a demo wrote before.
+OWN_FOLDER_MARK = ".pinwise-demo"
+
+
+def _own_folder(out_dir: str) -> Path:
+    """The demo's output folder, new or one an earlier demo wrote: the demo replaces its results
+    database and matrices, so a folder holding a user's files (``--out .``) is refused."""
     out = Path(out_dir)
     try:
+        if out.is_dir() and any(out.iterdir()) and not (out / OWN_FOLDER_MARK).exists():
+            raise PinwiseError(f"{out_dir} holds files that no demo wrote, and the demo replaces what it writes "
+                               "(results.db, *.comm.json, report.html): give a new folder with --out")
         out.mkdir(parents=True, exist_ok=True)
+        (out / OWN_FOLDER_MARK).touch()
     except OSError as err:
         raise PinwiseError(f"cannot create {out_dir}: {err.strerror}") from None
+    return out
+
+
+def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) -> Path:
+    console = console or wide_console()
+    out = _own_folder(out_dir)
     start = time.perf_counter()
     plan = QUICK if quick else FULL
     threads = 4

@@ -11,14 +11,10 @@ from pathlib import Path
 from .errors import PinwiseError
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place."""
-    _write_atomic(path, data, "wb")
-
-
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place."""
-    _write_atomic(path, text, "w")
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8, whatever the locale (a file name that is
+    not UTF-8, held in ``text`` as Python holds it, gets its own bytes back)."""
+    write_bytes_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
 def check_output_file(path: str | Path, what: str = "output file") -> Path:
@@ -55,7 +51,9 @@ def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
     return path
 
 
-def _write_atomic(path: str | Path, content, mode: str) -> None:
+def write_bytes_atomic(path: str | Path, content: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place (a device or a pipe is
+    written in place)."""
     path = check_output_file(path)
     try:
         special = not stat.S_ISREG(os.stat(path).st_mode)  # through links: /dev/stdout is one
@@ -65,7 +63,7 @@ def _write_atomic(path: str | Path, content, mode: str) -> None:
         path = Path(os.path.realpath(path))
     if special:  # a device or a pipe (/dev/stdout, a FIFO): written in place, never replaced by a file
         try:
-            with open(path, mode) as handle:
+            with open(path, "wb") as handle:
                 handle.write(content)
         except OSError as err:
             raise PinwiseError(f"cannot write {str(path)!r}: {err.strerror}") from None
@@ -76,7 +74,7 @@ def _write_atomic(path: str | Path, content, mode: str) -> None:
     except OSError as err:
         raise PinwiseError(f"cannot write {str(path)!r}: {err.strerror}") from None
     try:
-        with os.fdopen(fd, mode) as handle:
+        with os.fdopen(fd, "wb") as handle:
             handle.write(content)
         umask = os.umask(0)
         os.umask(umask)
@@ -90,19 +88,45 @@ def _write_atomic(path: str | Path, content, mode: str) -> None:
         raise
 
 
-def read_input(path: str | Path, what: str, binary: bool = False) -> str | bytes:
-    """Read a user's input file, turning every way it can fail into one clear PinwiseError."""
-    path = Path(path)
+#: The largest input file pinwise reads: a communication matrix of 4096 threads written as text
+#: (MAX_MATRIX_THREADS in pinwise.comm) takes about 130 MiB; anything larger is not one of its files.
+MAX_INPUT_BYTES = 256 << 20
+
+
+def read_input(path: str | Path, what: str, binary: bool = False, limit: int = MAX_INPUT_BYTES) -> str | bytes:
+    """Read a user's input file, turning every way it can fail into one clear PinwiseError.
+
+    Only a file, a pipe (``<(...)``, ``/dev/stdin``) or a terminal is read, and at most ``limit``
+    bytes of it: a device such as /dev/zero, or a file past the limit, is refused before it fills
+    the memory. Text is UTF-8 (whatever the locale), a byte-order mark left out."""
+    name = str(path)
     try:
-        return path.read_bytes() if binary else path.read_text()
+        before = os.stat(path)
+        if stat.S_ISDIR(before.st_mode):
+            raise PinwiseError(f"{what} {name!r} is a directory, not a file")
+        if not (stat.S_ISREG(before.st_mode) or stat.S_ISFIFO(before.st_mode) or stat.S_ISCHR(before.st_mode)):
+            raise PinwiseError(f"{what} {name!r} is not a file (a socket or a block device)")
+        if stat.S_ISREG(before.st_mode) and before.st_size > limit:
+            raise PinwiseError(f"{what} {name!r} holds {before.st_size / (1 << 20):,.0f} MiB, more than the "
+                               f"{limit >> 20} MiB of any {what} pinwise reads")
+        with open(path, "rb") as handle:
+            if stat.S_ISCHR(os.fstat(handle.fileno()).st_mode) and not handle.isatty():
+                raise PinwiseError(f"{what} {name!r} is a device, not a file")
+            data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise PinwiseError(f"{what} {str(path)!r} does not exist") from None
+        raise PinwiseError(f"{what} {name!r} does not exist") from None
     except IsADirectoryError:
-        raise PinwiseError(f"{what} {str(path)!r} is a directory, not a file") from None
+        raise PinwiseError(f"{what} {name!r} is a directory, not a file") from None
     except OSError as err:
-        raise PinwiseError(f"cannot read {what} {str(path)!r}: {err.strerror}") from None
+        raise PinwiseError(f"cannot read {what} {name!r}: {err.strerror}") from None
+    if len(data) > limit:  # a pipe that goes on and on
+        raise PinwiseError(f"{what} {name!r} goes on past {limit >> 20} MiB, more than any {what} pinwise reads")
+    if binary:
+        return data
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise PinwiseError(f"{what} {str(path)!r} is not text") from None
+        raise PinwiseError(f"{what} {name!r} is not text (UTF-8)") from None
 
 
 def read_document(text: str | bytes, source: str, format_name: str, what: str, newest: int | None = None,
@@ -132,3 +156,39 @@ def read_document(text: str | bytes, source: str, format_name: str, what: str, n
             raise PinwiseError(f"{source} was written by a newer pinwise (version {version}; this one reads up to "
                                f"{newest}): upgrade pinwise to read it")
     return document
+
+
+def refuse_same_files(outputs: list[tuple[str, str]], inputs: list[tuple[str, str]]) -> None:
+    """Refuse, before any work, an output that is one of the command's inputs: the same file by
+    device and inode, so also through a symbolic or a hard link (``--html r.db`` of the database
+    r.db would replace it by the report). Two outputs that name one file are refused too. Each is
+    (the option as the user typed it, the path); devices and pipes (/dev/null, /dev/stdout) are
+    left alone."""
+    seen: dict[object, tuple[str, str, bool]] = {}
+    for label, path, is_input in [*((k, v, True) for k, v in inputs), *((k, v, False) for k, v in outputs)]:
+        key = _file_identity(path, must_exist=is_input)
+        if key is None:
+            continue
+        if key in seen and not is_input:
+            other, other_path, other_is_input = seen[key]
+            what = "one of its inputs" if other_is_input else "another output"
+            raise PinwiseError(f"{label} {path!r} is the same file as {other} {other_path!r}, {what}: writing it "
+                               "would destroy it; give another name")
+        seen.setdefault(key, (label, path, is_input))
+
+
+def _file_identity(path: str, must_exist: bool):
+    """(device, inode) of a regular file; the resolved name of a file not made yet (an output);
+    None for anything else."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        if must_exist:
+            return None
+        try:
+            return os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError):
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None

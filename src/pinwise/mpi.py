@@ -24,6 +24,7 @@ import numpy as np
 
 from .comm import CommMatrix, TraceInfo, write_comm
 from .errors import PinwiseError
+from .numbers import whole_number
 from .pinning.launcher import NATIVE_DIR
 from .topology import Topology
 
@@ -140,7 +141,7 @@ def read_rows(folder: Path) -> tuple[int, dict[int, dict]]:
     rows: dict[int, dict] = {}
     size = None
     for path in sorted(folder.glob("rank-*.txt")):
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         try:
             if lines[0] != "pinwise-mpi 1":
                 raise ValueError("not a pinwise-mpi row")
@@ -233,6 +234,21 @@ def merge(size: int, rows: dict[int, dict], command: list[str], exit_status: int
     return CommMatrix(symmetric, info=info)  # no memory accesses or instructions: bytes are not those
 
 
+#: Where Open MPI's launcher (ORTE in 4.x, PRRTE in 5.x) makes its session folders, ompi.HOST.UID/...
+SESSION_FOLDER_VARIABLES = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
+
+
+def launcher_environment(environment: dict[str, str], folder: str) -> dict[str, str]:
+    """What a launcher pinwise starts gets: the user's environment without the variables of a
+    rank (RANK_VARIABLES), and Open MPI's session folders inside pinwise's temporary ``folder``
+    (unless the user placed them): a launcher that a signal ends leaves them there, and they go
+    with the folder, or at the next start of pinwise if it was killed too."""
+    env = {k: v for k, v in environment.items() if k not in RANK_VARIABLES}
+    for name in SESSION_FOLDER_VARIABLES:
+        env.setdefault(name, str(folder))
+    return env
+
+
 def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     """Run the job through its launcher with the recorder in every rank; write and return the matrix."""
     from .processes import run_in_group, temporary_folder, user_environment
@@ -251,7 +267,7 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
     with temporary_folder("mpi") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
-        env = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
+        env = launcher_environment(user_environment(), tmp)
         env["PINWISE_MPI_DIR"] = str(rows)
         env["LD_PRELOAD"] = ":".join(filter(None, [str(recorder), env.get("LD_PRELOAD")]))
         command = launch_command(argv, kind, env, ["LD_PRELOAD", "PINWISE_MPI_DIR"])
@@ -332,9 +348,15 @@ def read_hostfile(path: str) -> list[str]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        host = line.split()[0].split(":", 1)[0]
+        first, *options = line.split()
+        host, colon, count = first.partition(":")
         if not host or any(c in host for c in "=,"):
             raise PinwiseError(f"hostfile {path!r}, line {number}: {line!r} does not start with a host name")
+        counts = [("host:N", count)] if colon else []
+        counts += [(key, value) for key, _, value in (option.partition("=") for option in options)
+                   if key in ("slots", "max_slots", "max-slots", "cpus", "cpu")]
+        for key, value in counts:  # a host with no slot takes no rank: a typing mistake, not a plan
+            whole_number(value, f"hostfile {path!r}, line {number}: {key}", 1)
         if host not in hosts:
             hosts.append(host)
     if not hosts:
@@ -592,10 +614,10 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         log = Path(tmp, "threads.log")
         variables = {"LD_PRELOAD": str(PRELOAD_LIBRARY), "PINWISE_PLAN_BY_RANK": "|".join(plans),
                      "PINWISE_LOG": str(log), **RUNTIME_SETTINGS}
-        clean = {k: v for k, v in user_environment().items() if k not in RANK_VARIABLES}
+        clean = launcher_environment(user_environment(), tmp)
         if kind == "slurm":  # each task on its host (SLURM_HOSTFILE), each thread pinned by pinwise (srun binds none)
             hostfile = Path(tmp, "hostfile")
-            hostfile.write_text("".join(f"{p.host}\n" for p in places))
+            hostfile.write_text("".join(f"{p.host}\n" for p in places), encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "--distribution=arbitrary", "--cpu-bind=none", *argv[1:]]
             status = run_in_group(command, argv[0], env={**clean, **variables, "SLURM_HOSTFILE": str(hostfile)},
                                   stderr_tail=said)
@@ -605,13 +627,13 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
                 raise PinwiseError(f"mpiexec {taken[0]} names the hosts, and so does pinwise's machinefile (one line "
                                    "per rank, from the map): leave it out after --")
             machinefile = Path(tmp, "machinefile")
-            machinefile.write_text("".join(f"{p.host}:1\n" for p in places))
+            machinefile.write_text("".join(f"{p.host}:1\n" for p in places), encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "-f", str(machinefile),
                        *[part for name, value in variables.items() for part in ("-genv", name, value)], *argv[1:]]
             status = run_in_group(command, argv[0], env=clean, stderr_tail=said)
         else:
             rankfile = Path(tmp, "rankfile")
-            rankfile.write_text("\n".join(lines) + "\n")
+            rankfile.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
             command = [argv[0], "--rankfile", str(rankfile),
                        *[part for name, value in variables.items() for part in ("-x", f"{name}={value}")], *argv[1:]]
             status = run_in_group(command, argv[0], env=clean, stderr_tail=said)
@@ -622,5 +644,5 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
         if verify:
             for rank in range(len(per_rank)):
                 path = Path(f"{log}.rank{rank}")
-                found[rank] = parse_log(path.read_text(errors="replace")) if path.exists() else ()
+                found[rank] = parse_log(path.read_text(encoding="utf-8", errors="replace")) if path.exists() else ()
     return status, lines, found

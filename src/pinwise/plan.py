@@ -21,6 +21,8 @@ from .frozen import Frozen
 MAX_SKIP_BITS = 64
 MAPPING_FORMAT = "pinwise-mapping"
 MAPPING_VERSION = 2
+#: Threads a plan places at most (the bound of every -n option too): as many as PUs a topology holds.
+MAX_SLOTS = 1 << 16
 
 
 class Machine(Frozen):
@@ -286,6 +288,8 @@ class Plan(Frozen):
             slots = tuple((cpu(c),) for c in document["pus"])
         else:
             raise PinwiseError(f"{source}: \"pus\" must be a non-empty list of CPU numbers")
+        if len(slots) > MAX_SLOTS:  # a plan for more threads than any machine runs: a damaged or foreign file
+            raise PinwiseError(f"{source} places {len(slots):,} threads, more than the {MAX_SLOTS:,} pinwise plans for")
         threads = field("threads", int)
         if threads is not None and threads != len(slots):
             raise PinwiseError(f"{source}: \"threads\" says {threads} but the file places {len(slots)}")

@@ -5,10 +5,14 @@
   recorded, and the command says what is saved.
 - ``kill -9`` cannot be caught, so every program pinwise waits for is started with
   ``PR_SET_PDEATHSIG`` (:func:`die_with_parent`): the kernel kills it when pinwise dies. The
-  program's own children do not inherit that; they run in the program's process group, which a
-  :class:`GroupGuard` kills when pinwise dies.
-- Temporary folders carry the owner's PID (``pinwise-KIND-PID-xxxx``); a folder whose owner is
-  dead (killed with -9) is removed the next time pinwise makes one (:func:`temporary_folder`).
+  program's own children do not inherit that; they run in the program's session (or, for
+  ``pinwise run``, its process group), which a :class:`GroupGuard` kills when pinwise dies.
+- The program of ``pinwise run`` keeps the terminal in its own process group, handed over as a
+  shell hands it to a job (:class:`foreground_job`); ``workload run`` and ``run --no-verify``
+  become the program (:func:`become`), so nothing of pinwise is left to outlive.
+- Temporary folders carry the owner's PID (``pinwise-KIND-PID-xxxx``), and what Valgrind and Open
+  MPI write goes inside them; a folder whose owner is dead (killed with -9) is removed when the
+  next pinwise command starts (:func:`clean_leftovers`), with the vgdb FIFOs of a dead Valgrind.
 
 And pinwise stays quiet beside what it measures (:func:`own_settings`): OpenBLAS's idle threads in
 its own process sleep at once instead of spinning, while the programs it starts get the user's
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 
 from .errors import PinwiseError, Terminated
 
@@ -67,19 +72,26 @@ def user_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _terminated(signum, frame):
+#: The signals that stop pinwise as Ctrl-C does; held while a program starts (:func:`signals_held`).
+STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+#: The stop signals received since :func:`stop_on_termination`, in order: a module interrupted as
+#: it loads may turn the KeyboardInterrupt into another error (numpy raises ImportError), and this
+#: still tells that the command was stopped.
+received: list[int] = []
+
+
+def _stopped(signum, frame):
+    received.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt  # as Python's own handler does
     raise Terminated(signum)
 
 
 def stop_on_termination() -> None:
-    """SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt) in the main thread."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _terminated)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-#: The signals that stop pinwise as Ctrl-C does; held while a program starts (:func:`signals_held`).
-STOPPING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`Terminated` (a
+    KeyboardInterrupt), in the main thread; each is noted in :data:`received`."""
+    for signum in STOPPING:
+        signal.signal(signum, _stopped)
 
 
 class signals_held:
@@ -100,9 +112,11 @@ class signals_held:
 _prctl = None
 
 
-def die_with_parent():
+def die_with_parent(terminal: int | None = None):
     """A ``preexec_fn`` for subprocess.Popen: the child gets SIGKILL when pinwise dies, however
-    it dies (set between fork and exec, so it holds for the program itself)."""
+    it dies (set between fork and exec, so it holds for the program itself). ``terminal``: a
+    descriptor of the controlling terminal, which the child's new process group takes as its
+    foreground (:class:`foreground_job`)."""
     global _prctl
     if _prctl is None:  # looked up once, in pinwise, not in every forked child
         import ctypes
@@ -111,6 +125,8 @@ def die_with_parent():
     prctl, parent = _prctl, os.getpid()
 
     def arm():
+        if terminal is not None:
+            _give_terminal(terminal, os.getpgrp())
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # held by signals_held while it started
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # pinwise died before the line above: do not run orphaned
@@ -118,17 +134,103 @@ def die_with_parent():
     return arm
 
 
-class GroupGuard:
-    """Kills the process group of the run in flight if pinwise dies, even by ``kill -9``.
+def _give_terminal(terminal: int, pgid: int) -> None:
+    """Make ``pgid`` the terminal's foreground group. A process of a background group that does
+    this gets SIGTTOU (and stops) unless it holds the signal, so it is held meanwhile."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        os.tcsetpgrp(terminal, pgid)
+    except OSError:
+        pass  # the terminal went away: nothing to hand over
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
-    One small shell per bench or trace reads the group IDs pinwise writes into a pipe (``watch``
-    when a run starts, ``release`` when it has ended and been cleaned up). A pipe closes when its
-    writer dies however it dies: the shell then reads end-of-file and kills the last group it was
-    given, unless it was released. The pipe is close-on-exec, so no program inherits its end.
+
+def controlling_terminal() -> int | None:
+    """The descriptor among 0, 1, 2 of the terminal whose foreground group pinwise is in (None
+    when pinwise runs in the background, in a pipeline's reader, or without a terminal)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+class foreground_job:
+    """A program in a process group of its own (so that whatever ends pinwise can end all of it,
+    :class:`GroupGuard`) that still has the terminal as if pinwise had exec'd it: its group is the
+    terminal's foreground for the length of the ``with`` block, as a shell hands the terminal to
+    a job; Ctrl-C and Ctrl-Z reach the program, and pinwise takes the terminal back after.
+    ``terminal`` is :func:`controlling_terminal`'s; None: there is no terminal to hand over."""
+
+    def __init__(self, pgid: int, terminal: int | None):
+        self.pgid, self.terminal = pgid, terminal
+        self.stopped_by: int | None = None  # the stop signal pinwise received and passed on, if any
+
+    def __enter__(self) -> foreground_job:
+        if self.terminal is not None:  # the child does it too, whichever runs first (then pinwise is in the background)
+            _give_terminal(self.terminal, self.pgid)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.terminal is not None:
+            _give_terminal(self.terminal, os.getpgrp())
+
+    def wait(self, pid: int) -> int:
+        """Wait for ``pid`` to end; its exit status as subprocess gives it. A stop of the program
+        (Ctrl-Z) stops pinwise too, so that the shell sees its job stopped, and ``fg`` continues
+        both; SIGTERM and SIGHUP to pinwise (a KeyboardInterrupt) go on to the program's group."""
+        while True:
+            try:
+                _, status = os.waitpid(pid, os.WUNTRACED)
+            except KeyboardInterrupt as interrupt:  # the program decides what the signal means
+                self.stopped_by = getattr(interrupt, "signum", signal.SIGINT)
+                try:
+                    os.killpg(self.pgid, self.stopped_by)
+                except ProcessLookupError:
+                    pass
+                continue
+            if not os.WIFSTOPPED(status):
+                return os.waitstatus_to_exitcode(status)
+            if self.terminal is not None:
+                _give_terminal(self.terminal, os.getpgrp())
+            os.kill(os.getpid(), signal.SIGSTOP)  # as the program stopped; a shell's fg continues here
+            if self.terminal is not None and controlling_terminal() is not None:  # continued in the foreground
+                _give_terminal(self.terminal, self.pgid)
+            try:
+                os.killpg(self.pgid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+class GroupGuard:
+    """Kills the processes of the run in flight if pinwise dies, even by ``kill -9``.
+
+    One small shell per bench or trace reads what pinwise writes into a pipe (``watch`` when a
+    run starts, ``release`` when it has ended and been cleaned up). A pipe closes when its writer
+    dies however it dies: the shell then reads end-of-file and kills the last process group it was
+    given, or with ``session`` every process of that session, whatever groups they made (Open
+    MPI's mpirun puts each rank in a group of its own); unless it was released. The pipe is
+    close-on-exec, so no program inherits its end.
     """
 
-    _SCRIPT = ('g=-; while read -r line; do g=$line; done; '
-               'if [ "$g" != - ]; then kill -s KILL -- "-$g" 2>/dev/null; fi')
+    _SCRIPT = """
+g=-; while read -r line; do g=$line; done
+case $g in
+-) ;;
+s*) s=${g#s}; kill -s KILL -- "-$s" 2>/dev/null
+    for round in 1 2 3; do
+        for d in /proc/[0-9]*; do
+            read -r line 2>/dev/null < "$d/stat" || continue
+            set -- ${line##*") "}
+            [ "$4" = "$s" ] && kill -s KILL "${d#/proc/}" 2>/dev/null
+        done
+    done ;;
+*) kill -s KILL -- "-$g" 2>/dev/null ;;
+esac
+"""
 
     def __init__(self):
         import subprocess
@@ -151,8 +253,10 @@ class GroupGuard:
         except OSError:
             pass  # the guard is gone (killed by hand): the run goes on unguarded
 
-    def watch(self, pgid: int) -> None:
-        self._say(str(pgid))
+    def watch(self, pgid: int, session: bool = False) -> None:
+        """Kill process group ``pgid`` if pinwise dies; with ``session``, every process of the
+        session it leads (a program started with start_new_session)."""
+        self._say(f"s{pgid}" if session else str(pgid))
 
     def release(self) -> None:
         self._say("-")
@@ -172,6 +276,23 @@ class GroupGuard:
         self.close()
 
 
+def become(program: str, argv: list[str], env: dict[str, str] | None = None):
+    """Replace pinwise by ``program`` (exec, as taskset does): nothing is left to outlive, and the
+    program's exit status and signals reach the caller unchanged. The signals Python ignores
+    (SIGPIPE, SIGXFSZ) get their default back, as subprocess gives them to its children. Returns
+    only by raising PinwiseError, if the program cannot start."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        os.execve(program, argv, os.environ if env is None else env)
+    except OSError as err:
+        raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL to a whole process group; nothing if it is already gone."""
     try:
@@ -180,12 +301,49 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of session ``sid``: a program started with start_new_session and
+    all it started, whatever process groups they made (Open MPI puts each rank in its own)."""
+    kill_group(sid)
+    for _ in range(3):  # a process that forked as the first pass went by is found by the next
+        members = _session_members(sid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command's name (state, ppid, pgrp, session, ...),
+    which may hold blanks and brackets; [] if the process or thread is gone."""
+    try:
+        with open(path, "rb") as stat_file:
+            return stat_file.read().rpartition(b") ")[2].decode().split()
+    except OSError:
+        return []
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``, from /proc."""
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = stat_fields(f"/proc/{name}/stat")
+            if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
+                members.append(int(name))
+    return members
+
+
 def run_in_group(command: list[str], what: str, stderr_tail: bytearray | None = None, **popen_options) -> int:
-    """Run ``command`` in a process group of its own and wait for it; whatever ends pinwise (a
-    signal, kill -9 through the GroupGuard) ends the group too, and what it left running is killed
-    when it ends. Returns its exit status; ``what`` names it in the error if it cannot start.
-    With ``stderr_tail``, what the command writes on standard error still reaches pinwise's as it
-    comes, and its last STDERR_KEPT bytes are kept there (a launcher's own message, to pass on)."""
+    """Run ``command`` in a session of its own and wait for it; whatever ends pinwise (a signal,
+    kill -9 through the GroupGuard) ends every process of the session too, and what it left
+    running is killed when it ends. Returns its exit status; ``what`` names it in the error if it
+    cannot start. With ``stderr_tail``, what the command writes on standard error still reaches
+    pinwise's as it comes, and its last STDERR_KEPT bytes are kept there (a launcher's own
+    message, to pass on)."""
     import subprocess
 
     if stderr_tail is not None:
@@ -198,7 +356,7 @@ def run_in_group(command: list[str], what: str, stderr_tail: bytearray | None = 
                                            **popen_options)
             except OSError as err:
                 raise PinwiseError(f"cannot start {what}: {err.strerror}") from None
-            guard.watch(process.pid)
+            guard.watch(process.pid, session=True)
         if stderr_tail is not None:
             import threading
 
@@ -207,11 +365,11 @@ def run_in_group(command: list[str], what: str, stderr_tail: bytearray | None = 
         try:
             return process.wait()
         except KeyboardInterrupt:
-            kill_group(process.pid)
+            kill_session(process.pid)
             process.wait()
             raise
         finally:
-            kill_group(process.pid)
+            kill_session(process.pid)
             if copier is not None:
                 copier.join(timeout=5)  # the pipe ends when the last process holding it has gone
                 process.stderr.close()
@@ -231,12 +389,22 @@ def _copy_stderr(pipe, tail: bytearray) -> None:
         del tail[:-STDERR_KEPT]
 
 
-def _owner_alive(name: str) -> bool:
-    parts = name.split("-")
-    try:
-        pid = int(parts[2])
-    except (IndexError, ValueError):
-        return True  # not one of ours in the PID form: leave it alone
+def temporary_root() -> str:
+    """The folder tempfile.gettempdir() chooses (TMPDIR, TEMP, TMP, then /tmp, /var/tmp, /usr/tmp:
+    the first writable one), found without importing tempfile, a tenth of ``pinwise run``'s
+    start-up, where it is not loaded yet."""
+    import sys
+
+    if "tempfile" in sys.modules:
+        return sys.modules["tempfile"].gettempdir()
+    for candidate in (os.environ.get("TMPDIR"), os.environ.get("TEMP"), os.environ.get("TMP"), "/tmp", "/var/tmp",
+                      "/usr/tmp"):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return os.getcwd()
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -246,23 +414,55 @@ def _owner_alive(name: str) -> bool:
     return True
 
 
-def clean_dead_folders(directory: str | None = None) -> list[str]:
-    """Remove ``pinwise-*-PID-*`` folders of processes that no longer exist; returns their paths."""
-    import shutil
-    import tempfile
+def _owner(name: str) -> int | None:
+    """The PID a leftover's name carries: ``pinwise-KIND-PID-xxxx`` (pinwise's temporary folders)
+    or ``vgdb-pipe-...-PID-by-USER-on-HOST`` (the gdbserver FIFOs and shared memory of a Valgrind
+    that ran without --vgdb=no, which a Valgrind killed with -9 leaves); None for anything else."""
+    if name.startswith("pinwise-"):
+        parts = name.split("-")
+        return int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else None
+    for prefix in ("vgdb-pipe-from-vgdb-to-", "vgdb-pipe-to-vgdb-from-", "vgdb-pipe-shared-mem-vgdb-"):
+        if name.startswith(prefix):
+            pid, _, rest = name[len(prefix):].partition("-by-")
+            host = rest.rpartition("-on-")[2]
+            if pid.isdigit() and host in ("???", os.uname().nodename):  # a PID of this machine
+                return int(pid)
+    return None
 
-    directory = directory or tempfile.gettempdir()
+
+def clean_leftovers(directory: str | None = None) -> list[str]:
+    """Remove what processes that no longer exist left in the temporary folder: pinwise's
+    ``pinwise-KIND-PID-*`` folders (a pinwise killed with -9 left them, with what Valgrind, Open
+    MPI or the preload library wrote inside) and Valgrind's ``vgdb-pipe-*`` files; only those of
+    this user. Returns their paths. Every command starts with it, so the next pinwise cleans what
+    a killed one left."""
+    directory = directory or temporary_root()
     removed = []
     try:
-        names = os.listdir(directory)
+        names = [name for name in os.listdir(directory) if name.startswith(("pinwise-", "vgdb-pipe-"))]
     except OSError:
         return removed
     for name in names:
+        pid = _owner(name)
         path = os.path.join(directory, name)
-        if name.startswith("pinwise-") and not _owner_alive(name) and os.path.isdir(path) \
-                and os.stat(path).st_uid == os.getuid():
+        try:
+            found = os.lstat(path)
+        except OSError:
+            continue
+        if pid is None or found.st_uid != os.getuid() or _alive(pid):
+            continue
+        if stat.S_ISDIR(found.st_mode) and name.startswith("pinwise-"):
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+        elif (stat.S_ISFIFO(found.st_mode) or stat.S_ISREG(found.st_mode)) and name.startswith("vgdb-pipe-"):
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+        else:
+            continue
+        removed.append(path)
     return removed
 
 
@@ -270,5 +470,5 @@ def temporary_folder(kind: str):
     """``tempfile.TemporaryDirectory`` named after this process, once dead owners' are gone."""
     import tempfile
 
-    clean_dead_folders()
+    clean_leftovers()
     return tempfile.TemporaryDirectory(prefix=f"pinwise-{kind}-{os.getpid()}-")

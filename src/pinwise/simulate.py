@@ -294,7 +294,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
     with temporary_folder("simulate") as tmp:
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
-        config.write_text(config_text(machine, plans, latency))
+        config.write_text(config_text(machine, plans, latency), encoding="utf-8")
         env = tool_environment(Path(tmp))
         command = [valgrind, "--tool=pwsim", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
@@ -308,7 +308,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         returncode = run_in_group(command, "Valgrind", env=env, stdin=subprocess.DEVNULL, stdout=stdout)
         if not out.exists():
             raise PinwiseError(f"{argv[0]} ended with status {returncode} before the simulator wrote anything")
-        text = out.read_text()
+        text = out.read_text(encoding="utf-8", errors="replace")
         threads, accesses, results = parse_result(text, machine, names, plans)
     trailer = dict(line.split() for line in text.splitlines()
                    if line.startswith(("groups ", "check ", "workers-check ")))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder, user_environment
+from .processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder, user_environment
 from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable
 from ._stage import make_callable
 
@@ -93,6 +93,13 @@ def tool_environment(folder: Path) -> dict[str, str]:
     env = user_environment()
     env["VALGRIND_LIB"] = str(lib)
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), REP_MOVSB_TUNABLE]))
+    unusable = env.get("TMPDIR")
+    if unusable is not None and not (os.path.isdir(unusable) and os.access(unusable, os.W_OK | os.X_OK)):
+        # Valgrind writes its own temporary files there (the program's command line, as the
+        # program reads it from /proc) and cannot start without them.
+        env["TMPDIR"] = str(folder)
+        print(f"pinwise: warning: TMPDIR={unusable} is not a writable folder; Valgrind and the program get "
+              f"TMPDIR={folder}, which pinwise removes afterwards", file=sys.stderr)
     return env
 
 
@@ -222,12 +229,14 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             print("tracing with " + " ".join(f"{k}={v}" for k, v in waiting.items())
                   + " (OpenMP threads sleep at barriers instead of spinning; set them yourself, or --omp-wait keep, "
                   "to trace another way)", file=sys.stderr)
-        command = [valgrind, "--tool=pinwise", "-q", "--fair-sched=yes", "--max-threads=4096",
+        # --vgdb=no: no gdbserver FIFOs (vgdb-pipe-*) in the temporary folder, which a killed Valgrind leaves
+        command = [valgrind, "--tool=pinwise", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-sharing={sharing}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
                    *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
         start = time.perf_counter()
-        # Valgrind and the program's children in a group of their own, which the guard kills if
+
+        # Valgrind and the program's children in a session of their own, which the guard kills if
         # pinwise dies (kill -9 included); Ctrl-C reaches them through pinwise, below.
         guard = cleanup.enter_context(GroupGuard())
         with signals_held():  # a stop signal lands after the kill below is registered
@@ -239,12 +248,12 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                                            start_new_session=True, preexec_fn=die_with_parent())
             except OSError as err:
                 raise PinwiseError(f"cannot start Valgrind: {err.strerror}") from None
-            guard.watch(process.pid)
-            cleanup.callback(kill_group, process.pid)  # first of the clean-ups: what the program left running
+            guard.watch(process.pid, session=True)
+            cleanup.callback(kill_session, process.pid)  # first of the clean-ups: what the program left running
         # numpy loads while the program runs under Valgrind, not before it starts.
         from .comm import write_comm
 
-        interrupted = False
+        interrupted: KeyboardInterrupt | None = None
         status = relay or _Relay()
         if relay is not None:
             relay.start(process)  # daemon threads: they end with the program's pipes
@@ -258,7 +267,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                 if show:
                     status.show(_progress_text(result_path, time.perf_counter() - start))
             except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the program ends, the matrix stays
-                interrupted = True
+                interrupted = interrupt
                 try:
                     os.killpg(process.pid, getattr(interrupt, "signum", signal.SIGINT))
                 except ProcessLookupError:
@@ -269,10 +278,12 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             status.show(_progress_text(result_path, time.perf_counter() - start))
             status.done()
         if not result_path.exists():
-            why = "was interrupted" if interrupted else f"ended with status {returncode}"
-            raise PinwiseError(f"{argv[0]} {why} before the tracer wrote anything; nothing saved")
-        comm = parse_trace(result_path.read_text(), str(result_path))
-    partial = comm.info.partial or returncode != 0 or interrupted
+            if interrupted is not None:  # stopped at start-up: nothing to keep
+                raise interrupted
+            raise PinwiseError(f"{argv[0]} ended with status {returncode} before the tracer wrote anything; "
+                               "nothing saved")
+        comm = parse_trace(result_path.read_text(encoding="utf-8", errors="replace"), str(result_path))
+    partial = comm.info.partial or returncode != 0 or interrupted is not None
     observed = {}
     if native_run and not partial:
         if show:
@@ -303,10 +314,12 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     if info.unseen:
         print(f"pinwise: warning: {info.unseen}; no placement will be recommended from this matrix", file=sys.stderr)
     if partial:
-        reason = "was interrupted" if interrupted else (
+        reason = "was interrupted" if interrupted is not None else (
             f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with status {returncode}")
         print(f"pinwise: warning: {argv[0]} {reason}: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)
+    if interrupted is not None:  # kept, and the stop goes on: a demo or an auto does not run on
+        raise interrupted
     return comm
 
 

@@ -187,29 +187,41 @@ class Database(sqlite3.Connection):
             self.lock_fd = None
 
 
+#: Seconds to wait for another process's lock on the file (a bench committing a run takes
+#: milliseconds; a writer holding it longer is named in the error).
+BUSY_SECONDS = 30.0
+
+
 def open_db(path: str | Path, create: bool = True) -> Database:
     """Open the results database: to write (``create``: made if missing, locked against a second
     writer) or only to read (the file is never changed, so a read-only file can be reported).
+    A reader sees one snapshot of the file until it is closed: rows another process has written
+    but not committed never show, however long it holds them.
 
-    Refused with one message: a folder, a file that is not SQLite or is damaged (integrity check),
-    an SQLite file of something else, one written by a newer pinwise, or one another bench writes."""
+    Refused with one message: a folder or a device, a file that is not SQLite or is damaged
+    (integrity check), an SQLite file of something else, one written by a newer pinwise, one
+    another bench writes, or one another process keeps locked."""
     path = Path(path)
     name = str(path)
     try:
-        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         if not create:
             raise PinwiseError(f"results database {name!r} does not exist (pinwise bench --db {path} creates it)") from None
-        is_dir = False
+        mode = stat.S_IFREG
     except OSError as err:
         raise PinwiseError(f"cannot reach results database {name!r}: {err.strerror}") from None
-    if is_dir:
+    if stat.S_ISDIR(mode):
         raise PinwiseError(f"{name!r} is a directory, not a results database")
+    if not stat.S_ISREG(mode):
+        raise PinwiseError(f"{name!r} is not a file (a device or a pipe), so it cannot be a results database")
     lock_fd = _lock(path) if create else None
     connection = None
     try:
         if create:
-            connection = sqlite3.connect(name, isolation_level=None, factory=Database)  # autocommit: each run lands at once
+            # autocommit: each run lands at once; the name as bytes, so that one not in UTF-8 opens too
+            connection = sqlite3.connect(os.fsencode(name), isolation_level=None, factory=Database,
+                                         timeout=BUSY_SECONDS)
         else:
             connection = _open_read_only(path)
         connection.lock_fd, lock_fd = lock_fd, None
@@ -238,10 +250,20 @@ def _text_of(raw: bytes) -> str:
 
 #: What SQLite raises on a file it cannot read (a message with bytes that are not UTF-8 is the second).
 UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
+#: SQLite's result codes for a file another connection holds (SQLITE_BUSY, SQLITE_LOCKED).
+_BUSY = (5, 6)
+
+
+def locked(err: Exception) -> bool:
+    """Whether SQLite refused because another process holds the file's lock."""
+    return getattr(err, "sqlite_errorcode", None) in _BUSY or "database is locked" in str(err)
 
 
 def damaged(path: str, err: Exception) -> PinwiseError:
     """The message for a file SQLite cannot read: on open, or past the integrity check."""
+    if locked(err):
+        return PinwiseError(f"{path!r} is locked by another process, which has held it for more than "
+                            f"{BUSY_SECONDS:g} s: wait for it to end, or give another database")
     reason = "SQLite's message is not text" if isinstance(err, UnicodeDecodeError) else str(err)
     return PinwiseError(f"{path!r} is not a readable results database ({reason}): " + _RESCUE.format(path=path))
 
@@ -262,15 +284,20 @@ def _lock(path: Path) -> int:
 
 
 def _open_read_only(path: Path) -> Database:
-    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
-    connection = sqlite3.connect(uri, uri=True, isolation_level=None, factory=Database)
+    uri = "file:" + urllib.parse.quote(os.fsencode(path.absolute())) + "?mode=ro"
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None, factory=Database, timeout=BUSY_SECONDS)
     try:
+        connection.execute("BEGIN")  # one snapshot for every read until the connection closes
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return connection
-    except sqlite3.OperationalError:
-        # A WAL file in a folder we cannot write, without its -shm file: read it as it stands.
+    except sqlite3.OperationalError as err:
         connection.close()
-        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, factory=Database)
+        if locked(err):  # never read around a writer's lock: its uncommitted rows may be in the file
+            raise
+        # A WAL file in a folder we cannot write, without its -shm file: read it as it stands.
+        connection = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, factory=Database)
+        connection.execute("BEGIN")
+        return connection
 
 
 def _check(connection: Database, name: str, writing: bool) -> None:
@@ -419,12 +446,12 @@ def runs(connection: Database, experiment: int, include_warmup: bool = False) ->
     return found
 
 
-def _number(value, optional: bool = False, whole: bool = False) -> bool:
+def _number(value, optional: bool = False, whole: bool = False, positive: bool = False) -> bool:
     if value is None:
         return optional
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         return False
-    return math.isfinite(value) and (whole or value >= 0)
+    return math.isfinite(value) and (whole or (value > 0 if positive else value >= 0))
 
 
 def _text(value, optional: bool = False) -> bool:
@@ -433,7 +460,10 @@ def _text(value, optional: bool = False) -> bool:
 
 #: What each column of a run must hold to be read.
 _RUN_CHECKS = {
-    "started": _text, "wall": _number, "program_time": lambda v: _number(v, optional=True),
+    # a wall time of 0 (or -0.0) measured nothing, and no speedup can be taken against it; a printed
+    # time of 0 is the program's clock too coarse, which the summary says (it compares wall times then)
+    "started": _text, "wall": lambda v: _number(v, positive=True),
+    "program_time": lambda v: _number(v, optional=True),
     "user": _number, "sys": _number, "max_rss_kb": lambda v: _number(v, whole=True),
     "migrations": lambda v: _number(v, optional=True, whole=True),
     "context_switches": lambda v: _number(v, optional=True, whole=True),

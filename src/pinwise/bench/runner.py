@@ -26,8 +26,8 @@ from pathlib import Path
 from .. import __version__
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
-from ..processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
-from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask
+from ..processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder
+from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask, why_not_loaded
 from ..pinning.log import RunResult, read_log
 from ..pinning.readback import thread_count
 from .. import policies
@@ -130,8 +130,8 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
              counters: SoftwareCounters, guard: GroupGuard | None = None, adapt: Topology | None = None) -> db.Run:
     """Run the program once under ``plan`` and measure it. Ctrl-C kills the program and propagates.
 
-    The program runs in a process group of its own, killed when the run ends: children it leaves
-    behind would disturb the next run. ``guard`` kills that group if pinwise dies meanwhile. With
+    The program runs in a session of its own, killed when the run ends: children it leaves behind
+    would disturb the next run. ``guard`` kills that session if pinwise dies meanwhile. With
     ``adapt`` (the machine), the program runs under the sampler and is placed while it runs
     (:mod:`pinwise.adapt`): the sampler, a C program, starts it, so the wall time is the program's."""
     with temporary_folder("bench") as tmp:
@@ -161,19 +161,20 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                     except OSError as error:
                         raise PinwiseError(f"cannot start {argv[0]}: {error.strerror}") from None
                     if guard is not None:
-                        guard.watch(process.pid)
+                        guard.watch(process.pid, session=True)
                     if adapter is not None:
                         adapter.start()
                 if timeout:
                     def expire():
                         timed_out.set()
-                        kill_group(process.pid)
+                        kill_session(process.pid)
                     watchdog = threading.Timer(timeout, expire)
                     watchdog.start()
                 _, status, usage = os.wait4(process.pid, 0)
+                wall = time.perf_counter() - start  # before the clean-up below, which is not the program's time
             except BaseException:
                 if process is not None:
-                    kill_group(process.pid)
+                    kill_session(process.pid)
                     process.wait()
                 raise
             finally:
@@ -182,16 +183,15 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                 if adapter is not None:
                     adapter.stop()
                 if process is not None:
-                    kill_group(process.pid)  # what the program left running
+                    kill_session(process.pid)  # what the program left running, whatever process groups it made
                     if guard is not None:
                         guard.release()
-            wall = time.perf_counter() - start
             cpu_after = cpu_times()
             process.returncode = os.waitstatus_to_exitcode(status)
             after, energy_after = counters.read(), rapl_energy_uj()
-        stdout = out_path.read_text(errors="replace")
-        stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
-        log = Path(log_path).read_text(errors="replace") if Path(log_path).exists() else ""
+        stdout = out_path.read_text(encoding="utf-8", errors="replace")
+        stderr_tail = err_path.read_text(encoding="utf-8", errors="replace")[-STDERR_TAIL:]
+        log = Path(log_path).read_text(encoding="utf-8", errors="replace") if Path(log_path).exists() else ""
         processes, threads = read_log(log)
         read_back = RunResult(process.returncode, threads, pid=process.pid, processes=processes)
     code = process.returncode
@@ -202,6 +202,9 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         failure = f"killed by {signal.Signals(-code).name}"
     elif code > 0:
         failure = f"exit status {code}" + (f": {stderr_tail.strip().splitlines()[-1][:200]}" if stderr_tail.strip() else "")
+    elif plan is not None and not any(t.pid == process.pid for t in threads):
+        # Never a run counted under a placement it did not have (a set-user-ID program, say).
+        failure = f"not pinned: the preload library did not load ({why_not_loaded(argv[0])})"
     program_time = None
     if time_regex is not None and failure is None:
         match = time_regex.search(stdout)
@@ -461,13 +464,20 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                 plan = candidate.plan_for_run(topology, run_seed)
                 bar.update(task, description=f"{'warm-up' if warm else 'block'} {block + 1} {name}")
                 once = partial(measure, adapt=topology) if candidate.adapt and guard is not None else measure
-                result = replace(once(argv, plan, pattern, timeout, counters), block=block, policy=name, warmup=warm,
+                try:
+                    measured = once(argv, plan, pattern, timeout, counters)
+                except OSError as err:  # the temporary folder's disk is full, or its files went away
+                    raise PinwiseError(f"cannot run {name}: {err.strerror}"
+                                       + (f" ({err.filename})" if err.filename else "")
+                                       + "; the runs before it are saved: make room and run the same command again "
+                                         "to resume") from None
+                result = replace(measured, block=block, policy=name, warmup=warm,
                                  seed=run_seed if candidate.random_threads else None, position=position)
                 if pattern is not None and not any_good and result.failure and result.failure.startswith("time regex"):
                     _remove_if_empty(connection, experiment.id)
                     raise PinwiseError(_regex_missed(pattern, name, result))
                 any_good = any_good or result.failure is None
-                db.record_run(connection, experiment.id, result)
+                _record(connection, experiment.id, result)
                 if fewer_threads(result) and name not in warned:
                     warned.add(name)
                     tell(f"pinwise: warning: {name}: the program ran {result.threads} thread"
@@ -503,6 +513,21 @@ def all_failed_message(failed: list[db.Run]) -> str:
 def fewer_threads(run: db.Run) -> bool:
     """A good run whose program ran fewer threads than its plan has slots."""
     return run.failure is None and run.threads is not None and run.slots is not None and run.threads < run.slots
+
+
+def _record(connection, experiment: int, run: db.Run) -> None:
+    """Record a run, or stop the bench with one message if the file cannot take it (the disk is
+    full, another process holds the file's lock): the runs recorded before it stay, and the same
+    command resumes at this one."""
+    import sqlite3
+
+    try:
+        db.record_run(connection, experiment, run)
+    except sqlite3.Error as err:
+        reason = (f"another process has held its lock for more than {db.BUSY_SECONDS:g} s" if db.locked(err)
+                  else str(err))
+        raise PinwiseError(f"cannot record the run that just ended ({reason}): the runs before it are saved; "
+                           "make room (or end the other process) and run the same command again to resume") from None
 
 
 def _regex_missed(pattern: re.Pattern, name: str, run: db.Run) -> str:

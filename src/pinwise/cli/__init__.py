@@ -6,19 +6,20 @@ The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin), :mod:`pinwise.
 
 from __future__ import annotations
 
-import signal
+import _signal  # the signal module's C half: ``signal`` itself loads enum first, 3 ms of the window below
 
 # Ctrl-C while the command line loads ends pinwise as it would end any program, without a
 # traceback of whichever import it interrupted; main() gives Python its handler back.
 try:
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
 except ValueError:  # imported outside the main thread: signals are not ours to set
     pass
 
 import argparse
 import importlib
 import os
+import signal
 import sys
 import warnings
 
@@ -27,10 +28,12 @@ from ..errors import PinwiseError, interrupted_status
 from ..numbers import duration_seconds, real_number, whole_number
 from .. import policies
 from ..placement import CREATOR_MODES, KIND_PREFERENCES
-from ..processes import own_settings, stop_on_termination
+from ..plan import MAX_SLOTS
+from ..processes import clean_leftovers, own_settings, received, stop_on_termination
+from ..streams import OutputLost
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
-MAX_THREADS = 1 << 16
+MAX_THREADS = MAX_SLOTS
 MAX_SEED = (1 << 32) - 1
 
 
@@ -523,32 +526,100 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"pinwise: warning: {message}", file=sys.stderr)
 
 
+#: The options that name files a command reads, and those that name files it writes: an output
+#: that is one of the inputs is refused before any work (pinwise.files.refuse_same_files).
+_INPUT_OPTIONS = {"comm_file": "COMM_FILE", "comm": "--comm", "db": "DB", "topology": "--topology",
+                  "node_topology": "--node-topology", "mapping": "--mapping", "hostfile": "--hostfile",
+                  "simulation": "--simulation"}
+_OUTPUT_OPTIONS = {"output": "--output", "html": "--html", "png": "--png", "export_csv": "--export-csv",
+                   "export_json": "--export-json", "export_markdown": "--export-markdown",
+                   "export_latex": "--export-latex"}
+#: Commands that write their --db (bench, auto); report reads it.
+_WRITES_DB = ("bench", "auto")
+
+
+def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    inputs, outputs = [], []
+    for name, label in _INPUT_OPTIONS.items():
+        values = getattr(args, name, None)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, str) and value:
+                (outputs if name == "db" and args.command in _WRITES_DB else inputs).append(
+                    ("--db" if name == "db" and args.command != "report" else label, value))
+    outputs += [(label, getattr(args, name)) for name, label in _OUTPUT_OPTIONS.items()
+                if isinstance(getattr(args, name, None), str)]
+    for placement in getattr(args, "placement", None) or []:  # NAME=SPEC, where SPEC may be a mapping file
+        inputs.append((f"--placement {placement}", placement.partition("=")[2]))
+    program = getattr(args, "program", None) or getattr(args, "job", None) or []
+    program = program[1:] if program[:1] == ["--"] else program
+    if program:  # a bare name is the file PATH gives it (trace -o /usr/bin/true -- true)
+        inputs.append(("the program", program[0] if os.sep in program[0] else next(
+            (path for folder in os.environ.get("PATH", os.defpath).split(os.pathsep)
+             if os.path.isfile(path := os.path.join(folder or ".", program[0]))), program[0])))
+    if outputs:  # pinwise.files loads pathlib and tempfile: not for the commands that write nothing (run)
+        from ..files import refuse_same_files
+
+        refuse_same_files(outputs, inputs)
+
+
 def main(argv: list[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # set while loading, above
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:  # no command: what the commands are, not an error
-        parser.print_help()
-        return 0
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # the usage error names the command's own help
-        hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
-        parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
-    stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
-    warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
-    warnings.simplefilter("always", UserWarning)
+    """The ``pinwise`` command. Its standard streams are guarded (pinwise.streams): output that
+    cannot be written ends the command with one line and status 1."""
+    from ..streams import drop_output, flush, guarded
+
+    with guarded():
+        try:
+            try:
+                status = _main(argv)
+            finally:
+                flush()
+            return status
+        except OutputLost as err:
+            print(f"pinwise: error: {err}", file=sys.stderr)
+            return err.exit_status
+        except BrokenPipeError:  # the reader went away (| head): what it wanted, it got
+            drop_output()
+            return 0
+
+
+def _main(argv: list[str] | None) -> int:
+    args = None
     try:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # set while loading, above
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        if not argv:  # no command: what the commands are, not an error
+            parser.print_help()
+            return 0
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # the usage error names the command's own help
+            hint = " (the thread count is -n; -t names a topology)" if args.command == "workload" and "-t" in unknown else ""
+            parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        stop_on_termination()  # SIGTERM and SIGHUP stop a command as Ctrl-C does, never leaving its programs behind
+        clean_leftovers()  # what a pinwise (or Valgrind) killed with -9 left in the temporary folder
+        warnings.showwarning = _show_warning  # a warning is one line, like every message of pinwise
+        warnings.simplefilter("always", UserWarning)
+        _refuse_overwriting_inputs(args)
         # Each command imports only its own module: pinning a program to a CPU list stays quick.
         module, _, function = args.handler.partition(":")
         with own_settings():  # quiet OpenBLAS threads in pinwise's process; the programs get the user's
             return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
+    except OutputLost:
+        raise
     except PinwiseError as err:
-        command = args.command + (f" {args.mpi_command}" if getattr(args, "mpi_command", None) else "")
-        print(f"pinwise: error: {err} (see pinwise {command} --help)", file=sys.stderr)
+        command = " ".join(filter(None, [getattr(args, "command", None), getattr(args, "mpi_command", None)]))
+        print(f"pinwise: error: {err} (see pinwise {command + ' ' if command else ''}--help)", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as interrupt:
         print("pinwise: interrupted", file=sys.stderr)
         return interrupted_status(interrupt)
-    except BrokenPipeError:
-        return 0
+    except Exception:  # noqa: BLE001 - a module interrupted as it loaded: numpy makes that an ImportError,
+        if not received:  # Python 3.11 a RuntimeError when it lands in a class's __set_name__
+            raise
+        print("pinwise: interrupted", file=sys.stderr)
+        return 128 + received[-1]
+    finally:
+        received.clear()
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_DFL:  # a caller of main() gets Python's handler back
+            signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -45,6 +45,13 @@ def cmd_map(args: argparse.Namespace) -> int:
     comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
     topology = load_topology(args.topology)
     if args.compare:
+        ignored = [option for option, given in (("--policy", args.policy), ("--output", args.output),
+                                                ("--format", args.format != "table"), ("--threads", args.threads),
+                                                ("--cpu-kinds", args.cpu_kinds != "performance"))
+                   if given]
+        if ignored:  # never an option taken without a word
+            raise PinwiseError(f"--compare shows every policy's cost as a table: drop {', '.join(ignored)}, or drop "
+                               "--compare to map with one policy")
         from ..patterns import analyze
 
         return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
@@ -61,6 +68,10 @@ def cmd_map(args: argparse.Namespace) -> int:
     plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
                              cpu_kinds=args.cpu_kinds), topology, comm)
     if plan is None:
+        if args.output or args.format not in ("table", "picture"):
+            raise PinwiseError("policy os pins nothing, so there is no mapping to "
+                               + (f"write to {args.output}" if args.output else f"print as {args.format}")
+                               + ": run the program without a placement (or choose another policy)")
         print("policy os: no pinning; the OS places the threads")
         return 0
     traced = plan.traced_threads

@@ -117,6 +117,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                            "or --simulation FILE")
     if args.db is None and any(getattr(args, f"export_{kind}") for kind in ("csv", "json", "markdown", "latex")):
         raise PinwiseError("the exports are of a results database's experiments: give DB")
+    if args.db is None and args.png:
+        raise PinwiseError("--png plots a results database's experiments: give DB (--html shows a simulation)")
     simulations = [read_simulation(path) for path in args.simulation or []]
     summaries = []
     if args.db is not None:
@@ -233,6 +235,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..confidence import SURE, pattern_confidence
 
     sureness = pattern_confidence(comm, result)
+    if args.png:
+        save_heat_map(result.comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
+        print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         import json
 
@@ -271,9 +276,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     matrix = result.comm.matrix
     if args.heat_map != "none":
         console.print(Text(heat_map_text(matrix)))
-    if args.png:
-        save_heat_map(matrix, args.png, f"{Path(args.comm_file).name}: communication")
-        print(f"wrote {args.png}", file=sys.stderr)
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
     console.print(Text(f"pattern{' of what was traced' if result.withheld else ''}: {result.pattern} "
@@ -374,6 +376,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
     from ..workloads import WORKLOADS, on_path, workload_command
 
     if args.action == "list":
+        if args.name:
+            raise PinwiseError(f"list takes no name: pinwise workload list shows them all, pinwise workload run "
+                               f"{args.name} runs one")
         for workload in WORKLOADS.values():
             print(f"{workload.name:<11} {workload.partners}  (like {workload.like})")
         print("run one: pinwise workload run NAME [-n THREADS] [-i ITERATIONS] [--shared-ratio R] [--imbalance F] "
@@ -385,9 +390,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
     if args.print:
         print(" ".join([on_path(command[0]), *command[1:]]))
         return 0
-    import subprocess
+    from ..processes import become
 
-    return subprocess.run(command).returncode
+    become(command[0], command)  # nothing of pinwise stays to outlive: the workload is the process
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -284,6 +284,9 @@ def cmd_pin(args: argparse.Namespace) -> int:
         return _adapt(args, None, args.pid)
     if args.log or args.interval or args.duration:
         raise PinwiseError("--log, --interval and --duration belong to --adapt")
+    if args.topology is not None and args.topology.strip().lower() not in ("live", "this", "sysfs"):
+        raise PinwiseError(f"pin moves the threads of a process on this machine, so it plans for this machine, not "
+                           f"{args.topology!r}: drop --topology (pinwise run --print -t T shows a plan for T)")
     topology = _load_topology(None)
     plan = _resolve_plan(args, topology)
     if plan is None:
@@ -299,6 +302,11 @@ def cmd_topo(args: argparse.Namespace) -> int:
     from ..files import write_text_atomic
 
     if args.presets:
+        ignored = [option for option, given in (("--topology", args.topology is not None),
+                                                ("--of", args.of != "text"), ("--output", args.output)) if given]
+        if ignored:  # never an option taken without a word
+            raise PinwiseError(f"--presets lists the presets and nothing else: drop {', '.join(ignored)} (pinwise "
+                               "topo -t NAME shows one of them)")
         for name, (description, note) in topo_mod.PRESETS.items():
             machine = topo_mod.preset(name)
             print(f"{name:9} {machine.nb_pus:3} PUs  {description}\n          {note}")

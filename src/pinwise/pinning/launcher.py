@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from contextlib import contextmanager
 
 from ..cpulist import format_cpulist
@@ -40,6 +39,8 @@ def __getattr__(name: str):
 
 
 def find_program(argv: list[str]) -> str:
+    """The path of the program ``argv`` names, once it is known that it can start: found (on PATH
+    for a bare name), executable, and, for a script, with an interpreter that exists."""
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
     program = argv[0]
@@ -48,13 +49,38 @@ def find_program(argv: list[str]) -> str:
             raise PinwiseError(f"program {program!r} not found")
         if os.path.isdir(program) or not os.access(program, os.X_OK):
             raise PinwiseError(f"program {program!r} is not executable")
-        return os.path.abspath(program)  # "./prog" must not turn into "prog", a PATH lookup
-    # shutil.which would do, but it imports the compression modules: a tenth of `pinwise run`'s start-up.
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(folder or ".", program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    raise PinwiseError(f"program {program!r} not found on PATH")
+        found = os.path.abspath(program)  # "./prog" must not turn into "prog", a PATH lookup
+    else:
+        # shutil.which would do, but it imports the compression modules: a tenth of `pinwise run`'s start-up.
+        found = next((candidate for folder in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                      if os.path.isfile(candidate := os.path.join(folder or ".", program))
+                      and os.access(candidate, os.X_OK)), None)
+        if found is None:
+            raise PinwiseError(f"program {program!r} not found on PATH")
+    _check_interpreter(found, program)
+    return found
+
+
+def _check_interpreter(path: str, name: str) -> None:
+    """A script whose ``#!`` line names an interpreter that does not exist cannot start; under
+    Valgrind or the bench that would be a run of nothing. The kernel reads the name up to a blank
+    or the line's end, so a Windows line ending (``\r``) is part of it."""
+    try:
+        with open(path, "rb") as script:
+            head = script.read(256)
+    except OSError:
+        return
+    if not head.startswith(b"#!"):
+        return
+    interpreter = head[2:].split(b"\n", 1)[0].lstrip(b" \t").replace(b"\t", b" ").split(b" ", 1)[0]
+    if not interpreter or os.path.isfile(interpreter) and os.access(interpreter, os.X_OK):
+        return
+    shown = os.fsdecode(interpreter)
+    if interpreter.endswith(b"\r"):
+        raise PinwiseError(f"{name} cannot start: its first line names the interpreter {shown!r}, with the carriage "
+                           "return of Windows line endings; convert the script (dos2unix, or sed -i 's/\\r$//')")
+    raise PinwiseError(f"{name} cannot start: its first line names the interpreter {shown!r}, which "
+                       + ("does not exist" if not os.path.exists(interpreter) else "is not an executable file"))
 
 
 def is_static_executable(path: str) -> bool:
@@ -175,15 +201,10 @@ def program_environment(plan: Plan | None, log_path: str | None, follow: bool = 
 def exec_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False, memory=None):
     """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
-    program = launchable_program(argv, omp)
-    env = program_environment(plan, None, follow, omp, memory=memory)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        with whole_plan_mask(None if omp else plan):
-            os.execve(program, argv, env)
-    except OSError as err:
-        raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+    from ..processes import become
+
+    with whole_plan_mask(None if omp else plan):
+        become(launchable_program(argv, omp), argv, program_environment(plan, None, follow, omp, memory=memory))
 
 
 def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False,
@@ -196,31 +217,40 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
     and error go (default: ours; ``subprocess.DEVNULL`` to discard them).
     """
     import subprocess
-    import tempfile
 
+    from ..processes import GroupGuard, controlling_terminal, die_with_parent, foreground_job, kill_group, \
+        signals_held, temporary_folder
     from .log import RunResult, parse_spawns, read_log, unloaded_programs
 
     program = launchable_program(argv, omp)
-    fd, log_path = tempfile.mkstemp(prefix="pinwise-", suffix=".log")
-    os.close(fd)
-    try:
+    # The log in a folder named after pinwise's PID: one that kill -9 leaves goes at the next start.
+    with temporary_folder("run") as folder, GroupGuard() as guard:
+        log_path = os.path.join(folder, "threads.log")
         env = program_environment(plan, log_path if observe else None, follow, omp, extra_env, memory)
-        try:
-            with whole_plan_mask(None if omp else plan):
-                process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
-                                           stdin=subprocess.DEVNULL if output is not None else None)
-        except OSError as err:
-            raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
-        while True:
+        terminal = controlling_terminal() if output is None else None
+        with signals_held():  # a stop signal lands once the guard watches the program's group
             try:
-                returncode = process.wait()
-                break
-            except KeyboardInterrupt as interrupt:  # the program decides what Ctrl-C (or SIGTERM) means
-                process.send_signal(getattr(interrupt, "signum", signal.SIGINT))
-        with open(log_path, errors="replace") as log:
-            text = log.read()
-    finally:
-        os.unlink(log_path)
+                with whole_plan_mask(None if omp else plan):
+                    process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
+                                               stdin=subprocess.DEVNULL if output is not None else None,
+                                               process_group=0, preexec_fn=die_with_parent(terminal))
+            except OSError as err:
+                raise PinwiseError(f"cannot start {argv[0]}: {err.strerror}") from None
+            guard.watch(process.pid)
+        try:
+            with foreground_job(process.pid, terminal) as job:
+                returncode = process.returncode = job.wait(process.pid)
+        except BaseException:
+            kill_group(process.pid)
+            raise
+        if job.stopped_by is not None:  # pinwise was stopped: what the program left running goes too
+            kill_group(process.pid)
+        guard.release()  # else what it started in the background is its own business, as without pinwise
+        try:
+            with open(log_path, encoding="utf-8", errors="replace") as log:
+                text = log.read()
+        except FileNotFoundError:
+            text = ""
     processes, threads = read_log(text)
     unobserved = None
     if observe and not any(p.pid == process.pid for p in processes):

@@ -8,16 +8,23 @@ from contextlib import contextmanager
 
 from ..errors import PinwiseError
 from ..plan import Plan
+from ..processes import stat_fields
 
 
 def thread_ids(pid: int) -> list[int]:
-    """The threads of a process in TID order, which on Linux is creation order until TIDs wrap."""
+    """The threads of a process in TID order, which on Linux is creation order until TIDs wrap.
+    A process that has ended and waits for its parent to collect it (a zombie) is refused."""
     try:
-        return sorted(int(name) for name in os.listdir(f"/proc/{pid}/task"))
+        tids = sorted(int(name) for name in os.listdir(f"/proc/{pid}/task"))
     except FileNotFoundError:
         raise PinwiseError(f"no process with PID {pid}") from None
     except PermissionError:
         raise PinwiseError(f"not allowed to look at process {pid}") from None
+    # A main thread that ended (Z) may leave others running; every thread ended or gone: a zombie.
+    if all(stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1] in (["Z"], []) for tid in tids):
+        raise PinwiseError(f"process {pid} has ended (a zombie, waiting for its parent to collect it): it has no "
+                           "threads left to pin")
+    return tids
 
 
 def current_placement(pid: int | None = None) -> dict[int, list[int]]:

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 from .. import __version__
@@ -130,17 +131,28 @@ def notes(summary: ExperimentSummary) -> list[str]:
     return [*noise_lines(summary), conclusion_line(summary)]
 
 
+def _md_code(text: str) -> str:
+    """``text`` as a Markdown code span that stays inside its table cell or heading: a ``|``
+    escaped (GitHub's tables split cells on it even in code), a line break as a blank, and a
+    fence longer than any run of backticks in it."""
+    text = " ".join(str(text).replace("|", "\\|").splitlines())
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def to_markdown(summaries: list[ExperimentSummary]) -> str:
     parts = []
     for summary in summaries:
-        parts.append(f"### `{summary.experiment.label}`\n\n{summary.metric}, baseline `{summary.baseline}`, "
+        parts.append(f"### {_md_code(summary.experiment.label)}\n\n{summary.metric}, baseline {_md_code(summary.baseline)}, "
                      f"{summary.level_text()}\n")
         parts.append("| Placement | CPUs | Mean ± σ [ms] | Median [ms] | Min…Max [ms] | Speedup (mean) [CI] | "
                      "Speedup (median) [CI] | Verdict |\n|:---|:---|---:|---:|---:|---:|---:|:---|")
         for row, p in zip(placement_rows(summary, every_name=False), summary.policies):
             mean = "-" if row["mean_s"] is None else f"{_ms(row['mean_s'])} ± {_ms(row['stddev_s'])}"
             extremes = "-" if row["min_s"] is None else f"{_ms(row['min_s'])}…{_ms(row['max_s'])}"
-            parts.append(f"| `{row['policy']}` | {row['cpus']} | {mean} | {_ms(row['median_s'])} | {extremes} | "
+            parts.append(f"| {_md_code(row['policy'])} | {row['cpus']} | {mean} | {_ms(row['median_s'])} | {extremes} | "
                          f"{_speedup(row['speedup_mean'], row['speedup_mean_low'], row['speedup_mean_high'])} | "
                          f"{_speedup(row['speedup_median'], row['speedup_median_low'], row['speedup_median_high'])} | "
                          f"{_verdict_cell(p)} |")
@@ -153,7 +165,7 @@ def to_markdown(summaries: list[ExperimentSummary]) -> str:
         parts.append("| Policy | Programs | Speedup | Significantly faster | Share [CI] |\n|:---|---:|---:|---:|---:|")
         for r in overall_rows(summaries):
             o = r.overall
-            parts.append(f"| `{r.policy}` | {o.programs} | {o.geometric_mean_speedup:.3f} | {o.significant}/{o.programs} "
+            parts.append(f"| {_md_code(r.policy)} | {o.programs} | {o.geometric_mean_speedup:.3f} | {o.significant}/{o.programs} "
                          f"| {o.share:.0%} [{o.share_interval.low:.0%}, {o.share_interval.high:.0%}] |")
         parts.append("")
     return "\n".join(parts)

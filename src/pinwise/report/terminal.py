@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..stats import OUTLIER_Z, format_interval, format_level
+from ..streams import plain
 from .summary import (ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line,
                       variance_unit)
 from .wide import wide_console
@@ -32,7 +33,7 @@ def summary_table(summary: ExperimentSummary) -> Table:
                "speedup median [CI]", "verdict", "variance", "CV", "migrations", "ctx sw"]
     longest = max((len(p.label) for p in summary.policies), default=6)
     for column in columns:
-        table.add_column(column, justify="left" if column in ("policy", "verdict") else "right",
+        table.add_column(plain(column), justify="left" if column in ("policy", "verdict") else "right",
                          min_width=longest if column == "policy" else None)
     unit = variance_unit(p.spread.variance for p in summary.policies if p.spread is not None)
     for p in summary.policies:
@@ -41,13 +42,13 @@ def summary_table(summary: ExperimentSummary) -> Table:
             continue
         mean_cell, median_cell = speedup_cells(p, summary.baseline)
         table.add_row(
-            p.label, str(p.runs), str(sum(p.failures.values())),
-            f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
-            fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell,
-            "-" if p.verdict.kind == "baseline" else p.verdict.word,
-            fmt_variance(p.spread.variance, unit), f"{p.spread.cv:.1%}",
-            "-" if p.migrations is None else f"{p.migrations:g}",
-            "-" if p.context_switches is None else f"{p.context_switches:g}",
+            *map(plain, (p.label, str(p.runs), str(sum(p.failures.values())),
+                         f"{fmt_seconds(p.spread.mean)} ± {fmt_seconds(p.spread.std)}", fmt_seconds(p.spread.median),
+                         fmt_range(p.spread.minimum, p.spread.maximum), mean_cell, median_cell,
+                         "-" if p.verdict.kind == "baseline" else p.verdict.word,
+                         fmt_variance(p.spread.variance, unit), f"{p.spread.cv:.1%}",
+                         "-" if p.migrations is None else f"{p.migrations:g}",
+                         "-" if p.context_switches is None else f"{p.context_switches:g}")),
             style="red" if p.slower else None,
         )
     return table

@@ -61,8 +61,8 @@ def load_topology(spec: str | None = None) -> Topology:
         return read_json(spec)
     if ":" in spec or "[" in spec:
         return parse_synthetic(spec)
-    if Path(spec).exists():
-        raise PinwiseError(f"topology file {spec!r} must end in .xml (hwloc XML) or .json (pinwise JSON)")
+    if Path(spec).exists():  # a file of another name, or a pipe (-t <(lstopo --of xml)): read once, told by its content
+        return read_unnamed(spec)
     raise PinwiseError(
         f"unknown topology {spec!r}: not a preset ({', '.join(PRESETS)}), not a file ending in .xml "
         "or .json, and not a synthetic string such as 'pack:2 l3:1 core:4 pu:2'"
@@ -101,6 +101,21 @@ def to_json(topology: Topology) -> str:
         document["distances"] = [{"type": d.type, "os_indexes": list(d.os_indexes), "values": [list(r) for r in d.values],
                                   "kind": d.kind, "name": d.name} for d in topology.distances]
     return json.dumps(document, indent=1)
+
+
+def read_unnamed(path: str) -> Topology:
+    """A topology file whose name does not say its format: hwloc XML if it starts with ``<``,
+    pinwise JSON if with ``{``."""
+    data = read_input(path, "topology file", binary=True)
+    start = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if start == b"<" or data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 XML starts with its byte-order mark
+        from .hwloc_xml import parse_xml
+
+        return parse_xml(data, source=path)
+    if start == b"{":
+        return from_json(data.decode("utf-8-sig", errors="replace"), source=path)
+    raise PinwiseError(f"topology file {path!r} is neither hwloc XML (lstopo --of xml) nor pinwise JSON (pinwise topo "
+                       "--of json)")
 
 
 def read_json(path: str | Path) -> Topology:

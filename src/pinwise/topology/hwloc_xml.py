@@ -23,7 +23,7 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
-from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
+from .model import MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
 _HWLOC_TYPES = {
@@ -37,21 +37,35 @@ _HWLOC_TYPES = {
 }
 _CACHE_BY_DEPTH = {"1": "l1", "2": "l2", "3": "l3"}
 _HEX_WORD = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}\Z")  # one 32-bit word of an hwloc bitmap
+_NON_EMPTY = re.compile(r"[^,]+")
 
 
 def parse_cpuset(text: str, where: str) -> frozenset[int]:
     """hwloc bitmaps: comma-separated 32-bit hex words, most significant first ("0xff,0x00000001").
-    An infinite prefix ("0xf...f,") is dropped: no real PU lives there."""
+    An infinite prefix ("0xf...f,") is dropped: no real PU lives there. Empty words (zero words,
+    as hwloc writes them) are skipped unread, so a high PU costs its one word, not all below it;
+    a bitmap reaching past MAX_OS_INDEX is refused before it is read."""
+    text = text.strip()
+    words = text.count(",") + 1
+    if words > MAX_OS_INDEX // 32 + 1 and not text.lower().startswith(("0xf...f", "f...f")):
+        raise PinwiseError(f"{where}: cpuset {text[:40]!r}... names CPUs past {MAX_OS_INDEX}, more than any machine "
+                           "has")
     cpus: set[int] = set()
-    # An empty word is a zero word: hwloc writes bit 64 as "0x00000001,,0x0".
-    words = [w.strip() or "0x0" for w in text.strip().split(",")]
-    for position, word in enumerate(reversed(words)):
-        if word.lower() in ("0xf...f", "f...f"):
+    commas = scanned = 0
+    for match in _NON_EMPTY.finditer(text):  # only the words that hold something
+        commas += text.count(",", scanned, match.start())
+        scanned = match.start()
+        word = match.group().strip()
+        position = words - 1 - commas
+        if not word or word.lower() in ("0xf...f", "f...f"):
             continue
         if not _HEX_WORD.match(word):
             raise PinwiseError(f"{where}: cpuset {text[:80]!r} is not an hwloc bitmap such as 0x0000000f")
         value = int(word, 16)
         base = 32 * position
+        if value and base > MAX_OS_INDEX:
+            raise PinwiseError(f"{where}: cpuset {text[:40]!r}... names CPUs past {MAX_OS_INDEX}, more than any "
+                               "machine has")
         bit = 0
         while value:
             if value & 1:

@@ -470,6 +470,13 @@ def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
     return {t: levels[t] for t in LEVEL_ORDER if t in levels}
 
 
+#: What a topology may claim: PUs at most (the machines of the spec have 2 to 512; a cluster of
+#: pinwise mpi, 64 nodes of 128, is 8192), and OS indices below MAX_OS_INDEX (Linux numbers CPUs
+#: below its NR_CPUS, at most 8192 today). A file claiming more is refused before it is built.
+MAX_PUS = 1 << 16
+MAX_OS_INDEX = (1 << 20) - 1
+
+
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
                    restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
                    distances: Sequence[Distances] = (), keep_groups: bool = False) -> Topology:
@@ -485,9 +492,15 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     pus = [s for s in specs if s.type == ObjType.PU]
     if not pus:
         raise PinwiseError(f"topology {source!r} has no PU (processing unit)")
+    if len(pus) > MAX_PUS:
+        raise PinwiseError(f"topology {source!r} has {len(pus):,} PUs, more than the {MAX_PUS:,} pinwise places "
+                           "threads on")
     all_cpus = frozenset(s.os_index for s in pus)
     if len(all_cpus) != len(pus) or any(s.os_index is None or s.os_index < 0 for s in pus):
         raise PinwiseError(f"topology {source!r} has PUs with missing or duplicate OS indices")
+    if max(all_cpus) > MAX_OS_INDEX:
+        raise PinwiseError(f"topology {source!r} has a PU numbered {max(all_cpus):,}, past {MAX_OS_INDEX:,}: no "
+                           "machine numbers its CPUs so high")
     unique: dict[tuple[ObjType, frozenset[int]], ObjectSpec] = {}
     key_of: dict[int, tuple[ObjType, frozenset[int]]] = {}
     later: list[tuple[int, ObjectSpec]] = []  # memory and CPU-less objects, in the source's order
@@ -519,8 +532,9 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     root = TopoObject(ObjType.MACHINE, all_cpus, complete=complete)
     node_of_key: dict[tuple[ObjType, frozenset[int]], TopoObject] = {}
     ordered = sorted(unique.values(), key=lambda s: (-len(s.cpuset), s.type.rank, min(s.cpuset)))
+    deepest = dict.fromkeys(all_cpus, root)  # each PU's deepest object so far: an insertion costs its cpuset
     for spec in ordered:
-        parent = _deepest_holding(root, spec.cpuset, spec.type, source)
+        parent = _deepest_holding(deepest, spec.cpuset, spec.type, source)
         if parent.type == ObjType.PU:
             raise PinwiseError(f"topology {source!r}: {spec.type.label} below a PU")
         node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, parent=parent,
@@ -528,6 +542,8 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
                           cache_geometry=spec.cache_geometry)
         parent.children.append(node)
         node_of_key[(spec.type, spec.cpuset)] = node
+        for cpu in spec.cpuset:
+            deepest[cpu] = node
 
     _sort_children(root)
     for group in [n for n in walk(root) if n.type == ObjType.GROUP and not keep_groups]:
@@ -564,22 +580,24 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     return Topology(root, allowed, source, restriction, cpukinds, distances)
 
 
-def _deepest_holding(root: TopoObject, cpuset: frozenset[int], type_: ObjType, source: str) -> TopoObject:
-    """The deepest object of the CPU tree whose cpuset contains ``cpuset``; a partial overlap on
-    the way is an error (the machine would not be a tree)."""
-    parent = root
-    while True:
-        for child in parent.children:
-            if cpuset <= child.cpuset:
-                parent = child
-                break
-            if cpuset & child.cpuset:
-                raise PinwiseError(
-                    f"topology {source!r}: {type_.label} with CPUs {sorted(cpuset)} "
-                    f"partly overlaps {child.label()} with CPUs {sorted(child.cpuset)}: not a tree"
-                )
-        else:
-            return parent
+def _deepest_holding(deepest: dict[int, TopoObject], cpuset: frozenset[int], type_: ObjType,
+                     source: str) -> TopoObject:
+    """The deepest object of the CPU tree so far whose cpuset contains ``cpuset``, from each PU's
+    deepest object (objects come largest first); a partial overlap is an error (the machine would
+    not be a tree). Its PUs' deepest objects are all the same one, or some object below the
+    holder holds a part of ``cpuset`` only."""
+    holders = {id(deepest[cpu]): deepest[cpu] for cpu in cpuset}
+    if len(holders) == 1:
+        return next(iter(holders.values()))
+    below = next(iter(holders.values()))
+    while not cpuset <= below.parent.cpuset:
+        below = below.parent
+    if cpuset <= below.cpuset:  # the first PU's object holds it all: another one sits beside it
+        below = next(h for h in holders.values() if not cpuset <= h.cpuset)
+        while not cpuset <= below.parent.cpuset:
+            below = below.parent
+    raise PinwiseError(f"topology {source!r}: {type_.label} with CPUs {sorted(cpuset)} partly overlaps "
+                       f"{below.label()} with CPUs {sorted(below.cpuset)}: not a tree")
 
 
 def memory_parent(root: TopoObject, cpuset: frozenset[int], source: str) -> TopoObject:

@@ -23,7 +23,7 @@ import re
 
 from ..errors import PinwiseError
 from ..numbers import whole_number
-from .model import LEVEL_RANK, ObjType, Topology, TopoObject, walk, walk_all
+from .model import LEVEL_RANK, MAX_OS_INDEX, MAX_PUS, ObjType, Topology, TopoObject, walk, walk_all
 
 #: Accepted spellings (lower case) -> our type. hwloc's own names, its short forms, and "socket".
 TYPE_ALIASES = {
@@ -43,8 +43,6 @@ TYPE_ALIASES = {
 DEFAULT_CACHE_SIZE = {"l1": 32 << 10, "l2": 4 << 20, "l3": 16 << 20}
 HWLOC_TYPE_NAME = {"group": "Group", "package": "Package", "die": "Die", "numa": "NUMANode",
                    "l3": "L3Cache", "l2": "L2Cache", "l1": "L1dCache", "core": "Core", "pu": "PU"}
-
-MAX_SYNTHETIC_PUS = 1 << 20
 
 _TOKEN = re.compile(r"^(?P<type>[A-Za-z][A-Za-z0-9]*)(?::(?P<arity>[^()]*))?(?:\((?P<attrs>[^()]*)\))?$")
 #: A level's words: spaces inside parentheses belong to the attributes.
@@ -92,7 +90,7 @@ def _indexes(text: str, count: int, description: str, name: str) -> list[int]:
         for os_index, place in enumerate(position):
             order[place] = os_index
         return order
-    order = [whole_number(word, where, 0, 1 << 24) for word in text.split(",")]
+    order = [whole_number(word, where, 0, MAX_OS_INDEX) for word in text.split(",")]
     if len(order) != count or len(set(order)) != count:
         raise PinwiseError(f"{where}: give {count} different OS indices, not {len(order)}"
                            + (" with repeats" if len(set(order)) != len(order) else ""))
@@ -180,8 +178,9 @@ def parse_synthetic_levels(description: str, numbering: dict[int, list[int]] | N
     for _, arity, _ in levels:
         total *= arity
         counts.append(total)
-        if total > MAX_SYNTHETIC_PUS:
-            raise PinwiseError(f"synthetic topology {description!r} has more than {MAX_SYNTHETIC_PUS} PUs")
+        if total > MAX_PUS:
+            raise PinwiseError(f"synthetic topology {description!r} has more than {MAX_PUS:,} PUs, more than pinwise "
+                               "places threads on")
     numa_count = sum(len(sizes) * (counts[at] if at >= 0 else 1) for at, sizes in attached_memory.items())
     if "numa" in types:
         numa_count = counts[types.index("numa")]
