@@ -218,7 +218,11 @@ def test_a_time_regex_reads_the_unit_printed_with_the_number(tmp_path):
         result = run_pinwise("bench", "--db", str(db_path), "-r", "2", "--policies", "os", "--time-regex", regex,
                              "--quiet", "--", str(program))
         assert result.returncode == 0, result.stderr
-        times = [r.program_time for r in runs(open_db(db_path, create=False), 1)]
+        connection = open_db(db_path, create=False)
+        try:  # closed: an open reader would hold the file's snapshot for the next bench
+            times = [r.program_time for r in runs(connection, 1)]
+        finally:
+            connection.close()
         assert times == [pytest.approx(seconds)] * 2, (regex, times)
     program.write_text("#!/bin/sh\necho 'BM_fill     nan ms'\n")
     result = run_pinwise("bench", "--db", str(tmp_path / "nan.db"), "-r", "2", "--policies", "os", "--time-regex",

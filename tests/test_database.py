@@ -300,7 +300,7 @@ def test_a_disk_filling_mid_bench_stops_it_with_one_line_and_the_same_command_re
     import resource
 
     command = [PINWISE, "bench", "--db", str(tmp_path / "r.db"), "-r", "40", "--policies", "os,compact", "--seed",
-               "3", "--timeout", "60", "--quiet", "--", "true"]
+               "3", "--timeout", "60", "-n", "1", "--quiet", "--", "true"]  # one slot: true runs one thread
     reference = [PINWISE, *command[1:3], str(tmp_path / "reference.db"), *command[4:]]
     subprocess.run(reference, capture_output=True, check=True, timeout=300)
     full = subprocess.run(command, capture_output=True, text=True, timeout=300,

@@ -38,10 +38,11 @@ def test_map_and_run_accept_every_name_of_the_registry(pairs_csv):
         # the others refuse --comm: they are told the matrix's thread count instead
         comm = ["--comm", str(pairs_csv)] if reads_matrix(name) else ["-n", str(threads)]
         printed = run_pinwise("run", "-t", "nehalem", "--policy", name, *comm, "--seed", "3", "--print")
-        assert mapped.returncode == 0 and printed.returncode == 0, (name, mapped.stderr, printed.stderr)
-        if name == "os":
-            assert "no pinning" in mapped.stdout and "no pinning" in printed.stdout
+        assert printed.returncode == 0, (name, printed.stderr)
+        if name == "os":  # no mapping: a CPU list of it is refused in one line (issue 41), --print says so
+            assert mapped.returncode != 0 and "pins nothing" in mapped.stderr and "no pinning" in printed.stdout
         else:  # the same plan through both commands
+            assert mapped.returncode == 0, (name, mapped.stderr)
             assert f"pinwise run --cpus {mapped.stdout.strip()}" in printed.stdout, name
 
 

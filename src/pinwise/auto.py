@@ -109,9 +109,9 @@ def measure_sharing(argv: list[str], path: str, backend: str = "auto", *, progre
         sureness = pattern_confidence(comm, analyze(comm))
         events = comm.info.sampling["events"]
         if backend == "sample" or (events >= MIN_SAMPLED_EVENTS and sureness is not None and sureness.sure):
-            say(f"    sampled: {events:,} events in {comm.info.seconds:.1f} s; " + (sureness.reason if sureness else ""))
+            say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
-        say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.1f} s"
+        say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
             + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead")
     elif backend == "auto":
         say(f"    sampling is not possible here ({why}): tracing every access under Valgrind")

@@ -137,7 +137,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
         else:
             command += ["--pid", str(pid)]
         start = time.perf_counter()
-        interrupted = False
+        interrupted: KeyboardInterrupt | None = None
         with GroupGuard() as guard:
             with signals_held():
                 try:
@@ -155,7 +155,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                     except subprocess.TimeoutExpired:
                         _show_progress(status_path, time.perf_counter() - start)
                     except KeyboardInterrupt as interrupt:  # the sampler writes what it has, then ends
-                        interrupted = True
+                        interrupted = interrupt
                         signum = getattr(interrupt, "signum", signal.SIGINT)
                         try:
                             if pid is None:
@@ -173,17 +173,25 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
             message = message.removeprefix("pinwise-sample: ") or f"the sampler ended with status {returncode}"
             raise PinwiseError(message)
         if not result_path.exists():
+            if interrupted is not None:  # stopped at start-up: nothing to keep
+                raise interrupted
             raise PinwiseError("the sampler wrote nothing; nothing saved")
         comm = parse_sample(result_path.read_text(), str(result_path))
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
     comm = _renumbered(comm, log_text)
     seconds = round(time.perf_counter() - start, 3)
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
-    info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or interrupted and pid is None,
+    stopped = interrupted is not None and pid is None  # a started program was stopped; an attach just ends
+    info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or stopped,
                    unseen=_unseen(comm.info.sampling))
     comm = replace(comm, info=info)
-    _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread)
+    if not stopped:
+        _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread)
     write_comm(comm, output)
+    if stopped:  # kept, and the stop goes on: a demo or an auto does not run on (as pinwise.trace)
+        print(f"pinwise: warning: {argv[0]} was interrupted: the matrix gathered so far is in {output}, marked partial",
+              file=sys.stderr)
+        raise interrupted
     return comm
 
 

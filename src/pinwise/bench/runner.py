@@ -202,7 +202,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         failure = f"killed by {signal.Signals(-code).name}"
     elif code > 0:
         failure = f"exit status {code}" + (f": {stderr_tail.strip().splitlines()[-1][:200]}" if stderr_tail.strip() else "")
-    elif plan is not None and not any(t.pid == process.pid for t in threads):
+    elif plan is not None and adapt is None and not any(p.pid == process.pid for p in processes):
         # Never a run counted under a placement it did not have (a set-user-ID program, say).
         failure = f"not pinned: the preload library did not load ({why_not_loaded(argv[0])})"
     program_time = None
@@ -248,7 +248,7 @@ def read_time(match: re.Match) -> tuple[float | None, str | None]:
     """The seconds a --time-regex match says, or why it says none: its group (the whole match
     without one) is a number, with its unit inside the group ("2.27 ms") or right after it on the
     same line ("([0-9.]+)" before " ms"); no unit is seconds. "nan", "inf" and numbers too large
-    for a float are refused: a run's time must be a time."""
+    for a float, and negative ones, are refused: a run's time must be a time."""
     text = match.group(1) if match.groups() else match.group(0)
     end = match.end(1) if match.groups() else match.end()
     number = _NUMBER.match(text or "")
@@ -259,6 +259,8 @@ def read_time(match: re.Match) -> tuple[float | None, str | None]:
     value = float(number.group(1)) * TIME_UNITS[unit.group(1) if unit else "s"]
     if not math.isfinite(value):
         return None, f"time regex matched {text!r}, which is too large to be a time"
+    if value < 0:
+        return None, f"time regex matched {text!r}, which is negative: not a time"
     return value, None
 
 

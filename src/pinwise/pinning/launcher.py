@@ -203,8 +203,10 @@ def exec_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
     from ..processes import become
 
+    program = launchable_program(argv, omp)
+    env = program_environment(plan, None, follow, omp, memory=memory)  # before the mask: PINWISE_ORIGINAL
     with whole_plan_mask(None if omp else plan):
-        become(launchable_program(argv, omp), argv, program_environment(plan, None, follow, omp, memory=memory))
+        become(program, argv, env)
 
 
 def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False,
