@@ -1340,6 +1340,12 @@ static void parse(int argc, char **argv)
     opt.seed = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)getpid();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strncmp(a, "--setenv=", 9)) {  /* NAME=VALUE in one argument */
+            if (opt.nsetenv == 64 || !strchr(a + 9, '='))
+                usage();
+            opt.setenv[opt.nsetenv++] = argv[i] + 9;
+            continue;
+        }
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--")) {
             if (i + 1 >= argc)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import numpy as np
 
 from .comm import CommMatrix
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+from .processes import GroupGuard, kill_group, temporary_folder
 
 INTERVAL = 0.2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
@@ -302,7 +301,8 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     """Run ``argv`` (or attach to process ``pid``) and place its threads while it runs (module
     docstring); returns what happened. ``policy`` None: what analyze recommends for each phase."""
     from .pinning.launcher import find_program, program_environment
-    from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler
+    from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, program_part, \
+        sampler_failure
 
     if (argv is None) == (pid is None):
         raise PinwiseError("adapt a program (argv) or a running process (pid), not both")
@@ -327,19 +327,12 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
                        str(stream_path), "--interval-ms", str(max(10, round(interval * 1000))), "--period-us",
                        str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
-            if program is not None:
-                env = program_environment(None, None, memory=memory, extra_env=extra_env)
-                for name, value in env.items():
-                    if os.environ.get(name) != value:
-                        command += ["--setenv", f"{name}={value}"]
-                command += ["--", program, *argv[1:]]
-            else:
-                command += ["--pid", str(pid)]
+            command += program_part([program, *argv[1:]] if program is not None else None, pid,
+                                    program_environment(None, None, memory=memory, extra_env=extra_env)
+                                    if program is not None else {})
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
-                message = error_path.read_text(errors="replace").strip() if error_path.exists() else ""
-                raise PinwiseError(message.removeprefix("pinwise-sample: ") or
-                                   f"the sampler ended with status {returncode}")
+                raise sampler_failure(returncode, error_path)
             exit_status = _exit_status(out_path)
     finally:
         if log is not None:
@@ -353,14 +346,10 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
     """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
     adapter.sampler_cpu = 0.0
     offset = 0
+    from .sample import pass_stop, start_sampler
+
     with GroupGuard() as guard:
-        with signals_held():
-            try:
-                process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
-                                           stdin=subprocess.DEVNULL if attached else None)
-            except OSError as err:
-                raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
-            guard.watch(process.pid)
+        process = start_sampler(command, guard, attached)
         try:
             while True:
                 try:
@@ -369,11 +358,7 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
                 except subprocess.TimeoutExpired:
                     done = False
                 except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
-                    signum = getattr(interrupt, "signum", signal.SIGINT)
-                    try:
-                        os.killpg(process.pid, signum) if not attached else os.kill(process.pid, signum)
-                    except ProcessLookupError:
-                        pass
+                    pass_stop(process, interrupt, attached)
                     done = False
                 cpu = _cpu_seconds(process.pid)
                 if cpu >= 0:
@@ -435,7 +420,7 @@ class BackgroundAdapter:
         import threading
 
         from .pinning.launcher import find_program
-        from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_sampler
+        from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_sampler, program_part
 
         check_sampler()
         self.stream = folder / "windows.txt"
@@ -443,10 +428,7 @@ class BackgroundAdapter:
         self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
                         "--interval-ms", str(max(10, round(interval * 1000))), "--period-us", str(PERIOD_US),
                         "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
-        for name, value in (env or {}).items():
-            if os.environ.get(name) != value:
-                self.command += ["--setenv", f"{name}={value}"]
-        self.command += ["--", find_program(argv), *argv[1:]]
+        self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None)
         self.interval = interval
         self.done = threading.Event()

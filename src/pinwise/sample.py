@@ -125,28 +125,14 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                    *(["--stack"] if stack else []), *(["--seed", str(seed)] if seed is not None else []),
                    *(["--per-task"] if per_task else []),
                    *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
-        env = None
-        if program is not None:
-            # the preload library observes (pins nothing) in the program only, not in the sampler:
-            # its log gives the threads' numbering and the main thread's create and join calls
-            own = {**preload_environment(None, str(log_path), False), **(extra_env or {})}
-            for name, value in own.items():
-                if os.environ.get(name) != value:
-                    command += ["--setenv", f"{name}={value}"]
-            command += ["--", program, *argv[1:]]
-        else:
-            command += ["--pid", str(pid)]
+        # the preload library observes (pins nothing) in the program only, not in the sampler: its
+        # log gives the threads' numbering and the main thread's create and join calls
+        command += program_part([program, *argv[1:]] if program is not None else None, pid,
+                                {**preload_environment(None, str(log_path), False), **(extra_env or {})})
         start = time.perf_counter()
         interrupted: KeyboardInterrupt | None = None
         with GroupGuard() as guard:
-            with signals_held():
-                try:
-                    process = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=die_with_parent(),
-                                               stdout=subprocess.DEVNULL if quiet else None,
-                                               stdin=subprocess.DEVNULL if pid is not None else None)
-                except OSError as err:
-                    raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
-                guard.watch(process.pid)
+            process = start_sampler(command, guard, attached=pid is not None, quiet=quiet)
             try:
                 while True:
                     try:
@@ -156,22 +142,13 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                         _show_progress(status_path, time.perf_counter() - start)
                     except KeyboardInterrupt as interrupt:  # the sampler writes what it has, then ends
                         interrupted = interrupt
-                        signum = getattr(interrupt, "signum", signal.SIGINT)
-                        try:
-                            if pid is None:
-                                os.killpg(process.pid, signum)  # the program ends too
-                            else:
-                                os.kill(process.pid, signum)  # an attached process runs on
-                        except ProcessLookupError:
-                            pass
+                        pass_stop(process, interrupt, attached=pid is not None)
             finally:
                 kill_group(process.pid)
         if show:
             sys.stderr.write("\r\033[K")
         if returncode != 0:
-            message = error_path.read_text(errors="replace").strip() if error_path.exists() else ""
-            message = message.removeprefix("pinwise-sample: ") or f"the sampler ended with status {returncode}"
-            raise PinwiseError(message)
+            raise sampler_failure(returncode, error_path)
         if not result_path.exists():
             if interrupted is not None:  # stopped at start-up: nothing to keep
                 raise interrupted
@@ -193,6 +170,48 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
               file=sys.stderr)
         raise interrupted
     return comm
+
+
+def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: bool = False) -> subprocess.Popen:
+    """The sampler in a process group of its own (the program it starts in it too), watched by
+    ``guard`` so that it ends with pinwise however pinwise ends."""
+    with signals_held():
+        try:
+            process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
+                                       stdout=subprocess.DEVNULL if quiet else None,
+                                       stdin=subprocess.DEVNULL if attached else None)
+        except OSError as err:
+            raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
+        guard.watch(process.pid)
+    return process
+
+
+def pass_stop(process: subprocess.Popen, interrupt: KeyboardInterrupt, attached: bool) -> None:
+    """Ctrl-C or SIGTERM while sampling: the sampler writes what it has and ends; a program it
+    started gets the signal too and ends as it would alone; an attached process runs on."""
+    signum = getattr(interrupt, "signum", signal.SIGINT)
+    try:
+        if attached:
+            os.kill(process.pid, signum)
+        else:
+            os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def program_part(argv: list[str] | None, pid: int | None, env: dict[str, str]) -> list[str]:
+    """The end of a sampler command: the program (its path resolved), with the variables only it
+    gets (``--setenv``: the sampler itself must not load the preload library), or ``--pid``."""
+    if argv is None:
+        return ["--pid", str(pid)]
+    part = [f"--setenv={name}={value}" for name, value in env.items() if os.environ.get(name) != value]
+    return [*part, "--", *argv]
+
+
+def sampler_failure(returncode: int, error_path: Path) -> PinwiseError:
+    """The sampler's own one line (pw_sample.c's --error-file), as pinwise's error."""
+    message = error_path.read_text(errors="replace").strip() if error_path.exists() else ""
+    return PinwiseError(message.removeprefix("pinwise-sample: ") or f"the sampler ended with status {returncode}")
 
 
 def _unseen(sampling) -> str | None:
