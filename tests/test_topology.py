@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import lstopo_facts
 from conftest import assert_clean_failure, need, run_pinwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -401,36 +402,8 @@ _LSTOPO_NAME = {"machine": "Machine", "group": "Group", "package": "Package", "d
 
 
 def lstopo_view(source: str | Path) -> dict:
-    """What lstopo 2.9 builds from a file, read from its own XML export with a plain walk of the
-    elements (not pinwise's reader): every object as (type, cpuset, OS index of PUs and NUMA nodes),
-    the PUs' and NUMA nodes' logical order, the allowed PUs and the NUMA distance matrices."""
-    exported = subprocess.run([need("lstopo-no-graphics"), "-i", str(source), "--disallowed", "--no-io",
-                               "--no-icaches", "--filter", "misc:none", "--of", "xml", "-"],
-                              capture_output=True, check=True).stdout
-    import xml.etree.ElementTree as ET
-    from collections import Counter
-
-    from pinwise.topology.hwloc_xml import parse_cpuset
-
-    root = ET.fromstring(exported)
-    view = {"objects": Counter(), "pus": [], "numa": [], "allowed": None, "distances": set()}
-    for element in root.iter("object"):
-        kind, cpus = element.get("type"), tuple(sorted(parse_cpuset(element.get("cpuset", "0x0"), "lstopo")))
-        named = element.get("os_index") if kind in ("PU", "NUMANode") else None
-        view["objects"][(kind, cpus, named)] += 1
-        if kind == "PU":
-            view["pus"].append(int(named))
-        if kind == "NUMANode":
-            view["numa"].append(int(named))
-        if kind == "Machine" and element.get("allowed_cpuset"):
-            view["allowed"] = parse_cpuset(element.get("allowed_cpuset"), "lstopo")
-    for matrix in root.iter("distances2"):
-        if matrix.get("type") == "NUMANode" and matrix.get("indexing") == "os":
-            indexes = " ".join(i.text for i in matrix.iter("indexes")).split()
-            values = " ".join(v.text for v in matrix.iter("u64values")).split()
-            view["distances"].add(frozenset((a, b, values[i * len(indexes) + j]) for i, a in enumerate(indexes)
-                                            for j, b in enumerate(indexes)))
-    return view
+    """What the installed lstopo builds from a file or string (see tests/lstopo_facts.py)."""
+    return lstopo_facts.facts(lstopo_facts.lstopo_export(need("lstopo-no-graphics"), source))
 
 
 def pinwise_view(machine) -> dict:
@@ -470,6 +443,34 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]
     again = from_json(to_json(machine))  # and pinwise's own JSON keeps all of it
     assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds
+
+
+_V3_FACTS = (json.loads(lstopo_facts.V3_FACTS.read_text())["files"] if lstopo_facts.V3_FACTS.exists() else {})
+
+
+@pytest.mark.skipif(not (lstopo_facts.SHARED / "hwloc-tests-v3").is_dir(),
+                    reason="../shared/topologies is not beside the repository")
+@pytest.mark.parametrize("name", sorted(_V3_FACTS))
+def test_hwloc_v3_machine_reads_into_the_tree_hwloc_3_builds(name):
+    """XML version 3 files (hwloc 3.0's own test inputs), which hwloc 2.9's lstopo refuses,
+    against the facts hwloc 3.0's lstopo produced for them (tests/lstopo_facts.py, which says how
+    to make them again): the same objects, PU and NUMA numbering, allowed PUs and distances
+    (16amd64-8n2c-cpusets.xml: 8 Groups, not the 2 of a file read as version 1); and pinwise's
+    export of the machine is that machine again."""
+    expected = lstopo_facts.from_document(_V3_FACTS[name])
+    machine = load_topology(str(lstopo_facts.SHARED / "hwloc-tests-v3" / name))
+    ours = pinwise_view(machine)
+    assert ours["objects"] == expected["objects"]
+    assert ours["pus"] == expected["pus"] and ours["numa"] == expected["numa"]
+    assert ours["allowed"] == (expected["allowed"] or frozenset(ours["pus"]))
+    assert ours["distances"] == expected["distances"]
+    assert pinwise_view(parse_xml(to_xml(machine).encode())) == ours
+
+
+def test_an_xml_version_beyond_3_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "v4.xml"
+    path.write_bytes(small_xml().replace(b'version="2.0"', b'version="4.0"'))
+    assert_clean_failure(run_pinwise("topo", "-t", str(path)), "version 4.0", "newer than pinwise reads")
 
 
 def test_cpusets_are_written_as_hwloc_writes_them():

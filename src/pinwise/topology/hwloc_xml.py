@@ -108,7 +108,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     top = root.find("object")
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
-    reader = _Reader(source, version1=not root.get("version", "").startswith("2"))
+    reader = _Reader(source, version1=_format_version(root.get("version"), source) == 1)
     reader.read(top)
     specs = reader.specs
     pus = {s.os_index for s in specs if s.type == ObjType.PU}
@@ -122,6 +122,21 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
                           restriction="allowed_cpuset in the XML file" if allowed else None,
                           cpukinds=[_cpukind(e, source) for e in root.findall("cpukind")],
                           distances=[d for d in distances if d is not None], keep_groups=not reader.version1)
+
+
+def _format_version(text: str | None, source: str) -> int:
+    """The file's major format version: 1 without the attribute (hwloc 1.x wrote none), 2 for
+    hwloc 2.x, 3 for hwloc 3.0 (the tree as 2.x writes it, objects with an ``id`` and device
+    types as bits); a later one is refused, as hwloc 3.0 refuses it."""
+    if text is None:
+        return 1
+    major = re.match(r"\s*([0-9]+)(?:\.[0-9]+)?\s*\Z", text)
+    if major is None:
+        raise PinwiseError(f"{source}: <topology version={text[:20]!r}> is not an hwloc XML version such as 2.0")
+    if int(major[1]) > 3:
+        raise PinwiseError(f"{source}: hwloc XML version {text.strip()} is newer than pinwise reads (1.x, 2.x, 3.x): "
+                           "export it again with an hwloc 2 or 3 lstopo")
+    return max(int(major[1]), 1)
 
 
 class _Reader:
@@ -273,7 +288,10 @@ def to_xml(topology: Topology) -> str:
     gp_index = iter(range(1, 1 << 30))
 
     def nodeset(node: TopoObject) -> str:
-        """NUMA nodes attached at the object, below it, or to one of its ancestors."""
+        """NUMA nodes attached at the object, below it, or to one of its ancestors; a NUMA node's
+        is itself alone (hwloc 3.0 refuses a file where it is not)."""
+        if node.type == ObjType.NUMA:
+            return format_cpuset(frozenset([numa_index[id(node)]]))
         near = {numa_index[id(m)] for m in walk_all(node) if m.type == ObjType.NUMA}
         for ancestor in node.ancestors():
             near |= {numa_index[id(m)] for top in ancestor.memory_children for m in walk_all(top)
