@@ -4,7 +4,8 @@ matrices. Read from lstopo's own XML export with a plain walk of the elements (n
 reader), so that a test compares pinwise with hwloc and not with itself.
 
 Run as a script, it writes ``tests/data/hwloc-v3-facts.json``: those facts for every XML version
-3 file of ``../shared/topologies/hwloc-tests-v3`` as hwloc 3.0 builds them. hwloc 2.9 (Debian's)
+3 file of ``../shared/topologies/hwloc-tests-v3`` as hwloc 3.0 builds them, and for the synthetic
+strings hwloc 3.0 writes for them and a few only it reads (``memorysidecachesize=``). hwloc 2.9 (Debian's)
 refuses version 3 files, so the facts are computed once with an lstopo of hwloc's development
 branch and kept; the test then needs no hwloc 3. To make them again::
 
@@ -94,14 +95,26 @@ def _readable(document: dict) -> str:
     def line(value) -> str:
         return json.dumps(value, separators=(", ", ": "))
 
-    files = []
-    for name, view in document["files"].items():
-        objects = ",\n".join(f"    {line(o)}" for o in view["objects"])
-        rest = "".join(f",\n   {line(key)}: {line(view[key])}" for key in ("pus", "numa", "allowed", "distances"))
-        files.append(f"  {line(name)}: {{\n   \"objects\": [\n{objects}\n   ]{rest}\n  }}")
-    files_text = ",\n".join(files)
+    def section(views: dict) -> str:
+        entries = []
+        for name, view in views.items():
+            objects = ",\n".join(f"    {line(o)}" for o in view["objects"])
+            rest = "".join(f",\n   {line(key)}: {line(view[key])}" for key in ("pus", "numa", "allowed", "distances"))
+            entries.append(f"  {line(name)}: {{\n   \"objects\": [\n{objects}\n   ]{rest}\n  }}")
+        return "{\n" + ",\n".join(entries) + "\n }"
+
     return (f"{{\n \"lstopo\": {line(document['lstopo'])},\n \"options\": {line(document['options'])},\n"
-            f" \"files\": {{\n{files_text}\n }}\n}}\n")
+            f" \"files\": {section(document['files'])},\n \"synthetic\": {section(document['synthetic'])}\n}}\n")
+
+
+#: Synthetic strings only hwloc 3.0 reads (a memory-side cache in front of NUMA nodes), beside the
+#: strings hwloc 3.0 writes for the version 3 files.
+V3_SYNTHETIC = (
+    "pack:2 [numa(memory=1GiB memorysidecachesize=128MiB)] core:2 pu:1",
+    "pack:2 [numa(memorysidecachesize=64MiB)] [numa(memory=16GiB)] core:2 [numa(indexes=7,6,5,4,3,2,1,0 "
+    "memorysidecachesize=1MiB)] pu:2",
+    "pack:2 numa:2(memorysidecachesize=256MiB) core:2 pu:1",
+)
 
 
 def main(lstopo: str) -> None:
@@ -109,11 +122,15 @@ def main(lstopo: str) -> None:
     if not version.split()[-1].startswith("3."):
         raise SystemExit(f"{lstopo} is {version}: the facts of XML version 3 files need hwloc 3.0's lstopo")
     files = sorted((SHARED / "hwloc-tests-v3").glob("*.xml"))
+    written = [subprocess.run([lstopo, "-i", str(path), "--of", "synthetic"], capture_output=True, text=True)
+               for path in files]
+    strings = [*(w.stdout.strip() for w in written if w.returncode == 0 and w.stdout.strip()), *V3_SYNTHETIC]
     document = {"lstopo": version, "options": list(VIEW_OPTIONS),
-                "files": {path.name: to_document(facts(lstopo_export(lstopo, path))) for path in files}}
+                "files": {path.name: to_document(facts(lstopo_export(lstopo, path))) for path in files},
+                "synthetic": {text: to_document(facts(lstopo_export(lstopo, text))) for text in strings}}
     V3_FACTS.parent.mkdir(exist_ok=True)
     V3_FACTS.write_text(_readable(document))
-    print(f"wrote the facts of {len(files)} files to {V3_FACTS}")
+    print(f"wrote the facts of {len(files)} files and {len(strings)} synthetic strings to {V3_FACTS}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,10 @@ SYNTHETIC_STRINGS = [
 ]
 
 
+#: What hwloc 3.0 builds from its version 3 test files and a few synthetic strings (tests/lstopo_facts.py).
+_V3 = json.loads(lstopo_facts.V3_FACTS.read_text())
+
+
 def lstopo_xml(*args: str) -> bytes:
     lstopo = need("lstopo-no-graphics")
     return subprocess.run([lstopo, "--no-io", *args, "--of", "xml"], check=True, capture_output=True).stdout
@@ -216,7 +220,7 @@ def test_topo_cli_outputs(tmp_path):
     ("pack:0 pu:1", ["at least 1"]),
     ("pack:-2 pu:1", ["count of pack", "not a whole number"]),
     ("pack:2 core:2", ["last level must be pu"]),
-    ("core:2 pack:2 pu:1", ["cannot be below"]),
+    ("pack:2 core:2 core:2 pu:1", ["several core levels"]),
     ("nosuchpreset", ["unknown topology"]),
     ("/nonexistent/machine.xml", ["does not exist"]),
     ("pack:2 pu:2(indexes=0,1,2)", ["give 4 different OS indices, not 3"]),
@@ -355,6 +359,81 @@ def test_synthetic_indexes_number_pus_as_lstopo_does(description):
     assert load_topology(written).compact_order(allowed_only=False) == lstopo_pu_order(description)
 
 
+#: Strings lstopo 2.9 reads that pinwise refused or built otherwise: caches below cores (lstopo's
+#: export of Hygon and CPUID-leaf-0x1F machines), any order of levels hwloc accepts, NUMA nodes
+#: attached at several levels with one indexes= for all, bare counts, hwloc's abbreviations,
+#: instruction caches that split a level, Groups that add no structure.
+ANY_ORDER_STRINGS = [
+    "Package:1 Core:8 L2Cache:4 PU:1", "pack:2 core:4 l1:2 pu:1", "Package:1 Core:2 L2Cache:2 L1dCache:1 PU:2",
+    "pack:1 core:2 l3:1 pu:2", "pack:2 core:2 l3:2 l2:1 pu:1", "pack:2 core:2 l2:2 l3:1 pu:1", "core:2 pack:2 pu:1",
+    "pack:2 core:2 numa:2 pu:1", "pack:2 core:2 group:2 pu:1", "pack:2 core:2 die:2 pu:1", "l1:2 l2:2 pu:1",
+    "pack:2 l2:2 core:2 l1:2 pu:1", "pack:2 core:2 l2:1 l1:1 pu:2", "pack:2 l2:2 l2:2 pu:1", "pack:2 l2:2 l2:1 pu:1",
+    "pack:2 core:2 l3:2 pu:1(indexes=3,2,1,0,7,6,5,4)", "group:2 group:2 pu:1", "pack:1 core:2 l1i:2 pu:1",
+    "pack:2 [numa] core:2 [numa] pu:1", "pack:2 core:2 [numa] pu:2", "pack:2 [numa] [numa] core:2 [numa] pu:1",
+    "pack:2 [numa(memory=300000000000000 indexes=10,11,12,13,14,15)] core:2 [numa] pu:1",
+    "pack:2 [numa] core:2 [numa(indexes=10,11,12,13,14,15)] pu:1",
+    "[numa(indexes=6,5,4,3,2,1,0)] pack:2 [numa] core:2 [numa] pu:1",
+    "2 2 2", "4 2", "2 2 2 2 2", "2 2 2 2 2 2 2 2", "Tile:2 pu:2", "pack:2 node:2 pu:1", "so:2 co:2 pu:2",
+    "NUMA:2 pa:2 pu:1", "pack:2 numa:2(indexes=3,1,2,0) core:2 pu:1",
+    "numa:2 pack:2 core:2 pu:1(indexes=7,6,5,4,3,2,1,0)", "Group0:2 Group1:2 Package:1 Core:2 PU:1",
+    "Package:2 Core:4(indexes=3,2,1,0,7,6,5,4) PU:2(indexes=2*8:1*2)", "pack:4 l3:2 core:4 l2:1 l1:1 pu:2",
+]
+
+
+@pytest.mark.parametrize("description", ANY_ORDER_STRINGS)
+def test_synthetic_strings_in_any_order_lstopo_reads_are_read_as_it_reads_them(description):
+    """The objects, the PU numbering and the NUMA numbering of lstopo's machine; and where the
+    machine has a synthetic form, pinwise's is read by lstopo into that machine again."""
+    expected = lstopo_view(description)
+    machine = load_topology(description)
+    ours = pinwise_view(machine)
+    assert (ours["objects"], ours["pus"], ours["numa"]) == (expected["objects"], expected["pus"], expected["numa"])
+    written = to_synthetic(machine)
+    assert lstopo_view(written)["objects"] == expected["objects"], written
+    assert lstopo_view(written)["numa"] == expected["numa"], written
+
+
+@pytest.mark.parametrize("description, words", [
+    ("pack:2 core:2 core:2 pu:1", ["several core levels"]),
+    ("pack:2 pu:2 core:1", ["last level must be pu"]),
+    ("pack:2 numa:2 core:2 numa:1 pu:1", ["several NUMA node levels"]),
+    ("numa:2 [numa] pu:1", ["either as one numa:N level or attached"]),
+    ("2 pack:2 pu:1", ["to every level or to none"]),
+    ("pack:2 core:0 pu:1", ["at least 1"]),
+    ("pack:2 core:2 misc:2 pu:1", ["cannot be a level"]),
+    ("pack:2 core:2 pu:1 pu:1", ["several PU levels"]),
+])
+def test_synthetic_strings_lstopo_refuses_are_refused_in_one_line(description, words):
+    assert subprocess.run([need("lstopo-no-graphics"), "-i", description], capture_output=True).returncode != 0
+    assert_clean_failure(run_pinwise("topo", "-t", description), *words)
+
+
+@pytest.mark.parametrize("description", sorted(_V3["synthetic"]))
+def test_synthetic_strings_of_hwloc_3_are_read_as_it_reads_them(description):
+    """hwloc 3.0's synthetic strings (tests/lstopo_facts.py made their facts with its lstopo):
+    the strings it writes for its test machines, and memory-side caches in front of NUMA nodes
+    (``memorysidecachesize=``), which hwloc 2.9 does not read; pinwise writes them back."""
+    expected = lstopo_facts.from_document(_V3["synthetic"][description])
+    machine = load_topology(description)
+    ours = pinwise_view(machine)
+    assert (ours["objects"], ours["pus"], ours["numa"]) == (expected["objects"], expected["pus"], expected["numa"])
+    assert pinwise_view(load_topology(to_synthetic(machine))) == ours
+
+
+def test_memory_beyond_2_to_the_48_is_read_as_lstopo_writes_it(tmp_path):
+    """A NUMA node of 1 PiB (a 2^48+ local_memory was refused): the size lstopo writes for a
+    synthetic string's node, read from its XML, and pinwise's own string and XML the same."""
+    description = "pack:2 [numa(memory=1125899906842624)] core:2 pu:1"
+    exported = lstopo_facts.lstopo_export(need("lstopo-no-graphics"), description)
+    import xml.etree.ElementTree as ET
+
+    sizes = [int(e.get("local_memory")) for e in ET.fromstring(exported).iter("object") if e.get("type") == "NUMANode"]
+    assert sizes == [1 << 50, 1 << 50]
+    for machine in (parse_xml(exported), load_topology(description), parse_xml(to_xml(load_topology(description)))):
+        assert [n.local_memory for n in machine.numa_nodes] == sizes
+    assert "NUMA 0 (1PiB)" in render(load_topology(description))
+
+
 def test_every_synthetic_string_hwloc_writes_for_its_test_machines_is_read_as_lstopo_reads_it():
     """lstopo --of synthetic over hwloc's own test topologies: every string is accepted and gives
     the machine lstopo builds from it (objects, PU and NUMA numbering), two NUMA nodes on one
@@ -445,7 +524,7 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds
 
 
-_V3_FACTS = (json.loads(lstopo_facts.V3_FACTS.read_text())["files"] if lstopo_facts.V3_FACTS.exists() else {})
+_V3_FACTS = _V3["files"]
 
 
 @pytest.mark.skipif(not (lstopo_facts.SHARED / "hwloc-tests-v3").is_dir(),

@@ -7,6 +7,7 @@ to ``--topology`` into one.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..errors import PinwiseError
@@ -59,7 +60,7 @@ def load_topology(spec: str | None) -> Topology:
         return read_xml(spec)
     if spec.lower().endswith(".json"):
         return read_json(spec)
-    if ":" in spec or "[" in spec:
+    if ":" in spec or "[" in spec or re.fullmatch(r"[0-9]+(\s+[0-9]+)*", spec):  # "2 4 2": counts, as hwloc reads them
         return parse_synthetic(spec)
     if Path(spec).exists():
         raise PinwiseError(f"topology file {spec!r} must end in .xml (hwloc XML) or .json (pinwise JSON)")

@@ -271,9 +271,15 @@ def _cache_geometry(element: ET.Element, type_: ObjType, source: str) -> tuple[i
     return (ways, line) if ways and line else None
 
 
+#: Sizes are hwloc's 64-bit numbers (a machine's memory passes 2^48 bytes); counts and indexes
+#: stay far below.
+_SIZE_ATTRIBUTES = ("local_memory", "cache_size")
+
+
 def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
     value = element.get(name)
-    return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, 1 << 48)
+    maximum = (1 << 64) - 1 if name in _SIZE_ATTRIBUTES else 1 << 48
+    return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, maximum)
 
 
 _XML_TYPE = {"group": "Group", "package": "Package", "die": "Die", "l3": "L3Cache", "l2": "L2Cache",

@@ -154,7 +154,7 @@ class TopoObject:
 
 
 def format_size(size: int) -> str:
-    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, factor in (("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= factor and size % (factor // 1024 or 1) == 0:
             value = size / factor
             return f"{value:g}{unit}" if value == int(value) else f"{value:.1f}{unit}"
@@ -339,7 +339,9 @@ class Topology:
         return None
 
     def synthetic_levels(self) -> list[tuple[ObjType, int, int | None]] | None:
-        """The tree as (type, arity, cache size) per level, or None if it is not symmetric."""
+        """The tree as (type, arity, cache size) per level, or None if it is not symmetric: every
+        object of a level with the same number and types of children (hwloc's symmetric subtree;
+        a level's cache size is its first object's, as hwloc writes it)."""
         levels = []
         frontier = [self.root]
         if any(node.cpuless_children for node in walk(self.root)):
@@ -352,10 +354,7 @@ class Topology:
             if len(set(types)) != 1:
                 return None
             frontier = [c for n in frontier for c in n.children]
-            sizes = {n.cache_size for n in frontier}
-            if len(sizes) != 1:
-                return None
-            levels.append((types[0], arity, sizes.pop()))
+            levels.append((types[0], arity, frontier[0].cache_size))  # as hwloc, the first object's size
         return levels
 
     @cached_property
@@ -537,7 +536,9 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
             group.parent.children[at:at + 1] = group.children
             for child in group.children:
                 child.parent = group.parent
-            del node_of_key[(ObjType.GROUP, group.cpuset)]
+            # what stands in its place holds what the source hung from it
+            node_of_key[(ObjType.GROUP, group.cpuset)] = (group.parent if group.parent.cpuset == group.cpuset
+                                                          else group.children[0])
     node_at: dict[int, TopoObject] = {position: node_of_key.get(key) or memory_parent(root, key[1], source)
                                       for position, key in key_of.items()}
     node_at.update({position: root for position in machine_at})
@@ -618,8 +619,14 @@ def _sort_siblings(children: list[TopoObject]) -> None:
         children.sort(key=lambda c: c.first_pu)
 
 
+def _first_node(memory: TopoObject) -> int:
+    """The lowest OS index of the NUMA nodes at or below a memory object (its nodeset's first
+    bit), by which hwloc orders the memory children of an object the source does not order."""
+    return min((m.os_index or 0 for m in walk_all(memory) if m.type == ObjType.NUMA), default=0)
+
+
 def _sort_children(root: TopoObject) -> None:
     for node in walk(root):
         _sort_siblings(node.children)
-        node.memory_children.sort(key=lambda c: (c.order is None, c.order or 0, c.os_index or 0))
+        node.memory_children.sort(key=lambda c: (c.order is None, c.order or 0, _first_node(c)))
         node.cpuless_children.sort(key=lambda c: (c.order is None, c.order or 0))
