@@ -267,6 +267,21 @@ def test_every_printed_job_line_places_the_threads_as_pinwise_does(omp_exes, cpu
     assert all(found == sorted({c for cs in ours.values() for c in cs}) for found in placed.values())
 
 
+def test_a_withheld_likwid_line_says_what_likwid_pin_does_with_the_list():
+    """likwid-pin does not refuse a list longer than the machine's hardware threads: it keeps the
+    first ones (and wraps round them), which the real likwid-pin shows when asked to print them."""
+    likwid_pin = need("likwid-pin")
+    if len(ALLOWED) < 2:
+        pytest.skip("needs two CPUs")
+    hw_threads = read_sysfs().nb_pus
+    cpus = [ALLOWED[0]] * (hw_threads + 1) + [ALLOWED[1]]  # no shorter list repeats to it
+    line = job_lines(",".join(map(str, cpus)))["likwid-pin"]
+    assert line.startswith("(withheld") and f"keeps only the first {hw_threads} " in line
+    printed = subprocess.run([likwid_pin, "-p", "-c", ",".join(map(str, cpus))], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert printed == ",".join(map(str, cpus[:hw_threads]))
+
+
 # -- verification output, pin --pid, the in-process APIs ---------------------------------------------
 
 def test_verify_table_reports_where_threads_ran(threads_exe):

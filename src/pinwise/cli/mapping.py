@@ -65,11 +65,10 @@ def cmd_map(args: argparse.Namespace) -> int:
         return 0
     traced = plan.traced_threads
     if args.format == "likwid":
-        cpus = (plan.expanded(traced) if traced else plan).likwid_cpus()
-        if len(cpus) > topology.nb_pus:
-            raise PinwiseError(f"likwid-pin cannot apply this plan: its list would have {len(cpus)} CPUs, more than "
-                               f"the machine's {topology.nb_pus} hardware threads, which likwid-pin refuses; use "
-                               "pinwise run with the mapping file (-o)")
+        truncated = (plan.expanded(traced) if traced else plan).likwid_truncation(topology.nb_pus)
+        if truncated:
+            raise PinwiseError(f"likwid-pin cannot apply this plan: {truncated}; use pinwise run with the mapping "
+                               "file (-o)")
     if args.output:
         write_text_atomic(args.output, plan.to_json() + "\n")
         print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
