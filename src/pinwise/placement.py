@@ -1,5 +1,5 @@
 """The one way from what a user writes to a :class:`~pinwise.plan.Plan`: CPU lists, likwid-pin
-expressions, policies of the registry (with the program's matrix for those that read it) and
+expressions, hwloc locations (:mod:`pinwise.locations`), policies of the registry (with the program's matrix for those that read it) and
 mapping files. ``pinwise run``, ``pin``, ``map``, ``bench``, ``auto`` and the Python API all call
 :func:`resolve`, so they accept the same names and refuse the same mistakes.
 
@@ -102,16 +102,19 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
     elif spec.cpus is not None:
         plan = Plan.from_cpus(parse_cpulist(spec.cpus), source=f"--cpus {spec.cpus}")
     else:
+        from . import locations
         from .pinning import likwid
 
+        hwloc = locations.is_location(spec.expr)
         try:
-            cpus = likwid.evaluate(spec.expr, topology)
+            cpus = locations.cpus_of(spec.expr, topology) if hwloc else likwid.evaluate(spec.expr, topology)
         except PinwiseError as err:
-            if not cpus_expression:
+            if not cpus_expression or hwloc:
                 raise
             raise PinwiseError(f"--cpus {spec.expr!r} is neither a CPU list (0,4,1-3) nor a likwid-pin expression "
-                               f"that this machine has ({err})") from None
-        plan = Plan.from_cpus(cpus, source=f"likwid expression {spec.expr}", machine=Machine.of(topology))
+                               f"that this machine has ({err}) nor an hwloc location (core:0-1)") from None
+        plan = Plan.from_cpus(cpus, source=f"{'hwloc location' if hwloc else 'likwid expression'} {spec.expr}",
+                              machine=Machine.of(topology))
     if spec.threads is not None and spec.policy is None and spec.threads != plan.nb_slots:
         plan = plan.replace(slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
                        repeat_from=min(plan.repeat_from, spec.threads - 1))

@@ -74,12 +74,15 @@ MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likw
 def _placement_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("placement (choose one)")
     group.add_argument("--cpus", "-c", metavar="LIST",
-                       help="CPU per thread in creation order: 0,4,1-3, or a likwid-pin expression as likwid-pin -c "
-                            "takes it (S0:0-1)")
+                       help="CPU per thread in creation order: 0,4,1-3, a likwid-pin expression as likwid-pin -c "
+                            "takes it (S0:0-1), or an hwloc location as hwloc-calc reads it, its PUs in logical order "
+                            "(core:0-1, pu:even, numa:0, package:1.core:2, 0x3, all, 'core:0-3 ~pu:1')")
     group.add_argument("--expr", "-e", metavar="EXPR",
                        help="likwid-pin expression: N:0-3, S0:0-3, C0, M0, E:N:8:1:2, S:scatter, joined with @")
-    group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
-    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o'")
+    group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text()
+                       + " (numactl's -p is --preferred here)")
+    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o' (numactl's -m "
+                                                               "is --membind here)")
     parser.add_argument("--any-machine", action="store_true",
                         help="run a mapping file made for a machine of another structure anyway")
     parser.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), metavar="N",
@@ -212,7 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "signals reach you unchanged")
     run.add_argument("--allow-unpinned", action="store_true", help="run unpinned instead of refusing an unusable plan")
     run.add_argument("--follow-children", action="store_true", help="also pin programs that the program execs")
-    memory = run.add_argument_group("memory placement (choose one; applied to every thread, also with --omp)")
+    memory = run.add_argument_group(
+        "memory placement (choose one; applied to every thread, also with --omp, or alone: the threads are then left "
+        "to the OS, as numactl --membind leaves them). NODES as numactl writes them (0-1,3, all, +0 for the first "
+        "node this process may use, !1 for all but node 1) or as hwloc does (numa:1, node:0-1, package:0). Unlike "
+        "numactl, pinwise's -m is --mapping and -p --policy: write --membind and --preferred in full")
     memory = memory.add_mutually_exclusive_group()
     memory.add_argument("--membind", metavar="NODES", help="allocate only on these NUMA nodes (numactl --membind)")
     memory.add_argument("--interleave", metavar="NODES", help="interleave pages over these NUMA nodes (numactl --interleave)")

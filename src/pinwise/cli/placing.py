@@ -165,8 +165,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
     # Running here: the resolver reads this machine only if the placement needs it.
     topology = _load_topology(args.topology) if args.print else None
+    memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping))
+                   and any(value is not None for value in (args.membind, args.interleave, args.preferred,
+                                                           args.mempolicy, args.mem)))
     try:
-        plan = _resolve_plan(args, topology)
+        # numactl's habit: a memory policy alone leaves the threads where the OS puts them
+        plan = None if memory_only else _resolve_plan(args, topology)
     except PinwiseError as err:
         if not args.allow_unpinned or args.print:
             raise
@@ -175,7 +179,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     memory = _memory_policy(args, topology)
     if args.print:
         if plan is None:
-            print("policy os: no pinning; the OS places the threads")
+            print("no CPU placement given: the OS places the threads" if memory_only
+                  else "policy os: no pinning; the OS places the threads")
         else:
             print_plan(plan, topology)
         if memory is not None:

@@ -74,7 +74,8 @@ def to_json(topology: Topology) -> str:
     """The documented JSON form (version 2): nested objects with type, os_index, cache_size; a
     NUMA node or memory-side cache sits in its holder's ``memory`` list with ``local_memory`` and
     ``subtype``; cpusets are implied by the PUs below each object (a memory object has its
-    holder's); ``allowed`` lists the PUs this process may use; ``cpukinds`` and ``distances``
+    holder's); ``allowed`` lists the PUs this process may use (``allowed_nodes`` the NUMA nodes,
+    where not all); ``cpukinds`` and ``distances``
     (NUMA nodes by OS index) follow hwloc's."""
 
     def node_json(node: TopoObject) -> dict:
@@ -95,6 +96,8 @@ def to_json(topology: Topology) -> str:
         "allowed": sorted(topology.allowed), "restriction": topology.restriction,
         "root": node_json(topology.root),
     }
+    if topology.allowed_nodes != frozenset(n.os_index for n in topology.numa_nodes):
+        document["allowed_nodes"] = sorted(topology.allowed_nodes)
     if topology.cpukinds:
         document["cpukinds"] = [{"cpus": sorted(k.cpuset), "efficiency": k.efficiency, "info": dict(k.info)}
                                 for k in topology.cpukinds]
@@ -152,12 +155,14 @@ def from_json(text: str, source: str = "<json>") -> Topology:
         return cpus
 
     walk(document.get("root"), None)
-    allowed = document.get("allowed")
-    if allowed is not None and (not isinstance(allowed, list) or not all(isinstance(c, int) for c in allowed)):
-        raise PinwiseError(f"{source}: \"allowed\" must be a list of CPU numbers")
+    allowed, allowed_nodes = document.get("allowed"), document.get("allowed_nodes")
+    for key, value in (("allowed", allowed), ("allowed_nodes", allowed_nodes)):
+        if value is not None and (not isinstance(value, list) or not all(isinstance(c, int) for c in value)):
+            raise PinwiseError(f"{source}: \"{key}\" must be a list of {'CPU' if key == 'allowed' else 'NUMA node'} "
+                               "numbers")
     return build_topology(specs, allowed=allowed, source=document.get("source") or source,
                           restriction=document.get("restriction"), cpukinds=_json_kinds(document, source),
-                          distances=_json_distances(document, source), keep_groups=True)
+                          distances=_json_distances(document, source), keep_groups=True, allowed_nodes=allowed_nodes)
 
 
 def _json_kinds(document: dict, source: str) -> list[CpuKind]:

@@ -23,7 +23,7 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
-from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
+from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
 _HWLOC_TYPES = {
@@ -121,7 +121,8 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     return build_topology(specs, allowed=allowed, source=source,
                           restriction="allowed_cpuset in the XML file" if allowed else None,
                           cpukinds=[_cpukind(e, source) for e in root.findall("cpukind")],
-                          distances=[d for d in distances if d is not None], keep_groups=not reader.version1)
+                          distances=[d for d in distances if d is not None], keep_groups=not reader.version1,
+                          allowed_nodes=reader.allowed_nodes)
 
 
 def _format_version(text: str | None, source: str) -> int:
@@ -147,6 +148,7 @@ class _Reader:
         self.version1 = version1
         self.specs: list[ObjectSpec] = []
         self.allowed: frozenset[int] | None = None
+        self.allowed_nodes: frozenset[int] | None = None
         self.machine_cpuset: frozenset[int] | None = None
         self.numa_by_gp: dict[str, int] = {}
         self.v1_root_distances: list[ET.Element] = []
@@ -182,6 +184,8 @@ class _Reader:
                 self.machine_cpuset = cpuset
                 if element.get("allowed_cpuset") is not None:
                     self.allowed = parse_cpuset(element.get("allowed_cpuset"), source)
+                if element.get("allowed_nodeset") is not None:
+                    self.allowed_nodes = parse_cpuset(element.get("allowed_nodeset"), source)
             self.specs.append(ObjectSpec(ObjType.MACHINE, cpuset, order=len(self.specs), complete=self._complete(element)))
             return len(self.specs) - 1
         os_index = _int_attr(element, "os_index", source)
@@ -294,15 +298,8 @@ def to_xml(topology: Topology) -> str:
     gp_index = iter(range(1, 1 << 30))
 
     def nodeset(node: TopoObject) -> str:
-        """NUMA nodes attached at the object, below it, or to one of its ancestors; a NUMA node's
-        is itself alone (hwloc 3.0 refuses a file where it is not)."""
-        if node.type == ObjType.NUMA:
-            return format_cpuset(frozenset([numa_index[id(node)]]))
-        near = {numa_index[id(m)] for m in walk_all(node) if m.type == ObjType.NUMA}
-        for ancestor in node.ancestors():
-            near |= {numa_index[id(m)] for top in ancestor.memory_children for m in walk_all(top)
-                     if m.type == ObjType.NUMA}
-        return format_cpuset(frozenset(near))
+        """hwloc's nodeset (a NUMA node's is itself alone: hwloc 3.0 refuses a file where it is not)."""
+        return format_cpuset(frozenset(numa_index[id(m)] for m in local_numa(node)))
 
     def element(node: TopoObject) -> ET.Element:
         attrs = {"type": _XML_TYPE[node.type]}
@@ -336,7 +333,8 @@ def to_xml(topology: Topology) -> str:
     machine = element(topology.root)
     machine.attrib = {"type": "Machine", "os_index": "0", **{k: v for k, v in machine.attrib.items() if k != "type"}}
     machine.set("allowed_cpuset", format_cpuset(topology.allowed))
-    machine.set("allowed_nodeset", format_cpuset(frozenset(numa_index.values())))
+    machine.set("allowed_nodeset", format_cpuset(frozenset(numa_index[id(n)] for n in topology.numa_nodes
+                                                           if n.os_index in topology.allowed_nodes)))
     root.append(machine)
     for kind in topology.cpukinds:
         kind_element = ET.SubElement(root, "cpukind", {"cpuset": format_cpuset(kind.cpuset),

@@ -181,6 +181,17 @@ def walk_all(root: TopoObject) -> Iterator[TopoObject]:
     return walk(root, all_children)
 
 
+def local_numa(node: TopoObject) -> list[TopoObject]:
+    """The NUMA nodes local to an object, hwloc's nodeset: the object itself for a NUMA node,
+    else those at or below it and those attached to its ancestors."""
+    if node.type == ObjType.NUMA:
+        return [node]
+    near = [m for m in walk_all(node) if m.type == ObjType.NUMA]
+    for ancestor in node.ancestors():
+        near += [m for top in ancestor.memory_children for m in walk_all(top) if m.type == ObjType.NUMA]
+    return near
+
+
 @dataclass(frozen=True)
 class ObjectSpec:
     """A flat description of one object, before it has a place in the tree.
@@ -240,7 +251,8 @@ class Topology:
 
     def __init__(self, root: TopoObject, allowed: Iterable[int] | None = None, source: str = "",
                  restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
-                 distances: Sequence[Distances] = (), kind_preference: str = "performance"):
+                 distances: Sequence[Distances] = (), kind_preference: str = "performance",
+                 allowed_nodes: Iterable[int] | None = None):
         set_ = object.__setattr__
         if kind_preference not in KIND_PREFERENCES:
             raise PinwiseError(f"unknown CPU kind preference {kind_preference!r}: choose {', '.join(KIND_PREFERENCES)}")
@@ -268,6 +280,10 @@ class Topology:
         set_(self, "allowed", chosen)
         #: Why some PUs are not allowed ("sched_getaffinity", "cgroup cpuset 0-3", ...), for display.
         set_(self, "restriction", restriction if chosen != all_pus else None)
+        #: The NUMA nodes (OS indices) this process may allocate from (hwloc's allowed nodeset, where
+        #: the source says; every node otherwise).
+        every_node = frozenset(n.os_index for n in every.get(ObjType.NUMA, ()))
+        set_(self, "allowed_nodes", every_node if allowed_nodes is None else frozenset(allowed_nodes) & every_node)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a Topology is read-only ({name}): use restricted() for other allowed PUs")
@@ -275,7 +291,7 @@ class Topology:
     def restricted(self, allowed: Iterable[int], restriction: str | None = None) -> Topology:
         """The same machine with only ``allowed`` PUs usable."""
         return Topology(self.root, allowed, self.source, restriction or "a restriction", self.cpukinds,
-                        self.distances, self.kind_preference)
+                        self.distances, self.kind_preference, self.allowed_nodes)
 
     def preferring(self, kinds: str) -> Topology:
         """The same machine whose orders fill the CPU kinds as ``kinds`` says: ``performance``
@@ -283,7 +299,8 @@ class Topology:
         (depth-first order, kinds ignored)."""
         if kinds == self.kind_preference:
             return self
-        return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds)
+        return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds,
+                        self.allowed_nodes)
 
     def _by_kind(self, order: list[int]) -> list[int]:
         if not self.cpukinds or self.kind_preference == "any":
@@ -471,7 +488,8 @@ def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
 
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
                    restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
-                   distances: Sequence[Distances] = (), keep_groups: bool = False) -> Topology:
+                   distances: Sequence[Distances] = (), keep_groups: bool = False,
+                   allowed_nodes: Iterable[int] | None = None) -> Topology:
     """Build the tree from flat objects by cpuset inclusion, as hwloc inserts objects.
 
     Objects with the same type and cpuset are merged; an object whose cpuset partly overlaps
@@ -562,7 +580,7 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         (parent.memory_children if spec.type.is_memory else
          parent.cpuless_children if not spec.cpuset else parent.children).append(node)
     _sort_children(root)
-    return Topology(root, allowed, source, restriction, cpukinds, distances)
+    return Topology(root, allowed, source, restriction, cpukinds, distances, allowed_nodes=allowed_nodes)
 
 
 def _deepest_holding(root: TopoObject, cpuset: frozenset[int], type_: ObjType, source: str) -> TopoObject:

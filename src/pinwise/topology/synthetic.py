@@ -37,19 +37,40 @@ from ..numbers import whole_number
 from .model import ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
 
 #: hwloc's type names (hwloc_type_sscanf): a word names a type when it is a prefix of the name at
-#: least this long, tried in this order ("co" is a core, "no" a NUMA node). None: a type hwloc
-#: knows that a synthetic level cannot be.
-_NAMED_TYPES: tuple[tuple[str, int, ObjType | None], ...] = (
-    ("osdev", 2, None), ("block", 4, None), ("network", 3, None), ("openfabrics", 7, None), ("dma", 3, None),
-    ("gpu", 3, None), ("coproc", 5, None), ("co-processor", 6, None), ("machine", 2, None),
-    ("numanode", 2, ObjType.NUMA), ("node", 2, ObjType.NUMA), ("memcache", 5, None),
-    ("memory-side", 8, None), ("package", 2, ObjType.PACKAGE), ("socket", 2, ObjType.PACKAGE),
-    ("die", 2, ObjType.DIE), ("core", 2, ObjType.CORE), ("pu", 2, ObjType.PU), ("misc", 4, None),
-    ("bridge", 4, None), ("hostbridge", 6, None), ("pcibridge", 5, None), ("pcidev", 3, None),
+#: least this long, tried in this order ("co" is a core, "no" a NUMA node). A string stands for a
+#: kind of object hwloc has and pinwise's tree of CPUs and memory does not.
+_NAMED_TYPES: tuple[tuple[str, int, ObjType | str], ...] = (
+    ("osdev", 2, "osdev"), ("block", 4, "osdev"), ("network", 3, "osdev"), ("openfabrics", 7, "osdev"),
+    ("dma", 3, "osdev"), ("gpu", 3, "osdev"), ("coproc", 5, "osdev"), ("co-processor", 6, "osdev"),
+    ("machine", 2, ObjType.MACHINE), ("numanode", 2, ObjType.NUMA), ("node", 2, ObjType.NUMA),
+    ("memcache", 5, ObjType.MEMCACHE), ("memory-side", 8, ObjType.MEMCACHE), ("package", 2, ObjType.PACKAGE),
+    ("socket", 2, ObjType.PACKAGE), ("die", 2, ObjType.DIE), ("core", 2, ObjType.CORE), ("pu", 2, ObjType.PU),
+    ("misc", 4, "misc"), ("bridge", 4, "bridge"), ("hostbridge", 6, "bridge"), ("pcibridge", 5, "bridge"),
+    ("pcidev", 3, "pcidev"),
 )
 _CACHE_NAME = re.compile(r"l([0-9]+)([iud]?)(c|ca|cac|cach|cache)?\Z")
-_GROUP_NAME = re.compile(r"(g|gr|gro|grou|group)([0-9]*)\Z")
+_GROUP_NAME = re.compile(r"(gr|gro|grou|group)([0-9]*)\Z")
 _CACHE_LEVEL = {1: ObjType.L1, 2: ObjType.L2, 3: ObjType.L3}
+
+
+def hwloc_type(word: str) -> ObjType | str | None:
+    """The type a word names as hwloc reads it (hwloc_type_sscanf), or None for no type. A plain string
+    for the kinds pinwise's tree does not hold: "icache" (instruction caches), "cache" (L4, L5),
+    "osdev", "pcidev", "bridge", "misc"."""
+    name = word.lower()
+    for full, shortest, type_ in _NAMED_TYPES:
+        if len(name) >= shortest and full.startswith(name):
+            return type_
+    cache = _CACHE_NAME.match(name)
+    if cache:
+        depth = int(cache[1])
+        if cache[2] == "i":
+            return "icache" if 1 <= depth <= 3 else None
+        return _CACHE_LEVEL.get(depth) or ("cache" if depth in (4, 5) else None)
+    if _GROUP_NAME.match(name) or name in ("tile", "module"):
+        return ObjType.GROUP
+    return None
+
 
 #: hwloc's sizes for caches a synthetic description leaves unsized.
 DEFAULT_CACHE_SIZE = {ObjType.L1: 32 << 10, ObjType.L2: 4 << 20, ObjType.L3: 16 << 20}
@@ -118,28 +139,19 @@ def _indexes(text: str, count: int, description: str, name: str) -> list[int]:
 
 
 def _level_type(word: str, description: str) -> ObjType | None:
-    """The type a word names, as hwloc_type_sscanf reads it; None for an instruction cache (a
-    level hwloc makes, whose objects placement ignores)."""
-    name = word.lower()
-    for full, shortest, type_ in _NAMED_TYPES:
-        if len(name) >= shortest and full.startswith(name):
-            if type_ is None:
-                raise PinwiseError(f"synthetic topology {description!r}: {word!r} ({full}) cannot be a level of a "
-                                   "synthetic machine")
-            return type_
-    cache = _CACHE_NAME.match(name)
-    if cache:
-        depth = int(cache[1])
-        if depth not in _CACHE_LEVEL or (cache[2] == "i" and depth > 3):
-            raise PinwiseError(f"synthetic topology {description!r}: {word!r} is not a cache pinwise models "
-                               "(L1 to L3)")
-        return None if cache[2] == "i" else _CACHE_LEVEL[depth]
-    if _GROUP_NAME.match(name) and len(name) >= 2 or name in ("tile", "module"):
-        return ObjType.GROUP
-    raise PinwiseError(
-        f"synthetic topology {description!r}: unknown type {word!r} "
-        "(use package/pack/socket, numa/numanode, group, die, l3, l2, l1/l1d, core, pu)"
-    )
+    """The type of a synthetic level; None for an instruction cache (a level hwloc makes, whose
+    objects placement ignores)."""
+    type_ = hwloc_type(word)
+    if type_ is None:
+        raise PinwiseError(f"synthetic topology {description!r}: unknown type {word!r} "
+                           "(use package/pack/socket, numa/numanode, group, die, l3, l2, l1/l1d, core, pu)")
+    if type_ == "icache":
+        return None
+    if type_ == "cache":
+        raise PinwiseError(f"synthetic topology {description!r}: {word!r} is not a cache pinwise models (L1 to L3)")
+    if not isinstance(type_, ObjType) or type_ in (ObjType.MACHINE, ObjType.MEMCACHE):
+        raise PinwiseError(f"synthetic topology {description!r}: {word!r} cannot be a level of a synthetic machine")
+    return type_
 
 
 @dataclass
