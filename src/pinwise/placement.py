@@ -1,5 +1,6 @@
 """The one way from what a user writes to a :class:`~pinwise.plan.Plan`: CPU lists, likwid-pin
-expressions, hwloc locations (:mod:`pinwise.locations`), policies of the registry (with the program's matrix for those that read it) and
+expressions, hwloc locations (:mod:`pinwise.locations`), OpenMP places (:mod:`pinwise.openmp`),
+policies of the registry (with the program's matrix for those that read it) and
 mapping files. ``pinwise run``, ``pin``, ``map``, ``bench``, ``auto`` and the Python API all call
 :func:`resolve`, so they accept the same names and refuse the same mistakes.
 
@@ -47,6 +48,8 @@ class Placement(Frozen):
     any_machine: bool = False
     #: Which CPU kind of a hybrid machine the policies fill first: performance, efficiency or any.
     cpu_kinds: str = "performance"
+    #: OpenMP places (OMP_PLACES's syntax) that close, spread and primary distribute threads over.
+    places: str | None = None
 
     @classmethod
     def parse(cls, text: str, **options) -> Placement:
@@ -82,6 +85,9 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
     if comm is not None and spec.policy is None:
         raise PinwiseError("--comm goes with a --policy (locality, lp-compact, gp, ...), not with "
                            f"{given[0]}")
+    if spec.places is not None and (spec.policy is None or policies.lookup(spec.policy).name not in OPENMP_BINDS):
+        raise PinwiseError(f"--places goes with --policy {', '.join(OPENMP_BINDS)} (OpenMP's proc_bind); for the "
+                           f"places themselves, one thread each, give them as --cpus {spec.places}")
     skip_mask = parse_skip_mask(spec.skip)
     cpus_expression = spec.cpus is not None and not _plain_cpulist(spec.cpus)
     if cpus_expression:  # likwid-pin -c takes both
@@ -101,6 +107,9 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
             warnings.warn(message, PlacementWarning, stacklevel=2)
     elif spec.cpus is not None:
         plan = Plan.from_cpus(parse_cpulist(spec.cpus), source=f"--cpus {spec.cpus}")
+    elif _openmp().is_places(spec.expr):
+        plan = Plan(tuple(_openmp().places(spec.expr, topology)), source=f"OpenMP places {spec.expr}",
+                    machine=Machine.of(topology))
     else:
         from . import locations
         from .pinning import likwid
@@ -133,6 +142,12 @@ def _plain_cpulist(text: str) -> bool:
     return all(c.isdigit() or c in ",-: \t\n" for c in text) and text.count(":") <= text.count("-")
 
 
+def _openmp():
+    from . import openmp  # reads the topology's objects: not loaded to pin to a CPU list
+
+    return openmp
+
+
 def _this_machine():
     from .topology import load_topology
 
@@ -150,12 +165,32 @@ def _policy_plan(spec: Placement, topology, comm) -> Plan | None:
         raise PinwiseError("policy auto is chosen from the program's communication matrix: add --comm FILE "
                            "(from 'pinwise trace')")
     policy = policies.lookup(name)
+    if spec.places is not None:
+        return _openmp_plan(policy, spec, topology)
     if policy.needs_matrix:
         raise PinwiseError(f"policy {policy.name} needs the program's communication matrix: add --comm FILE "
                            "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
     if not policy.pins:
         return None
     return simple_plan(policy, topology, spec.threads or len(topology.allowed), spec.seed)
+
+
+#: The policies that are OpenMP's proc_bind, which --places shapes.
+OPENMP_BINDS = ("close", "spread", "primary")
+
+
+def _openmp_plan(policy: policies.Policy, spec: Placement, topology) -> Plan:
+    """Threads over OpenMP places as libgomp binds them: thread k on the place proc_bind gives it
+    (each place a slot of all its PUs)."""
+    places = _openmp().places(spec.places, topology)
+    threads = spec.threads or len(topology.allowed)
+    if policy.name == "primary":
+        chosen = [0] * threads
+    else:
+        distribute = policies.omp_close_places if policy.name == "close" else policies.omp_spread_places
+        chosen = distribute(len(places), threads)
+    return Plan(tuple(places[p] for p in chosen), source=f"policy {policy.name} over OMP_PLACES={spec.places}",
+                policy=policy.name, machine=Machine.of(topology))
 
 
 def simple_plan(policy: policies.Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:

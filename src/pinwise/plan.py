@@ -226,22 +226,24 @@ class Plan(Frozen):
         ``hw_threads``: the machine's hardware threads; likwid-pin truncates a longer list."""
         options = (f" --skip {self.skip_mask:#x}" if self.skip_mask else "") + \
             (f" --repeat-from {self.repeat_from}" if self.repeat_from else "")
-        lines = [("pinwise", f"pinwise run --cpus {self.cpulist()}{options}" if self.is_one_cpu_per_slot
-                  else f"PINWISE_PLAN='{self.pinwise_plan_env()}'" + (f" PINWISE_REPEAT_FROM={self.repeat_from}"
-                                                                     if self.repeat_from else "") + " (C API)")]
+        # slots of several CPUs are OpenMP places, which --cpus takes too
+        cpus = self.cpulist() if self.is_one_cpu_per_slot else f'"{self.omp_places()}"'
+        lines = [("pinwise", f"pinwise run --cpus {cpus}{options}")]
         taskset = ("taskset", f"{self.taskset()}   (whole process, no per-thread placement)")
         if self.repeat_from and threads is None:
             withheld = f"(withheld: it starts again from its first CPU, this plan from slot {self.repeat_from})"
             return lines + [(name, withheld) for name in ("likwid-pin", "OpenMP", "GNU OpenMP", "Intel OpenMP")] + [taskset]
         plan = self.expanded(threads) if self.repeat_from else self
-        likwid = plan.likwid_pin()
+        likwid, gomp = plan.likwid_pin(), plan.gomp_line()
         truncated = plan.likwid_truncation(hw_threads)
         if truncated:
             likwid = f"(withheld: {truncated}; use the pinwise line)"
+        if not plan.is_one_cpu_per_slot:
+            likwid = gomp = "(withheld: it gives each thread one CPU, this plan some threads several; use the OpenMP line)"
         lines += [
             ("likwid-pin", likwid),
             ("OpenMP", plan.omp_line()),
-            ("GNU OpenMP", plan.gomp_line()),
+            ("GNU OpenMP", gomp),
             ("Intel OpenMP", plan.kmp_line()),
             taskset,
         ]

@@ -83,6 +83,11 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
                        + " (numactl's -p is --preferred here)")
     group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o' (numactl's -m "
                                                                "is --membind here)")
+    parser.add_argument("--places", metavar="PLACES",
+                        help="OpenMP places that --policy close, spread or primary distribute the threads over, as "
+                             "libgomp builds them from OMP_PLACES: threads (default: a place per PU), cores, sockets, "
+                             "ll_caches, numa_domains, cores(4), {0:4}:4:8; each thread gets all the PUs of its place "
+                             "(--cpus PLACES gives one place per thread in order)")
     parser.add_argument("--any-machine", action="store_true",
                         help="run a mapping file made for a machine of another structure anyway")
     parser.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), metavar="N",

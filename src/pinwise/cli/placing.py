@@ -49,7 +49,8 @@ def _resolve_plan(args: argparse.Namespace, topology):
                            + ", auto): drop it, or choose one of them")
     spec = Placement(cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping, threads=args.threads,
                      skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
-                     any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds)
+                     any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds,
+                     places=getattr(args, "places", None))
     return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
 
 
