@@ -5,7 +5,8 @@ reader), so that a test compares pinwise with hwloc and not with itself.
 
 Run as a script, it writes ``tests/data/hwloc-v3-facts.json``: those facts for every XML version
 3 file of ``../shared/topologies/hwloc-tests-v3`` as hwloc 3.0 builds them, and for the synthetic
-strings hwloc 3.0 writes for them and a few only it reads (``memorysidecachesize=``). hwloc 2.9 (Debian's)
+strings hwloc 3.0 writes for them and a few only it reads (``memorysidecachesize=``), and the PCI
+and OS devices lstopo keeps for each file (:func:`device_facts`). hwloc 2.9 (Debian's)
 refuses version 3 files, so the facts are computed once with an lstopo of hwloc's development
 branch and kept; the test then needs no hwloc 3. To make them again::
 
@@ -37,6 +38,32 @@ def lstopo_export(lstopo: str, source: str | Path) -> bytes:
     """lstopo's XML export of a file or synthetic string, as pinwise's tree is compared with it."""
     return subprocess.run([lstopo, "-i", str(source), *VIEW_OPTIONS, "--of", "xml", "-"],
                           capture_output=True, check=True).stdout
+
+
+def device_facts(lstopo: str, source: str | Path | None) -> list[list]:
+    """The I/O lstopo keeps by default: [PCI bus id or None, PCI class or None, OS device names,
+    CPU list of the object it hangs from] per PCI device (and per OS device on no PCI device)."""
+    from pinwise.cpulist import format_cpulist
+
+    where = ["-i", str(source)] if source is not None else []  # None: this machine
+    exported = subprocess.run([lstopo, *where, "--disallowed", "--no-icaches", "--filter", "misc:none",
+                               "--of", "xml", "-"], capture_output=True, check=True).stdout
+    found = []
+
+    def visit(element, cpus: str) -> None:
+        for child in element.findall("object"):
+            kind = child.get("type")
+            if kind == "PCIDev":
+                names = sorted(o.get("name") for o in child.findall("object") if o.get("type") == "OSDev")
+                found.append([child.get("pci_busid"), int(child.get("pci_type").split()[0], 16), names, cpus])
+            elif kind == "OSDev":
+                found.append([None, None, [child.get("name")], cpus])
+            local = format_cpulist(_cpus(child.get("cpuset"))) if child.get("cpuset") else cpus
+            if kind not in ("PCIDev", "OSDev"):
+                visit(child, local)
+
+    visit(ET.fromstring(exported), "")
+    return sorted(found, key=lambda d: (d[0] or "", d[2]))
 
 
 def _cpus(text: str) -> tuple[int, ...]:
@@ -99,7 +126,8 @@ def _readable(document: dict) -> str:
         entries = []
         for name, view in views.items():
             objects = ",\n".join(f"    {line(o)}" for o in view["objects"])
-            rest = "".join(f",\n   {line(key)}: {line(view[key])}" for key in ("pus", "numa", "allowed", "distances"))
+            rest = "".join(f",\n   {line(key)}: {line(view[key])}" for key in ("pus", "numa", "allowed", "distances",
+                                                                               "devices") if key in view)
             entries.append(f"  {line(name)}: {{\n   \"objects\": [\n{objects}\n   ]{rest}\n  }}")
         return "{\n" + ",\n".join(entries) + "\n }"
 
@@ -126,7 +154,8 @@ def main(lstopo: str) -> None:
                for path in files]
     strings = [*(w.stdout.strip() for w in written if w.returncode == 0 and w.stdout.strip()), *V3_SYNTHETIC]
     document = {"lstopo": version, "options": list(VIEW_OPTIONS),
-                "files": {path.name: to_document(facts(lstopo_export(lstopo, path))) for path in files},
+                "files": {path.name: {**to_document(facts(lstopo_export(lstopo, path))),
+                                      "devices": device_facts(lstopo, path)} for path in files},
                 "synthetic": {text: to_document(facts(lstopo_export(lstopo, text))) for text in strings}}
     V3_FACTS.parent.mkdir(exist_ok=True)
     V3_FACTS.write_text(_readable(document))

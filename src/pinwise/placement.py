@@ -50,6 +50,8 @@ class Placement(Frozen):
     cpu_kinds: str = "performance"
     #: OpenMP places (OMP_PLACES's syntax) that close, spread and primary distribute threads over.
     places: str | None = None
+    #: A device (gpu:1, mlx5_0, a PCI bus id) whose local PUs the policy places the threads on.
+    near: str | None = None
 
     @classmethod
     def parse(cls, text: str, **options) -> Placement:
@@ -76,6 +78,13 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
                                        ("--mapping", spec.mapping)) if value is not None]
     if len(given) > 1:
         raise PinwiseError(f"give only one placement, not {' and '.join(given)}")
+    if spec.near is not None:
+        if given and spec.policy is None:
+            raise PinwiseError(f"--near goes with a --policy (or alone: compact), not with {given[0]}, which names "
+                               "the CPUs itself")
+        topology = near(spec.near, topology if topology is not None else _this_machine())
+        plan = resolve(spec.replace(policy=spec.policy or "compact", near=None), topology, comm)
+        return None if plan is None else plan.replace(source=f"{plan.source} near {spec.near}")
     if not given:
         raise PinwiseError("no placement given: use --cpus LIST, --expr EXPR, --policy NAME or --mapping FILE")
     if spec.threads is not None and spec.threads < 1:
@@ -140,6 +149,18 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
 def _plain_cpulist(text: str) -> bool:
     """A CPU list (digits, commas, ranges, strides), not a likwid-pin expression."""
     return all(c.isdigit() or c in ",-: \t\n" for c in text) and text.count(":") <= text.count("-")
+
+
+def near(device: str, topology):
+    """``topology`` with only the allowed PUs local to ``device`` (pinwise.topology.devices)."""
+    from .topology.devices import find_device
+
+    found = find_device(topology, device)
+    local = found.cpuset & topology.allowed
+    if not local:
+        raise PinwiseError(f"device {device!r} ({found.label()}) is local to PUs {topology.cpulist_text(found.cpuset)}, "
+                           f"none of which this process may use ({topology.cpulist_text(topology.allowed)})")
+    return topology.restricted(local, f"near {device} ({found.label()})")
 
 
 def _openmp():

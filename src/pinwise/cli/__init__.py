@@ -88,6 +88,12 @@ def _placement_options(parser: argparse.ArgumentParser) -> None:
                              "libgomp builds them from OMP_PLACES: threads (default: a place per PU), cores, sockets, "
                              "ll_caches, numa_domains, cores(4), {0:4}:4:8; each thread gets all the PUs of its place "
                              "(--cpus PLACES gives one place per thread in order)")
+    parser.add_argument("--near", metavar="DEVICE",
+                        help="place the threads on the PUs local to a device, with the policy given (default compact; "
+                             "with --comm, communicating threads close to each other and to the device): gpu:N or "
+                             "nic:N (in PCI bus order, as pinwise topo numbers them), an OS device's name (mlx5_0, "
+                             "cuda1, eth0) or a PCI bus id (0000:34:00.0); the machine must come with its devices "
+                             "(hwloc XML written with I/O)")
     parser.add_argument("--any-machine", action="store_true",
                         help="run a mapping file made for a machine of another structure anyway")
     parser.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), metavar="N",
@@ -441,6 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     mpi_map.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
                          help="PUs per rank for its threads (hybrid MPI + OpenMP; default 1): a rank's K PUs in one "
                               "package, named by a core range in the rankfile")
+    mpi_map.add_argument("--gpus-per-node", type=_whole(1, 4096), metavar="G",
+                         help="one rank per GPU: the ranks go to the nodes' first G GPUs (in PCI bus order) by the "
+                              "policy, and each rank's PUs are local to its GPU (the node topology must come with its "
+                              "devices: --cluster 'node:4 NODE.xml' or --node-topology NODE.xml, hwloc XML with I/O)")
     mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
     mpi_run = mpi_commands.add_parser(

@@ -50,7 +50,7 @@ def _resolve_plan(args: argparse.Namespace, topology):
     spec = Placement(cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping, threads=args.threads,
                      skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
                      any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds,
-                     places=getattr(args, "places", None))
+                     places=getattr(args, "places", None), near=getattr(args, "near", None))
     return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
 
 
@@ -166,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
     # Running here: the resolver reads this machine only if the placement needs it.
     topology = _load_topology(args.topology) if args.print else None
-    memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping))
+    memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping, args.near))
                    and any(value is not None for value in (args.membind, args.interleave, args.preferred,
                                                            args.mempolicy, args.mem)))
     try:

@@ -5,9 +5,11 @@ own test suite): Groups, NUMA nodes as memory children (several per object, with
 with their memory size and subtype such as MCDRAM), memory-side caches, CPU-less objects, the
 file's order of siblings, CPU kinds (``<cpukind>``) and NUMA distance matrices (``<distances2>``,
 and 1.x ``<distances>`` between NUMA nodes). A 1.x file's NUMA nodes sit in the tree; they are
-moved to memory children the way hwloc 2 imports them. Instruction caches, I/O objects and Misc
-objects are left out (as ``lstopo --no-icaches --no-io --filter misc:none`` shows the machine):
-they hold no PU a thread can be placed on. The Machine's ``allowed_cpuset``, when present, becomes
+moved to memory children the way hwloc 2 imports them. PCI devices and the OS devices on them
+become the topology's devices (pinwise.topology.devices), with the PUs they are local to, as lstopo
+keeps them by default. Instruction caches, bridges and Misc objects are left out (the CPU tree is
+the one ``lstopo --no-icaches --no-io --filter misc:none`` shows): they hold no PU a thread can be
+placed on. The Machine's ``allowed_cpuset``, when present, becomes
 the topology's allowed PUs.
 """
 
@@ -23,6 +25,7 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
+from .devices import Device, important_pci_class, os_device_kinds
 from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
@@ -108,7 +111,8 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     top = root.find("object")
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
-    reader = _Reader(source, version1=_format_version(root.get("version"), source) == 1)
+    version = _format_version(root.get("version"), source)
+    reader = _Reader(source, version1=version == 1, version=version)
     reader.read(top)
     specs = reader.specs
     pus = {s.os_index for s in specs if s.type == ObjType.PU}
@@ -122,7 +126,7 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
                           restriction="allowed_cpuset in the XML file" if allowed else None,
                           cpukinds=[_cpukind(e, source) for e in root.findall("cpukind")],
                           distances=[d for d in distances if d is not None], keep_groups=not reader.version1,
-                          allowed_nodes=reader.allowed_nodes)
+                          allowed_nodes=reader.allowed_nodes, devices=reader.devices())
 
 
 def _format_version(text: str | None, source: str) -> int:
@@ -143,9 +147,12 @@ def _format_version(text: str | None, source: str) -> int:
 class _Reader:
     """One pass over the <object> elements, depth first, collecting specs with their parents."""
 
-    def __init__(self, source: str, version1: bool):
+    def __init__(self, source: str, version1: bool, version: int = 2):
         self.source = source
         self.version1 = version1
+        self.version = version
+        #: I/O objects as they are read: (PCI device's attributes or None, its OS devices, locality).
+        self.io: list[dict] = []
         self.specs: list[ObjectSpec] = []
         self.allowed: frozenset[int] | None = None
         self.allowed_nodes: frozenset[int] | None = None
@@ -157,12 +164,48 @@ class _Reader:
         """Every object in document order (depth first, without recursion: a file may nest deeply)."""
         if self.version1:
             self.v1_root_distances = top.findall("distances")
-        stack: list[tuple[ET.Element, int | None]] = [(top, None)]
+        stack: list[tuple[ET.Element, int | None, dict | None]] = [(top, None, None)]
         while stack:
-            element, parent = stack.pop()
-            position = self._spec(element, parent)
+            element, parent, pci = stack.pop()
+            kind = element.get("type", "")
+            if kind in ("PCIDev", "OSDev"):
+                pci = self._io(element, parent, pci)
+                position = None
+            else:
+                position = self._spec(element, parent)
             below = position if position is not None else parent
-            stack.extend((child, below) for child in reversed(element.findall("object")))
+            stack.extend((child, below, pci) for child in reversed(element.findall("object")))
+
+    def _io(self, element: ET.Element, parent: int | None, pci: dict | None) -> dict | None:
+        """A PCI device, or an OS device (on the PCI device it hangs from, if any): its locality is
+        the PUs of the CPU-tree object above it."""
+        locality = self.specs[parent].cpuset if parent is not None else frozenset()
+        if element.get("type") == "PCIDev":
+            words = (element.get("pci_type") or "").split()
+            pci_class = int(words[0], 16) if words and re.fullmatch(r"[0-9a-fA-F]{4}", words[0]) else None
+            ids = words[1].strip("[]") if len(words) > 1 else None
+            device = {"busid": element.get("pci_busid"), "class": pci_class, "id": ids, "os": [],
+                      "cpuset": locality, "info": [(i.get("name", ""), i.get("value", "")) for i in element.findall("info")]}
+            self.io.append(device)
+            return device
+        kinds = os_device_kinds(element.get("osdev_type"), self.version)
+        name = element.get("name") or ""
+        if kinds == ("storage",) and name.startswith("dax"):
+            kinds = ("memory",)
+        if "dma" in kinds and len(kinds) == 1:
+            return pci  # hwloc's default filter leaves DMA engines out
+        holder = pci
+        if holder is None:  # an OS device that hangs from no PCI device
+            holder = {"busid": None, "class": None, "id": None, "os": [], "cpuset": locality, "info": []}
+            self.io.append(holder)
+        holder["os"].append((name, kinds))
+        holder["info"].extend((i.get("name", ""), i.get("value", "")) for i in element.findall("info"))
+        return pci
+
+    def devices(self) -> list[Device]:
+        """The I/O objects lstopo keeps by default, as :class:`Device`."""
+        return [Device(frozenset(d["cpuset"]), d["busid"], d["class"], d["id"], tuple(d["os"]), tuple(d["info"]))
+                for d in self.io if d["os"] or d["class"] is None or important_pci_class(d["class"])]
 
     def _spec(self, element: ET.Element, parent: int | None) -> int | None:
         source = self.source

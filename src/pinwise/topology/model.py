@@ -252,7 +252,7 @@ class Topology:
     def __init__(self, root: TopoObject, allowed: Iterable[int] | None = None, source: str = "",
                  restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
                  distances: Sequence[Distances] = (), kind_preference: str = "performance",
-                 allowed_nodes: Iterable[int] | None = None):
+                 allowed_nodes: Iterable[int] | None = None, devices: Sequence = ()):
         set_ = object.__setattr__
         if kind_preference not in KIND_PREFERENCES:
             raise PinwiseError(f"unknown CPU kind preference {kind_preference!r}: choose {', '.join(KIND_PREFERENCES)}")
@@ -267,6 +267,9 @@ class Topology:
         set_(self, "pus", tuple(self.levels.get(ObjType.PU, ())))
         set_(self, "cpukinds", tuple(sorted(cpukinds, key=lambda k: k.efficiency)))
         set_(self, "distances", tuple(distances))
+        #: PCI and OS devices with the PUs local to each (pinwise.topology.devices.Device), in the
+        #: source's order.
+        set_(self, "devices", tuple(devices))
         #: Which CPU kind compact, scatter and the OpenMP policies fill first on a hybrid machine.
         set_(self, "kind_preference", kind_preference)
         set_(self, "_by_os", {pu.os_index: pu for pu in self.pus})
@@ -291,7 +294,7 @@ class Topology:
     def restricted(self, allowed: Iterable[int], restriction: str | None = None) -> Topology:
         """The same machine with only ``allowed`` PUs usable."""
         return Topology(self.root, allowed, self.source, restriction or "a restriction", self.cpukinds,
-                        self.distances, self.kind_preference, self.allowed_nodes)
+                        self.distances, self.kind_preference, self.allowed_nodes, self.devices)
 
     def preferring(self, kinds: str) -> Topology:
         """The same machine whose orders fill the CPU kinds as ``kinds`` says: ``performance``
@@ -300,7 +303,7 @@ class Topology:
         if kinds == self.kind_preference:
             return self
         return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds,
-                        self.allowed_nodes)
+                        self.allowed_nodes, self.devices)
 
     def _by_kind(self, order: list[int]) -> list[int]:
         if not self.cpukinds or self.kind_preference == "any":
@@ -489,7 +492,7 @@ def _finalize(root: TopoObject) -> dict[ObjType, list[TopoObject]]:
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
                    restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
                    distances: Sequence[Distances] = (), keep_groups: bool = False,
-                   allowed_nodes: Iterable[int] | None = None) -> Topology:
+                   allowed_nodes: Iterable[int] | None = None, devices: Sequence = ()) -> Topology:
     """Build the tree from flat objects by cpuset inclusion, as hwloc inserts objects.
 
     Objects with the same type and cpuset are merged; an object whose cpuset partly overlaps
@@ -580,7 +583,8 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         (parent.memory_children if spec.type.is_memory else
          parent.cpuless_children if not spec.cpuset else parent.children).append(node)
     _sort_children(root)
-    return Topology(root, allowed, source, restriction, cpukinds, distances, allowed_nodes=allowed_nodes)
+    return Topology(root, allowed, source, restriction, cpukinds, distances, allowed_nodes=allowed_nodes,
+                    devices=devices)
 
 
 def _deepest_holding(root: TopoObject, cpuset: frozenset[int], type_: ObjType, source: str) -> TopoObject:
