@@ -15,7 +15,7 @@ from pinwise import PinwiseError
 from pinwise.comm import CommMatrix, write_comm
 from pinwise.cpulist import format_cpulist
 from pinwise.placement import Placement, resolve
-from pinwise.topology import from_json, load_topology, read_sysfs, to_json, walk
+from pinwise.topology import from_json, load_topology, read_sysfs, to_json, to_xml, walk
 from pinwise.topology.devices import find_device, numbered
 
 V2 = lstopo_facts.SHARED / "hwloc-tests"
@@ -139,3 +139,13 @@ def test_mpi_map_puts_each_rank_beside_its_gpu(tmp_path):
         assert ranks[a]["host"] == ranks[b]["host"] and ranks[a]["socket"] == ranks[b]["socket"]
     assert_clean_failure(run_pinwise("mpi", "map", str(comm), "--cluster", "node:2 pack:2 core:4 pu:1",
                                      "--gpus-per-node", "4"), "has 0 GPUs")
+
+
+@needs_shared
+@pytest.mark.parametrize("path", WITH_DEVICES + [POWER8], ids=lambda p: p.name)
+def test_our_xml_export_keeps_the_devices_for_lstopo(path, tmp_path):
+    machine = load_topology(str(path))
+    exported = tmp_path / "again.xml"
+    exported.write_text(to_xml(machine))
+    assert lstopo_facts.device_facts(need("lstopo-no-graphics"), exported) == pinwise_devices(machine)
+    assert pinwise_devices(load_topology(str(exported))) == pinwise_devices(machine)

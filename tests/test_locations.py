@@ -71,6 +71,35 @@ def test_every_location_names_the_cpus_and_nodes_hwloc_calc_names(topology):
                         found(location, machine)
 
 
+#: hwloc-calc's I/O forms: an OS device or PCI device by name or bus id, by index in hwloc's order,
+#: among those of a type or of a vendor and device.
+IO_LOCATIONS = ["os=eth0", "os=cuda2", "os=mlx4_0", "pci=0002:01:00.0", "pci=14:00.0", "pci:0", "pci:4", "pci:0-3",
+                "os:2", "os:5", "os[block]:0", "os[gpu]:0", "os[coproc]:1", "os[coproc]:all", "os[network]:0-1",
+                "os[openfabrics]:0", "pci[10de:]:0", "pci[10de:06d2]:all", "pci[15b3:]:0", "os=eth0 ~pu:0"]
+
+
+@pytest.mark.parametrize("topology", [str(HWLOC_TESTS / name) for name in (
+    "24em64t-2n6c2t-pci.xml", "power8gpudistances.xml", "96em64t-4n4d3ca2co-pci.xml", "16intel64-manyVFs.xml")],
+    ids=lambda t: Path(t).name)
+def test_io_locations_name_the_cpus_and_nodes_hwloc_calc_names(topology):
+    """A device's location is the object it hangs from, as hwloc-calc climbs out of I/O objects."""
+    if not Path(topology).exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    machine = load_topology(topology)
+    for location in IO_LOCATIONS:
+        pus = hwloc_calc(topology, location, "--intersect", "pu", "--physical-output")
+        nodeset = hwloc_calc(topology, location, "--nodeset-output")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", locations.LocationWarning)
+            for found, expected in ((locations.cpus_of, [int(c) for c in pus.split(",")] if pus else None),
+                                    (locations.nodes_of, sorted(parse_cpuset(nodeset, "hwloc-calc")) if nodeset else None)):
+                if expected:
+                    assert found(location, machine) == expected, (location, found.__name__)
+                else:
+                    with pytest.raises(PinwiseError):
+                        found(location, machine)
+
+
 def test_a_range_beyond_the_machine_keeps_what_exists_and_says_so():
     machine = load_topology("pack:2 core:2 pu:2")
     with pytest.warns(locations.LocationWarning, match="there are 4 Core objects"):

@@ -15,7 +15,11 @@ evaluated left to right from nothing, as hwloc-calc does (utils/hwloc/hwloc-calc
   ``all``, ``odd``, ``even``;
 - ``TYPE:RANGE.TYPE:RANGE...``: objects counted inside each object of the level before
   (``package:1.core:2`` is the third core of the second package);
-- a CPU mask: ``0x3``, or hwloc's comma-separated 32-bit words (``0xff,0xffffffff``).
+- a CPU mask: ``0x3``, or hwloc's comma-separated 32-bit words (``0xff,0xffffffff``);
+- a device (pinwise.topology.devices): ``os=mlx5_0``, ``pci=0000:3b:00.0``, the N-th OS or PCI device
+  in hwloc's order (``os:0``, ``pci:1-2``), among those of a type or a vendor and device
+  (``os[gpu]:0``, ``os[network]:1``, ``pci[10de:]:0``): the object it hangs from, as hwloc-calc
+  climbs out of I/O objects.
 
 As CPUs, a location is the allowed PUs of its objects (a mask: the PUs it names, allowed or not,
 which the plan then checks); as NUMA nodes (``--membind node:1``), the nodes local to its objects
@@ -42,6 +46,11 @@ _TYPED = re.compile(r"([A-Za-z][A-Za-z0-9]*)([:=\[])(.*)\Z", re.DOTALL)
 _MASK = re.compile(r"0[xX][0-9a-fA-F]+\Z")
 _MASK_WORDS = re.compile(r"(?:0[xX]f\.\.\.f,)?(?:0[xX])?[0-9a-fA-F]+(?:,(?:0[xX])?[0-9a-fA-F]+)*\Z")
 _RANGE = re.compile(r"([0-9]+)(?:(-)([0-9]*)|(:)([0-9]+))?\Z")
+
+
+#: hwloc's OS device types as hwloc-calc's ``os[TYPE]`` reads them (prefixes this long), and pinwise's word.
+_OS_TYPES = (("block", 4, "storage"), ("network", 3, "network"), ("openfabrics", 7, "openfabrics"), ("dma", 3, "dma"),
+             ("gpu", 3, "gpu"), ("coproc", 5, "coproc"), ("co-processor", 6, "coproc"))
 
 
 class LocationWarning(UserWarning):
@@ -134,9 +143,67 @@ def _word(word: str, text: str, topology: Topology) -> tuple[frozenset[int], fro
                           f"process may use on {topology.source}, so it is left out", LocationWarning, stacklevel=4)
         touched = {n.os_index for n in topology.numa_nodes if n.os_index in present and n.cpuset & mask}
         return mask & topology.allowed, frozenset(touched)
+    if hwloc_type(_TYPED.match(word)[1]) in ("osdev", "pcidev"):
+        holders = [_device_holder(device, topology) for device in _devices_at(word, text, topology)]
+        return (frozenset().union(*(h.cpuset & topology.allowed for h in holders)),
+                frozenset(n.os_index for h in holders for n in local_numa(h) if n.os_index in present))
     found = _objects_at(word, text, topology, None)
     cpus = frozenset().union(*(f.cpus for f in found))
     return cpus, frozenset().union(*(f.nodes for f in found))
+
+
+def _device_holder(device, topology: Topology) -> TopoObject:
+    """The object a device hangs from: what hwloc-calc climbs to from an I/O object."""
+    from .topology import walk
+    from .topology.devices import devices_by_holder
+
+    holder_of = {id(d): holder for holder, devices in devices_by_holder(topology).items() for d in devices}
+    return next((node for node in walk(topology.root) if id(node) == holder_of.get(id(device))), topology.root)
+
+
+def _devices_at(word: str, text: str, topology: Topology) -> list:
+    """The devices an I/O word names, as hwloc-calc reads them: ``os=NAME``, ``pci=BUSID``, or the
+    N-th OS device or PCI device in hwloc's order (``os:0``, ``pci:1-2``), among those of a kind
+    (``os[gpu]:0``, ``os[network]:1``) or of a vendor and device (``pci[10de:]:0``, ``pci[15b3:101b]:0``)."""
+    from .topology.devices import find_device
+
+    typed = _TYPED.match(word)
+    kind, separator, rest = hwloc_type(typed[1]), typed[2], typed[3]
+    if separator == "=":
+        if kind == "osdev" and any(rest in d.names for d in topology.devices):
+            return [next(d for d in topology.devices if rest in d.names)]
+        if kind == "pcidev" and rest:
+            found = find_device(topology, rest)
+            if found.busid is not None:
+                return [found]
+        raise PinwiseError(f"hwloc location {text!r}: no {'OS' if kind == 'osdev' else 'PCI'} device {rest!r} on "
+                           f"{topology.source}")
+    wanted = None
+    if separator == "[":
+        inside, closing, rest = rest.partition("]")
+        if not closing:
+            raise PinwiseError(f"hwloc location {text!r}: no ] in {word!r}")
+        wanted = inside.lower()
+        rest = rest[1:] if rest.startswith(":") else rest
+        if rest and not rest[0].isdigit() and rest[:3] not in ("all", "odd") and rest[:4] != "even":
+            raise PinwiseError(f"hwloc location {text!r}: cannot read {word!r}")
+    if kind == "osdev":
+        entries = [(d, kinds) for d in topology.devices for _, kinds in d.os_devices]
+        if wanted is not None:
+            kind_word = next((ours for name, shortest, ours in _OS_TYPES
+                              if len(wanted) >= shortest and name.startswith(wanted)), None)
+            if kind_word is None:
+                raise PinwiseError(f"hwloc location {text!r}: {wanted!r} is not an OS device type (block, network, "
+                                   "openfabrics, dma, gpu, coproc)")
+            entries = [(d, kinds) for d, kinds in entries if kind_word in kinds]
+    else:
+        entries = [(d, ()) for d in topology.devices if d.busid is not None]
+        if wanted is not None:
+            vendor, _, product = wanted.partition(":")
+            entries = [(d, ()) for d, _ in entries if d.pci_id and (not vendor or d.pci_id.split(":")[0] == vendor)
+                       and (not product or d.pci_id.split(":")[1] == product)]
+    picked = _indexes(rest or "0", len(entries), word, text, "OS device" if kind == "osdev" else "PCI device")
+    return [entries[i][0] for i in picked]
 
 
 def _mask(word: str, text: str, topology: Topology) -> frozenset[int]:
@@ -191,7 +258,7 @@ def _objects_at(word: str, text: str, topology: Topology, inside: _Found | None)
     candidates = [f for f in _candidates(topology, type_, only_hbm) if inside is None or _within(f, inside)]
     if type_ == ObjType.GROUP:
         candidates = _group_level(candidates, name, text)
-    chosen = [candidates[i] for i in _indexes(index_text, len(candidates), word, text, type_)]
+    chosen = [candidates[i] for i in _indexes(index_text, len(candidates), word, text, f"{type_.label} object")]
     if not dot:
         return chosen
     if not _TYPED.match(below):
@@ -226,7 +293,7 @@ def _within(found: _Found, inside: _Found) -> bool:
     return found.cpus <= inside.cpus and found.nodes <= inside.nodes and bool(found.cpus or found.nodes)
 
 
-def _indexes(text: str, width: int, word: str, where: str, type_: ObjType) -> list[int]:
+def _indexes(text: str, width: int, word: str, where: str, noun: str) -> list[int]:
     """hwloc_calc_parse_range: the logical indexes a range picks among ``width`` objects."""
     keyword = next((k for k in ("all", "odd", "even") if text.startswith(k)), None)
     if keyword:
@@ -248,10 +315,7 @@ def _indexes(text: str, width: int, word: str, where: str, type_: ObjType) -> li
         picked = [first]
     missing = [i for i in picked if i >= width]
     if missing:
-        warnings.warn(f"hwloc location {where!r}: {topology_words(type_, width)}, so {word!r} leaves out "
+        warnings.warn(f"hwloc location {where!r}: there {'is' if width == 1 else 'are'} {width} {noun}"
+                      f"{'s' if width != 1 else ''}, so {word!r} leaves out "
                       f"{len(missing)} (as hwloc-calc leaves them out)", LocationWarning, stacklevel=3)
     return [i for i in picked if i < width]
-
-
-def topology_words(type_: ObjType, count: int) -> str:
-    return f"there {'is' if count == 1 else 'are'} {count} {type_.label} object{'s' if count != 1 else ''}"

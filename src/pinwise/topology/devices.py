@@ -97,6 +97,28 @@ class Device:
         return (self.busid is None, self.busid or "", self.names)
 
 
+def devices_by_holder(topology) -> dict[int, list[Device]]:
+    """Each device under the highest object of the CPU tree with its PUs (where lstopo hangs it),
+    by the object's id (the machine's where none has them)."""
+    from .model import walk
+
+    holders: dict[frozenset[int], object] = {}
+    for node in walk(topology.root):
+        holders.setdefault(node.cpuset, node)
+    found: dict[int, list[Device]] = {}
+    for device in topology.devices:
+        found.setdefault(id(holders.get(device.cpuset, topology.root)), []).append(device)
+    return found
+
+
+def hwloc2_osdev_type(kinds: tuple[str, ...]) -> int:
+    """hwloc 2's osdev_type for an OS device's kinds (a CUDA device is a co-processor there)."""
+    for kind, number in (("coproc", 5), ("gpu", 1), ("openfabrics", 3), ("network", 2), ("dma", 4)):
+        if kind in kinds:
+            return number
+    return 0
+
+
 def numbered(devices, kind: str) -> list[Device]:
     """The devices of a kind in PCI bus order: ``gpu:N`` is the N-th."""
     return sorted((d for d in devices if d.kind == kind), key=Device.sort_key)

@@ -25,7 +25,7 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
-from .devices import Device, important_pci_class, os_device_kinds
+from .devices import Device, devices_by_holder, hwloc2_osdev_type, important_pci_class, os_device_kinds
 from .model import CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
@@ -336,7 +336,8 @@ _CACHE_DEPTH = {"l3": "3", "l2": "2", "l1": "1"}
 
 def to_xml(topology: Topology) -> str:
     """Write hwloc 2.x XML that ``lstopo --input FILE`` accepts and :func:`parse_xml` reads back:
-    the CPU tree, memory children, CPU-less objects, CPU kinds and NUMA distances."""
+    the CPU tree, memory children, CPU-less objects, PCI and OS devices (under the object they
+    hang from, without bridges), CPU kinds and NUMA distances."""
     numa_index = {id(n): n.os_index if n.os_index is not None else n.logical_index for n in topology.numa_nodes}
     gp_index = iter(range(1, 1 << 30))
 
@@ -370,7 +371,24 @@ def to_xml(topology: Topology) -> str:
         out = ET.Element("object", attrs)
         for child in (*node.memory_children, *node.children, *node.cpuless_children):
             out.append(element(child))
+        for device in devices_at.get(id(node), ()):
+            out.append(device_element(device))
         return out
+
+    def device_element(device: Device) -> ET.Element:
+        """A PCI device with its OS devices (or an OS device alone), hung from its local object."""
+        os_elements = [ET.Element("object", {"type": "OSDev", "gp_index": str(next(gp_index)), "name": name,
+                                             "osdev_type": str(hwloc2_osdev_type(kinds))})
+                       for name, kinds in device.os_devices]
+        if device.busid is None:
+            return os_elements[0]
+        pci_type = f"{device.pci_class or 0:04x} [{device.pci_id or '0000:0000'}] [0000:0000] 00"
+        out = ET.Element("object", {"type": "PCIDev", "gp_index": str(next(gp_index)), "pci_busid": device.busid,
+                                    "pci_type": pci_type})
+        out.extend(os_elements)
+        return out
+
+    devices_at = devices_by_holder(topology)
 
     root = ET.Element("topology", {"version": "2.0"})
     machine = element(topology.root)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .devices import devices_by_holder
 from .model import TYPE_LABEL, ObjType, Topology, TopoObject, format_size, walk
 
 LINE_PUS = 16
@@ -70,17 +71,6 @@ def _spans_domains(node: TopoObject) -> bool:
     return sum(1 for child in walk(node) if child is not node and child.type in _DOMAIN_TYPES) > 1
 
 
-def _devices_by_holder(topology: Topology) -> dict[int, list]:
-    """Each device under the highest object with its PUs (where lstopo hangs it), by id."""
-    holders: dict[frozenset[int], TopoObject] = {}
-    for node in walk(topology.root):
-        holders.setdefault(node.cpuset, node)
-    found: dict[int, list] = {}
-    for device in topology.devices:
-        found.setdefault(id(holders.get(device.cpuset, topology.root)), []).append(device)
-    return found
-
-
 def device_label(topology: Topology, device) -> str:
     """lstopo's name of a device, with the name a placement gives it (gpu:1, nic:0)."""
     from .devices import numbered
@@ -119,7 +109,7 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         return "[" + " ".join(parts) + "]"
 
     body: list[str] = []
-    devices_at = _devices_by_holder(topology)
+    devices_at = devices_by_holder(topology)
 
     def devices(node: TopoObject, indent: str) -> None:
         for device in devices_at.get(id(node), ()):
