@@ -223,7 +223,8 @@ LIKWID_MACHINES = ["pack:2 core:4 pu:2(indexes=2*8:1*2)", "pack:2 [numa] l3:1 co
 #: wrap-around), and the 5.2 methods scatter, balanced and cbalanced with and without a count.
 LIKWID_EXPRESSIONS = [
     "N", "S0", "S1", "M0", "M1", "C0", "C1", "D1", "S0:0-3", "S1:1-2", "M1:0-3", "M1:2", "N:0-5", "E:N:4", "E:N:4:1:2",
-    "E:M1:3", "E:S1:4:2:4", "E:S0:6:1:3", "E:N:3:1:2:1", "S:scatter", "N:scatter", "M:scatter", "C:scatter",
+    "E:M1:3", "E:S1:4:2:4", "E:S0:6:1:3", "E:N:3:1:2:1", "E:N", "E:N:99", "E:S0:5:2:3", "E:N:2:1:0", "E:N:2:0:1",
+    "E:N:0", "S:scatter", "N:scatter", "M:scatter", "C:scatter",
     "D:scatter", "S:scatter:3", "M:scatter:5", "S:scatter:20", "S:balanced:4", "S:balanced:3", "M:balanced:6",
     "N:balanced:3", "S:cbalanced:4", "S:cbalanced:6", "S:cbalanced:12", "M:cbalanced:6", "C:balanced:4", "S0:0@S1:0",
     "M1@M0", "S1:scatter", "0,3,1", "3-1", "L:N:0-3", "L:S1:1", "S:balanced", "M:cbalanced", "S1:0-30"]

@@ -121,8 +121,8 @@ def _logical(topology: Topology, domain_name: str, indices: str, expression: str
 
 def _select(topology: Topology, fields: list[str], expression: str) -> list[int]:
     """E:<domain>[:<count>[:<chunk>:<stride>[:<offset>]]]: ``count`` CPUs of the domain's list,
-    ``chunk`` at a time every ``stride``, starting again at the list's start past its end
-    (likwid's cpustr_to_cpulist_expression)."""
+    ``chunk`` at a time every ``stride``, starting again at the list's start past its end, at most
+    as many as the machine has hardware threads (likwid's cpustr_to_cpulist_expression)."""
     if len(fields) not in (2, 3, 5, 6):
         raise PinwiseError(f"likwid expression {expression!r}: use E:<domain>:<count> or "
                            "E:<domain>:<count>:<chunk>:<stride>[:<offset>]")
@@ -133,10 +133,11 @@ def _select(topology: Topology, fields: list[str], expression: str) -> list[int]
     cpus = _domain(topology, fields[1], expression)
     # without a count, likwid takes as many as the machine's hardware threads this process may use
     count, chunk, stride, offset = (*numbers, *(len(topology.allowed), 1, 1, 0)[len(numbers):])
-    if count < 1 or chunk < 1 or stride < 1 or min(numbers, default=0) < 0:
-        raise PinwiseError(f"likwid expression {expression!r}: need count, chunk and stride of at least 1")
+    if count < 1 or chunk < 1 or min(numbers, default=0) < 0:  # a stride of 0 repeats the first chunk
+        raise PinwiseError(f"likwid expression {expression!r}: need a count and a chunk of at least 1")
     selected: list[int] = []
     start = 0
+    wanted = min(count, topology.nb_pus)  # likwid's list is as long as the machine's hardware threads
     for _ in range(count):
         for j in range(chunk):
             if start + j >= len(cpus):
@@ -145,7 +146,7 @@ def _select(topology: Topology, fields: list[str], expression: str) -> list[int]
                 raise PinwiseError(f"likwid expression {expression!r}: the offset {offset} runs past domain "
                                    f"{fields[1]}'s {len(cpus)} CPUs (likwid-pin reads beyond its list there)")
             selected.append(cpus[offset + start + j])
-            if len(selected) == count:
+            if len(selected) == wanted:
                 return selected
         start += stride
         if offset + start >= len(cpus):
