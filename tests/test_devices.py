@@ -112,6 +112,9 @@ def test_near_a_gpu_the_communicating_threads_share_cores_beside_it(tmp_path):
     assert set(cpus) <= set(int(c) for c in local.replace("-", ",").split(",")) and len(set(cpus)) == 4
     core = lambda cpu: machine.pu(cpu).parent  # noqa: E731
     assert core(cpus[0]) is core(cpus[1]) and core(cpus[2]) is core(cpus[3]) and core(cpus[0]) is not core(cpus[2])
+    mapped = run_pinwise("map", str(comm), "-t", str(POWER8), "--near", "cuda3", "--policy", "locality", "-f", "cpulist",
+                         check=True).stdout.strip()
+    assert {int(c) for c in mapped.split(",")} <= find_device(machine, "cuda3").cpuset
     plan = resolve(Placement(near="mlx4_0", threads=3), load_topology(str(V2 / "24em64t-2n6c2t-pci.xml")))
     assert set(plan.pus) <= {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22}  # the InfiniBand card's package
 

@@ -302,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
+    mapper.add_argument("--near", metavar="DEVICE",
+                        help="map onto the PUs local to a device (gpu:N, nic:N, an OS device's name or a PCI bus id), "
+                             "as pinwise run --near does")
     _add_kinds_option(mapper)
     _add_topology_option(mapper)
     mapper.set_defaults(handler="mapping:cmd_map")

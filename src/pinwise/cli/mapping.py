@@ -40,10 +40,12 @@ def _shared_levels(topology) -> set:
 
 def cmd_map(args: argparse.Namespace) -> int:
     from ..mapping import by_role, compare, mapping_cost
-    from ..placement import Placement, resolve
+    from ..placement import Placement, near, resolve
 
     comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
     topology = load_topology(args.topology)
+    if args.near:  # every policy, compared or not, on the device's local PUs
+        topology = near(args.near, topology)
     if args.compare:
         from ..patterns import analyze
 
