@@ -152,3 +152,43 @@ def test_our_xml_export_keeps_the_devices_for_lstopo(path, tmp_path):
     exported.write_text(to_xml(machine))
     assert lstopo_facts.device_facts(need("lstopo-no-graphics"), exported) == pinwise_devices(machine)
     assert pinwise_devices(load_topology(str(exported))) == pinwise_devices(machine)
+
+
+def test_sysfs_devices_of_a_gpu_node(tmp_path):
+    """A /sys tree as an H100 node's shows it (the GPU at 0000:00:06.0, class 0x030200, local to CPUs
+    0-15, no drm entry in a container; nvidia-smi names it GPU0 with CPU affinity 0-15), a NIC and an
+    NVMe disk behind their drivers, and what hwloc leaves out: bridges, a USB controller, partitions."""
+    from pinwise.topology.sysfs import read_devices
+
+    def pci(address: str, pci_class: str, cpus: str = "0-15") -> Path:
+        folder = tmp_path / "devices" / "pci0000:00" / address
+        folder.mkdir(parents=True)
+        for name, value in (("class", pci_class), ("local_cpulist", cpus), ("vendor", "0x10de"), ("device", "0x2330")):
+            (folder / name).write_text(value + "\n")
+        link = tmp_path / "bus" / "pci" / "devices" / address
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(folder)
+        return folder
+
+    def os_device(kind: str, name: str, below: Path, partition: bool = False) -> None:
+        folder = below / kind / name
+        folder.mkdir(parents=True)
+        if partition:
+            (folder / "partition").write_text("1\n")
+        link = tmp_path / "class" / kind / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(folder)
+
+    pci("0000:00:00.0", "0x060000")
+    pci("0000:00:01.0", "0x0c0330")
+    gpu = pci("0000:00:06.0", "0x030200")
+    os_device("net", "eth0", pci("0000:00:03.0", "0x020000", "0-7") / "virtio2")
+    disk = pci("0000:00:04.0", "0x010802", "8-15")
+    os_device("block", "nvme0n1", disk / "nvme" / "nvme0")
+    os_device("block", "nvme0n1p1", disk / "nvme" / "nvme0" / "block" / "nvme0n1", partition=True)
+    found = read_devices(tmp_path, frozenset(range(16)))
+    assert [(d.busid, d.kind, d.names, sorted(d.cpuset)) for d in found] == [
+        ("0000:00:03.0", "nic", ("eth0",), list(range(8))),
+        ("0000:00:04.0", "other", ("nvme0n1",), list(range(8, 16))),
+        ("0000:00:06.0", "gpu", (), list(range(16)))]
+    assert gpu.exists() and found[2].label() == "PCI 00:06.0 (3D)"
