@@ -52,8 +52,8 @@ def sample(tmp_path, policy: str) -> np.ndarray:
 REUSE_TOGETHER = [
     "reuse it:",
     "  pinwise run --cpus 1,0,0,1,1 -- /bin/true",
-    "  likwid-pin: (withheld: its list would have 4 CPUs, more than the machine's 2 hardware threads, which "
-    "likwid-pin refuses; use the pinwise line)",
+    "  likwid-pin: (withheld: its list would have 4 CPUs, more than the machine's 2 hardware threads; likwid-pin "
+    "keeps only the first 2 and wraps round them, so thread 2 onward would run elsewhere; use the pinwise line)",
     '  OMP_PLACES="{1},{0},{0},{1},{1}" OMP_PROC_BIND=close /bin/true',
     '  GOMP_CPU_AFFINITY="1 0 0 1 1"',
     '  KMP_AFFINITY="granularity=fine,explicit,proclist=[1,0,0,1,1]"',

@@ -70,7 +70,7 @@ def test_main_is_callable_from_python(capsys):
         main(["map", "--help"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("usage: pinwise map")
     assert main(["topo", "-t", "pack:1 core:2 pu:1", "--of", "synthetic"]) == 0
-    assert capsys.readouterr().out.strip() == "[NUMANode] Package:1 Core:2 PU:1"
+    assert capsys.readouterr().out.strip() == "Package:1 [NUMANode] Core:2 PU:1"  # where lstopo attaches it
     assert main(["run", "--cpus", "7", "-t", "pack:1 core:2 pu:1", "--print", "--", "true"]) == 2
     assert capsys.readouterr().err.startswith("pinwise: error:")
 

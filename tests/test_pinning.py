@@ -34,7 +34,7 @@ from pinwise.pinning import (
 from pinwise.placement import Placement, resolve
 from pinwise.plan import Plan
 from pinwise.pinning.launcher import NATIVE_DIR, PRELOAD_LIBRARY
-from pinwise.topology import preset, read_sysfs
+from pinwise.topology import PRESETS, load_topology, preset, read_sysfs
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 pytestmark = pytest.mark.skipif(ALLOWED[:2] != [0, 1], reason="needs CPUs 0 and 1")
@@ -217,6 +217,53 @@ def test_same_cpus_as_likwid_pin(threads_exe, expression):
     assert ours == theirs
 
 
+#: Machines described to the real likwid-pin: SMT siblings numbered apart or together, NUMA
+#: domains within sockets, several last-level caches per socket, no caches at all.
+LIKWID_MACHINES = ["pack:2 core:4 pu:2(indexes=2*8:1*2)", "pack:2 [numa] l3:1 core:4 pu:2",
+                   "pack:1 [numa] core:8 pu:2(indexes=2*8:1*2)", "pack:2 numa:2 l3:1 core:4 pu:2(indexes=2*16:1*2)",
+                   "pack:4 l3:2 core:3 pu:1", "pack:2 core:4 pu:1"]
+#: likwid-pin 5.2's expressions: domains and their NUMA order, logical lists, E: selections (with
+#: wrap-around), and the 5.2 methods scatter, balanced and cbalanced with and without a count.
+LIKWID_EXPRESSIONS = [
+    "N", "S0", "S1", "M0", "M1", "C0", "C1", "D1", "S0:0-3", "S1:1-2", "M1:0-3", "M1:2", "N:0-5", "E:N:4", "E:N:4:1:2",
+    "E:M1:3", "E:S1:4:2:4", "E:S0:6:1:3", "E:N:3:1:2:1", "E:N", "E:N:99", "E:S0:5:2:3", "E:N:2:1:0", "E:N:2:0:1",
+    "E:N:0", "S:scatter", "N:scatter", "M:scatter", "C:scatter",
+    "D:scatter", "S:scatter:3", "M:scatter:5", "S:scatter:20", "S:balanced:4", "S:balanced:3", "M:balanced:6",
+    "N:balanced:3", "S:cbalanced:4", "S:cbalanced:6", "S:cbalanced:12", "M:cbalanced:6", "C:balanced:4", "S0:0@S1:0",
+    "M1@M0", "S1:scatter", "0,3,1", "3-1", "L:N:0-3", "L:S1:1", "S:balanced", "M:cbalanced", "S1:0-30"]
+
+
+@pytest.fixture(scope="module")
+def fake_likwids(tmp_path_factory):
+    from likwid_fake import FakeLikwid, available
+
+    why = available()
+    if why:
+        pytest.skip(why)
+    return {text: FakeLikwid(preset(text) if text in PRESETS else load_topology(text), tmp_path_factory.mktemp("likwid"))
+            for text in LIKWID_MACHINES}
+
+
+@pytest.mark.parametrize("machine", LIKWID_MACHINES)
+def test_likwid_expressions_give_the_cpus_likwid_pin_gives(fake_likwids, machine):
+    """The real likwid-pin 5.2, told the machine, against pinwise's evaluation: the same CPU list,
+    or both refuse; where likwid-pin drops a part naming a domain the machine lacks (or reads past
+    a domain's list), pinwise refuses and says so."""
+    topology = load_topology(machine)
+    try:
+        answers = fake_likwids[machine].cpus(*LIKWID_EXPRESSIONS)
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    for expression, theirs in answers.items():
+        try:
+            ours = likwid_evaluate(expression, topology)
+        except PinwiseError as err:
+            assert theirs is None or "likwid-pin leaves that part out" in str(err) or "reads past" in str(err), \
+                (expression, theirs, str(err))
+            continue
+        assert ours == theirs, expression
+
+
 def job_lines(cpus: str) -> dict[str, str]:
     """The job-script lines `pinwise run --print` gives for a CPU list, by tool."""
     printed = run_pinwise("run", "--print", "--cpus", cpus, "--", "true", check=True).stdout
@@ -268,6 +315,21 @@ def test_every_printed_job_line_places_the_threads_as_pinwise_does(omp_exes, cpu
     taskset = shlex.split(lines["taskset"].split("(")[0])
     placed = run_and_read([need(taskset[0]), *taskset[1:], str(gomp)], env=env)
     assert all(found == sorted({c for cs in ours.values() for c in cs}) for found in placed.values())
+
+
+def test_a_withheld_likwid_line_says_what_likwid_pin_does_with_the_list():
+    """likwid-pin does not refuse a list longer than the machine's hardware threads: it keeps the
+    first ones (and wraps round them), which the real likwid-pin shows when asked to print them."""
+    likwid_pin = need("likwid-pin")
+    if len(ALLOWED) < 2:
+        pytest.skip("needs two CPUs")
+    hw_threads = read_sysfs().nb_pus
+    cpus = [ALLOWED[0]] * (hw_threads + 1) + [ALLOWED[1]]  # no shorter list repeats to it
+    line = job_lines(",".join(map(str, cpus)))["likwid-pin"]
+    assert line.startswith("(withheld") and f"keeps only the first {hw_threads} " in line
+    printed = subprocess.run([likwid_pin, "-p", "-c", ",".join(map(str, cpus))], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert printed == ",".join(map(str, cpus[:hw_threads]))
 
 
 # -- verification output, pin --pid, the in-process APIs ---------------------------------------------

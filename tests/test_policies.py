@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FakeProgram, assert_clean_failure, compile_program, run_pinwise
+from conftest import FakeProgram, assert_clean_failure, compile_program, need, run_pinwise
 
 from pinwise import policies
 from pinwise.auto import run_auto
@@ -96,7 +97,8 @@ def test_bench_all_keeps_every_placement_whose_cpus_differ():
     assert plans["scatter"] == "0,16,32,48,2,18,34,50"
     assert plans["primary"] == "0,0,0,0,0,0,0,0"
     assert {c.name for c in kept} == {"os", "random", "compact", "scatter", "spread", "primary"}
-    assert aliases == {"compact": ["close"]}  # close is compact's order while threads fit the PUs
+    # close is compact's order while threads fit the PUs; hwloc-distrib shares 8 threads as spread does
+    assert aliases == {"compact": ["close"], "spread": ["distrib"]}
 
 
 @pytest.mark.parametrize("name, threads, expected", [
@@ -147,3 +149,26 @@ def test_close_and_spread_are_libgomps_for_1_to_16_threads_on_2_to_16_places(bui
     machine = load_topology("pack:1 core:16 pu:1")
     assert policies.spread(machine, 3) == [0, 6, 11]
     assert policies.close(machine, 20)[15:] == [15, 0, 1, 2, 3] and policies.close(machine, 32)[:4] == [0, 0, 1, 1]
+
+
+DISTRIB_MACHINES = [*(str(Path(__file__).resolve().parents[2] / "shared" / "topologies" / "hwloc-tests" / name)
+                      for name in ("16amd64-8n2c-cpusets.xml", "64intel64-3g2n+2n-irregulargroups+pci.xml",
+                                   "fakeheterodistances.xml", "192em64t-12gr2n8c2t.xml", "16em64t-4s2c2t-offlines.xml",
+                                   "64intel64-fakeKNL-SNC4-hybrid.xml")),
+                    "pack:2 l3:2 core:3 pu:2", "pack:3 core:5 pu:3", "numa:2 pack:2 core:3 pu:2(indexes=2*12:1*2)"]
+
+
+@pytest.mark.parametrize("machine", DISTRIB_MACHINES, ids=lambda m: Path(m).name)
+def test_distrib_is_hwloc_distribs_answer(machine):
+    """The real hwloc-distrib --single N on machines of uneven shares (disallowed PUs, irregular
+    Groups, 3 x 5 x 3), for every count that splits them differently and more threads than PUs."""
+    if machine.endswith(".xml") and not Path(machine).exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    from pinwise.topology.hwloc_xml import parse_cpuset
+
+    topology = load_topology(machine)
+    for threads in [*range(1, 20), 31, 64, 100]:
+        printed = subprocess.run([need("hwloc-distrib"), "-i", machine, "--single", str(threads)], capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert policies.distrib(topology, threads) == [min(parse_cpuset(line, "hwloc-distrib")) for line in printed], \
+            threads

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import lstopo_facts
 from conftest import PINWISE, assert_clean_failure, need, run_pinwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,6 +40,10 @@ SYNTHETIC_STRINGS = [
     "Package:2 [NUMANode] L3Cache:1(size=16777216) L2Cache:4(size=262144) Core:1 PU:2",
     "pack:4 l3:1(size=18MiB) l2:8(size=256KiB) l1:1 core:1 pu:2",
 ]
+
+
+#: What hwloc 3.0 builds from its version 3 test files and a few synthetic strings (tests/lstopo_facts.py).
+_V3 = json.loads(lstopo_facts.V3_FACTS.read_text())
 
 
 def lstopo_xml(*args: str) -> bytes:
@@ -215,7 +220,7 @@ def test_topo_cli_outputs(tmp_path):
     ("pack:0 pu:1", ["at least 1"]),
     ("pack:-2 pu:1", ["count of pack", "not a whole number"]),
     ("pack:2 core:2", ["last level must be pu"]),
-    ("core:2 pack:2 pu:1", ["cannot be below"]),
+    ("pack:2 core:2 core:2 pu:1", ["several core levels"]),
     ("nosuchpreset", ["unknown topology"]),
     ("/nonexistent/machine.xml", ["does not exist"]),
     ("pack:2 pu:2(indexes=0,1,2)", ["give 4 different OS indices, not 3"]),
@@ -354,6 +359,81 @@ def test_synthetic_indexes_number_pus_as_lstopo_does(description):
     assert load_topology(written).compact_order(allowed_only=False) == lstopo_pu_order(description)
 
 
+#: Strings lstopo 2.9 reads that pinwise refused or built otherwise: caches below cores (lstopo's
+#: export of Hygon and CPUID-leaf-0x1F machines), any order of levels hwloc accepts, NUMA nodes
+#: attached at several levels with one indexes= for all, bare counts, hwloc's abbreviations,
+#: instruction caches that split a level, Groups that add no structure.
+ANY_ORDER_STRINGS = [
+    "Package:1 Core:8 L2Cache:4 PU:1", "pack:2 core:4 l1:2 pu:1", "Package:1 Core:2 L2Cache:2 L1dCache:1 PU:2",
+    "pack:1 core:2 l3:1 pu:2", "pack:2 core:2 l3:2 l2:1 pu:1", "pack:2 core:2 l2:2 l3:1 pu:1", "core:2 pack:2 pu:1",
+    "pack:2 core:2 numa:2 pu:1", "pack:2 core:2 group:2 pu:1", "pack:2 core:2 die:2 pu:1", "l1:2 l2:2 pu:1",
+    "pack:2 l2:2 core:2 l1:2 pu:1", "pack:2 core:2 l2:1 l1:1 pu:2", "pack:2 l2:2 l2:2 pu:1", "pack:2 l2:2 l2:1 pu:1",
+    "pack:2 core:2 l3:2 pu:1(indexes=3,2,1,0,7,6,5,4)", "group:2 group:2 pu:1", "pack:1 core:2 l1i:2 pu:1",
+    "pack:2 [numa] core:2 [numa] pu:1", "pack:2 core:2 [numa] pu:2", "pack:2 [numa] [numa] core:2 [numa] pu:1",
+    "pack:2 [numa(memory=300000000000000 indexes=10,11,12,13,14,15)] core:2 [numa] pu:1",
+    "pack:2 [numa] core:2 [numa(indexes=10,11,12,13,14,15)] pu:1",
+    "[numa(indexes=6,5,4,3,2,1,0)] pack:2 [numa] core:2 [numa] pu:1",
+    "2 2 2", "4 2", "2 2 2 2 2", "2 2 2 2 2 2 2 2", "Tile:2 pu:2", "pack:2 node:2 pu:1", "so:2 co:2 pu:2",
+    "NUMA:2 pa:2 pu:1", "pack:2 numa:2(indexes=3,1,2,0) core:2 pu:1",
+    "numa:2 pack:2 core:2 pu:1(indexes=7,6,5,4,3,2,1,0)", "Group0:2 Group1:2 Package:1 Core:2 PU:1",
+    "Package:2 Core:4(indexes=3,2,1,0,7,6,5,4) PU:2(indexes=2*8:1*2)", "pack:4 l3:2 core:4 l2:1 l1:1 pu:2",
+]
+
+
+@pytest.mark.parametrize("description", ANY_ORDER_STRINGS)
+def test_synthetic_strings_in_any_order_lstopo_reads_are_read_as_it_reads_them(description):
+    """The objects, the PU numbering and the NUMA numbering of lstopo's machine; and where the
+    machine has a synthetic form, pinwise's is read by lstopo into that machine again."""
+    expected = lstopo_view(description)
+    machine = load_topology(description)
+    ours = pinwise_view(machine)
+    assert (ours["objects"], ours["pus"], ours["numa"]) == (expected["objects"], expected["pus"], expected["numa"])
+    written = to_synthetic(machine)
+    assert lstopo_view(written)["objects"] == expected["objects"], written
+    assert lstopo_view(written)["numa"] == expected["numa"], written
+
+
+@pytest.mark.parametrize("description, words", [
+    ("pack:2 core:2 core:2 pu:1", ["several core levels"]),
+    ("pack:2 pu:2 core:1", ["last level must be pu"]),
+    ("pack:2 numa:2 core:2 numa:1 pu:1", ["several NUMA node levels"]),
+    ("numa:2 [numa] pu:1", ["either as one numa:N level or attached"]),
+    ("2 pack:2 pu:1", ["to every level or to none"]),
+    ("pack:2 core:0 pu:1", ["at least 1"]),
+    ("pack:2 core:2 misc:2 pu:1", ["cannot be a level"]),
+    ("pack:2 core:2 pu:1 pu:1", ["several PU levels"]),
+])
+def test_synthetic_strings_lstopo_refuses_are_refused_in_one_line(description, words):
+    assert subprocess.run([need("lstopo-no-graphics"), "-i", description], capture_output=True).returncode != 0
+    assert_clean_failure(run_pinwise("topo", "-t", description), *words)
+
+
+@pytest.mark.parametrize("description", sorted(_V3["synthetic"]))
+def test_synthetic_strings_of_hwloc_3_are_read_as_it_reads_them(description):
+    """hwloc 3.0's synthetic strings (tests/lstopo_facts.py made their facts with its lstopo):
+    the strings it writes for its test machines, and memory-side caches in front of NUMA nodes
+    (``memorysidecachesize=``), which hwloc 2.9 does not read; pinwise writes them back."""
+    expected = lstopo_facts.from_document(_V3["synthetic"][description])
+    machine = load_topology(description)
+    ours = pinwise_view(machine)
+    assert (ours["objects"], ours["pus"], ours["numa"]) == (expected["objects"], expected["pus"], expected["numa"])
+    assert pinwise_view(load_topology(to_synthetic(machine))) == ours
+
+
+def test_memory_beyond_2_to_the_48_is_read_as_lstopo_writes_it(tmp_path):
+    """A NUMA node of 1 PiB (a 2^48+ local_memory was refused): the size lstopo writes for a
+    synthetic string's node, read from its XML, and pinwise's own string and XML the same."""
+    description = "pack:2 [numa(memory=1125899906842624)] core:2 pu:1"
+    exported = lstopo_facts.lstopo_export(need("lstopo-no-graphics"), description)
+    import xml.etree.ElementTree as ET
+
+    sizes = [int(e.get("local_memory")) for e in ET.fromstring(exported).iter("object") if e.get("type") == "NUMANode"]
+    assert sizes == [1 << 50, 1 << 50]
+    for machine in (parse_xml(exported), load_topology(description), parse_xml(to_xml(load_topology(description)))):
+        assert [n.local_memory for n in machine.numa_nodes] == sizes
+    assert "NUMA 0 (1PiB)" in render(load_topology(description))
+
+
 def test_every_synthetic_string_hwloc_writes_for_its_test_machines_is_read_as_lstopo_reads_it():
     """lstopo --of synthetic over hwloc's own test topologies: every string is accepted and gives
     the machine lstopo builds from it (objects, PU and NUMA numbering), two NUMA nodes on one
@@ -401,36 +481,8 @@ _LSTOPO_NAME = {"machine": "Machine", "group": "Group", "package": "Package", "d
 
 
 def lstopo_view(source: str | Path) -> dict:
-    """What lstopo 2.9 builds from a file, read from its own XML export with a plain walk of the
-    elements (not pinwise's reader): every object as (type, cpuset, OS index of PUs and NUMA nodes),
-    the PUs' and NUMA nodes' logical order, the allowed PUs and the NUMA distance matrices."""
-    exported = subprocess.run([need("lstopo-no-graphics"), "-i", str(source), "--disallowed", "--no-io",
-                               "--no-icaches", "--filter", "misc:none", "--of", "xml", "-"],
-                              capture_output=True, check=True).stdout
-    import xml.etree.ElementTree as ET
-    from collections import Counter
-
-    from pinwise.topology.hwloc_xml import parse_cpuset
-
-    root = ET.fromstring(exported)
-    view = {"objects": Counter(), "pus": [], "numa": [], "allowed": None, "distances": set()}
-    for element in root.iter("object"):
-        kind, cpus = element.get("type"), tuple(sorted(parse_cpuset(element.get("cpuset", "0x0"), "lstopo")))
-        named = element.get("os_index") if kind in ("PU", "NUMANode") else None
-        view["objects"][(kind, cpus, named)] += 1
-        if kind == "PU":
-            view["pus"].append(int(named))
-        if kind == "NUMANode":
-            view["numa"].append(int(named))
-        if kind == "Machine" and element.get("allowed_cpuset"):
-            view["allowed"] = parse_cpuset(element.get("allowed_cpuset"), "lstopo")
-    for matrix in root.iter("distances2"):
-        if matrix.get("type") == "NUMANode" and matrix.get("indexing") == "os":
-            indexes = " ".join(i.text for i in matrix.iter("indexes")).split()
-            values = " ".join(v.text for v in matrix.iter("u64values")).split()
-            view["distances"].add(frozenset((a, b, values[i * len(indexes) + j]) for i, a in enumerate(indexes)
-                                            for j, b in enumerate(indexes)))
-    return view
+    """What the installed lstopo builds from a file or string (see tests/lstopo_facts.py)."""
+    return lstopo_facts.facts(lstopo_facts.lstopo_export(need("lstopo-no-graphics"), source))
 
 
 def pinwise_view(machine) -> dict:
@@ -470,6 +522,34 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]
     again = from_json(to_json(machine))  # and pinwise's own JSON keeps all of it
     assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds
+
+
+_V3_FACTS = _V3["files"]
+
+
+@pytest.mark.skipif(not (lstopo_facts.SHARED / "hwloc-tests-v3").is_dir(),
+                    reason="../shared/topologies is not beside the repository")
+@pytest.mark.parametrize("name", sorted(_V3_FACTS))
+def test_hwloc_v3_machine_reads_into_the_tree_hwloc_3_builds(name):
+    """XML version 3 files (hwloc 3.0's own test inputs), which hwloc 2.9's lstopo refuses,
+    against the facts hwloc 3.0's lstopo produced for them (tests/lstopo_facts.py, which says how
+    to make them again): the same objects, PU and NUMA numbering, allowed PUs and distances
+    (16amd64-8n2c-cpusets.xml: 8 Groups, not the 2 of a file read as version 1); and pinwise's
+    export of the machine is that machine again."""
+    expected = lstopo_facts.from_document(_V3_FACTS[name])
+    machine = load_topology(str(lstopo_facts.SHARED / "hwloc-tests-v3" / name))
+    ours = pinwise_view(machine)
+    assert ours["objects"] == expected["objects"]
+    assert ours["pus"] == expected["pus"] and ours["numa"] == expected["numa"]
+    assert ours["allowed"] == (expected["allowed"] or frozenset(ours["pus"]))
+    assert ours["distances"] == expected["distances"]
+    assert pinwise_view(parse_xml(to_xml(machine).encode())) == ours
+
+
+def test_an_xml_version_beyond_3_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "v4.xml"
+    path.write_bytes(small_xml().replace(b'version="2.0"', b'version="4.0"'))
+    assert_clean_failure(run_pinwise("topo", "-t", str(path)), "version 4.0", "newer than pinwise reads")
 
 
 def test_cpusets_are_written_as_hwloc_writes_them():

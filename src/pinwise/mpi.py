@@ -449,6 +449,7 @@ class RankPlace:
     core: int         # logical core index within its package
     cpus: tuple[int, ...] = ()    # every CPU of the rank, one per thread (with --threads-per-rank)
     last_core: int | None = None  # the last core of a rank's range in its package
+    gpu: str | None = None        # the node's GPU the rank drives (with --gpus-per-node): gpu:N (OS names)
 
     @property
     def slot(self) -> str:
@@ -582,6 +583,61 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
         raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
     pus = list(plan.pus)
     return [pus[r * k:(r + 1) * k] for r in range(ranks)]
+
+
+def gpu_rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank: int, gpus_per_node: int,
+                   seed: int | None = None) -> tuple[list[list[int]], list[str]]:
+    """Per rank, the cluster PUs its threads get and the GPU it drives: the ranks are mapped by
+    ``policy`` onto the nodes' first ``gpus_per_node`` GPUs (in PCI bus order), seen as a tree of
+    nodes > GPUs with the same local PUs > GPU, so that communicating ranks share a node and a
+    package as the policy wants, one rank per GPU; each rank's threads then take PUs local to its
+    GPU (the GPUs that share local PUs split them in turn, in logical order)."""
+    from .mapping import compute_mapping
+    from .topology import ObjectSpec, build_topology
+    from .topology.devices import numbered
+    from .topology.model import ObjType
+
+    node = cluster.node
+    gpus = numbered(node.devices, "gpu")
+    if len(gpus) < gpus_per_node:
+        raise PinwiseError(f"--gpus-per-node {gpus_per_node}: a node ({node.source}) has {len(gpus)} GPU"
+                           f"{'s' if len(gpus) != 1 else ''}; give its hwloc XML written with I/O (lstopo --of xml)")
+    gpus = gpus[:gpus_per_node]
+    ranks, slots = comm.threads, len(cluster.hosts) * gpus_per_node
+    if ranks > slots:
+        raise PinwiseError(f"{ranks} ranks and {gpus_per_node} GPUs on each of {len(cluster.hosts)} nodes: one rank "
+                           f"per GPU needs {ranks - slots} more GPUs")
+    order = node.logical_order(allowed_only=False)
+    groups: dict[frozenset[int], list[int]] = {}  # local PUs -> the GPUs (indexes) local to them
+    for index, gpu in enumerate(gpus):
+        groups.setdefault(frozenset(gpu.cpuset & node.allowed), []).append(index)
+    chunk_of: dict[int, list[int]] = {}
+    for local, members in groups.items():
+        pus = [cpu for cpu in order if cpu in local]
+        size = len(pus) // len(members)
+        if size < threads_per_rank:
+            raise PinwiseError(f"GPUs {', '.join(f'gpu:{m}' for m in members)} share {len(pus)} local PUs: not "
+                               f"{threads_per_rank} for each of their ranks; fewer threads per rank")
+        for k, member in enumerate(members):
+            chunk_of[member] = pus[k * size:(k + 1) * size]
+    specs = []
+    for n in range(len(cluster.hosts)):
+        base = n * gpus_per_node
+        specs.append(ObjectSpec(ObjType.GROUP, frozenset(range(base, base + gpus_per_node))))
+        for members in groups.values():
+            specs.append(ObjectSpec(ObjType.PACKAGE, frozenset(base + m for m in members)))
+        specs.extend(ObjectSpec(ObjType.PU, frozenset([base + g]), base + g) for g in range(gpus_per_node))
+    slot_tree = build_topology(specs, source=f"{len(cluster.hosts)} nodes x {gpus_per_node} GPUs")
+    plan = compute_mapping(policy, comm.matrix, slot_tree, seed=seed, creator="policy")
+    if plan is None:
+        raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
+    per_node, per_rank, labels = cluster.pus_per_node, [], []
+    for slot in plan.pus[:ranks]:
+        n, g = divmod(slot, gpus_per_node)
+        per_rank.append([n * per_node + order.index(cpu) for cpu in chunk_of[g][:threads_per_rank]])
+        names = " ".join(gpus[g].names)
+        labels.append(f"gpu:{g}" + (f" ({names})" if names else ""))
+    return per_rank, labels
 
 
 def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], verify: bool):

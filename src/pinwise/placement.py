@@ -1,5 +1,6 @@
 """The one way from what a user writes to a :class:`~pinwise.plan.Plan`: CPU lists, likwid-pin
-expressions, policies of the registry (with the program's matrix for those that read it) and
+expressions, hwloc locations (:mod:`pinwise.locations`), OpenMP places (:mod:`pinwise.openmp`),
+policies of the registry (with the program's matrix for those that read it) and
 mapping files. ``pinwise run``, ``pin``, ``map``, ``bench``, ``auto`` and the Python API all call
 :func:`resolve`, so they accept the same names and refuse the same mistakes.
 
@@ -47,6 +48,10 @@ class Placement(Frozen):
     any_machine: bool = False
     #: Which CPU kind of a hybrid machine the policies fill first: performance, efficiency or any.
     cpu_kinds: str = "performance"
+    #: OpenMP places (OMP_PLACES's syntax) that close, spread and primary distribute threads over.
+    places: str | None = None
+    #: A device (gpu:1, mlx5_0, a PCI bus id) whose local PUs the policy places the threads on.
+    near: str | None = None
 
     @classmethod
     def parse(cls, text: str, **options) -> Placement:
@@ -73,6 +78,13 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
                                        ("--mapping", spec.mapping)) if value is not None]
     if len(given) > 1:
         raise PinwiseError(f"give only one placement, not {' and '.join(given)}")
+    if spec.near is not None:
+        if given and spec.policy is None:
+            raise PinwiseError(f"--near goes with a --policy (or alone: compact), not with {given[0]}, which names "
+                               "the CPUs itself")
+        topology = near(spec.near, topology if topology is not None else _this_machine())
+        plan = resolve(spec.replace(policy=spec.policy or "compact", near=None), topology, comm)
+        return None if plan is None else plan.replace(source=f"{plan.source} near {spec.near}")
     if not given:
         raise PinwiseError("no placement given: use --cpus LIST, --expr EXPR, --policy NAME or --mapping FILE")
     if spec.threads is not None and spec.threads < 1:
@@ -82,6 +94,9 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
     if comm is not None and spec.policy is None:
         raise PinwiseError("--comm goes with a --policy (locality, lp-compact, gp, ...), not with "
                            f"{given[0]}")
+    if spec.places is not None and (spec.policy is None or policies.lookup(spec.policy).name not in OPENMP_BINDS):
+        raise PinwiseError(f"--places goes with --policy {', '.join(OPENMP_BINDS)} (OpenMP's proc_bind); for the "
+                           f"places themselves, one thread each, give them as --cpus {spec.places}")
     skip_mask = parse_skip_mask(spec.skip)
     cpus_expression = spec.cpus is not None and not _plain_cpulist(spec.cpus)
     if cpus_expression:  # likwid-pin -c takes both
@@ -101,17 +116,23 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
             warnings.warn(message, PlacementWarning, stacklevel=2)
     elif spec.cpus is not None:
         plan = Plan.from_cpus(parse_cpulist(spec.cpus), source=f"--cpus {spec.cpus}")
+    elif _openmp().is_places(spec.expr):
+        plan = Plan(tuple(_openmp().places(spec.expr, topology)), source=f"OpenMP places {spec.expr}",
+                    machine=Machine.of(topology))
     else:
+        from . import locations
         from .pinning import likwid
 
+        hwloc = locations.is_location(spec.expr)
         try:
-            cpus = likwid.evaluate(spec.expr, topology)
+            cpus = locations.cpus_of(spec.expr, topology) if hwloc else likwid.evaluate(spec.expr, topology)
         except PinwiseError as err:
-            if not cpus_expression:
+            if not cpus_expression or hwloc:
                 raise
             raise PinwiseError(f"--cpus {spec.expr!r} is neither a CPU list (0,4,1-3) nor a likwid-pin expression "
-                               f"that this machine has ({err})") from None
-        plan = Plan.from_cpus(cpus, source=f"likwid expression {spec.expr}", machine=Machine.of(topology))
+                               f"that this machine has ({err}) nor an hwloc location (core:0-1)") from None
+        plan = Plan.from_cpus(cpus, source=f"{'hwloc location' if hwloc else 'likwid expression'} {spec.expr}",
+                              machine=Machine.of(topology))
     if spec.threads is not None and spec.policy is None and spec.threads != plan.nb_slots:
         plan = plan.replace(slots=tuple(plan.cpus_for_slot(k) for k in range(spec.threads)),
                        repeat_from=min(plan.repeat_from, spec.threads - 1))
@@ -128,6 +149,24 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
 def _plain_cpulist(text: str) -> bool:
     """A CPU list (digits, commas, ranges, strides), not a likwid-pin expression."""
     return all(c.isdigit() or c in ",-: \t\n" for c in text) and text.count(":") <= text.count("-")
+
+
+def near(device: str, topology):
+    """``topology`` with only the allowed PUs local to ``device`` (pinwise.topology.devices)."""
+    from .topology.devices import find_device
+
+    found = find_device(topology, device)
+    local = found.cpuset & topology.allowed
+    if not local:
+        raise PinwiseError(f"device {device!r} ({found.label()}) is local to PUs {topology.cpulist_text(found.cpuset)}, "
+                           f"none of which this process may use ({topology.cpulist_text(topology.allowed)})")
+    return topology.restricted(local, f"near {device} ({found.label()})")
+
+
+def _openmp():
+    from . import openmp  # reads the topology's objects: not loaded to pin to a CPU list
+
+    return openmp
 
 
 def _this_machine():
@@ -147,12 +186,32 @@ def _policy_plan(spec: Placement, topology, comm) -> Plan | None:
         raise PinwiseError("policy auto is chosen from the program's communication matrix: add --comm FILE "
                            "(from 'pinwise trace')")
     policy = policies.lookup(name)
+    if spec.places is not None:
+        return _openmp_plan(policy, spec, topology)
     if policy.needs_matrix:
         raise PinwiseError(f"policy {policy.name} needs the program's communication matrix: add --comm FILE "
                            "(from 'pinwise trace'), or compute a mapping file with 'pinwise map'")
     if not policy.pins:
         return None
     return simple_plan(policy, topology, spec.threads or len(topology.allowed), spec.seed)
+
+
+#: The policies that are OpenMP's proc_bind, which --places shapes.
+OPENMP_BINDS = ("close", "spread", "primary")
+
+
+def _openmp_plan(policy: policies.Policy, spec: Placement, topology) -> Plan:
+    """Threads over OpenMP places as libgomp binds them: thread k on the place proc_bind gives it
+    (each place a slot of all its PUs)."""
+    places = _openmp().places(spec.places, topology)
+    threads = spec.threads or len(topology.allowed)
+    if policy.name == "primary":
+        chosen = [0] * threads
+    else:
+        distribute = policies.omp_close_places if policy.name == "close" else policies.omp_spread_places
+        chosen = distribute(len(places), threads)
+    return Plan(tuple(places[p] for p in chosen), source=f"policy {policy.name} over OMP_PLACES={spec.places}",
+                policy=policy.name, machine=Machine.of(topology))
 
 
 def simple_plan(policy: policies.Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:

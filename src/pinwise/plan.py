@@ -190,6 +190,18 @@ class Plan(Frozen):
         period = next(p for p in range(1, len(cpus) + 1) if all(cpus[i] == cpus[i % p] for i in range(len(cpus))))
         return cpus[:period]
 
+    def likwid_truncation(self, hw_threads: int | None) -> str | None:
+        """Why likwid-pin cannot apply this plan on a machine of ``hw_threads`` hardware threads,
+        or None: likwid-pin 5.2 keeps only the first ``hw_threads`` CPUs of a longer list (its
+        cpustr_to_cpulist fills a list that long) and wraps round those, so later threads would
+        land elsewhere than the plan says."""
+        cpus = self.likwid_cpus()
+        if hw_threads is None or len(cpus) <= hw_threads:
+            return None
+        return (f"its list would have {len(cpus)} CPUs, more than the machine's {hw_threads} hardware threads; "
+                f"likwid-pin keeps only the first {hw_threads} and wraps round them, so thread {hw_threads} "
+                "onward would run elsewhere")
+
     def likwid_pin(self) -> str:
         skip = f" -s {self.skip_mask:#x}" if self.skip_mask else ""
         return f"likwid-pin -c {','.join(map(str, self.likwid_cpus()))}{skip}"
@@ -213,25 +225,27 @@ class Plan(Frozen):
         """What to paste into a job script, tool by tool. The other tools only wrap from the start
         of their list, so a plan that repeats from a later slot is written out for ``threads``
         threads (the count the program was traced with) or, without it, withheld with the reason.
-        ``hw_threads``: the machine's hardware threads; likwid-pin refuses a longer list."""
+        ``hw_threads``: the machine's hardware threads; likwid-pin truncates a longer list."""
         options = (f" --skip {self.skip_mask:#x}" if self.skip_mask else "") + \
             (f" --repeat-from {self.repeat_from}" if self.repeat_from else "")
-        lines = [("pinwise", f"pinwise run --cpus {self.cpulist()}{options}" if self.is_one_cpu_per_slot
-                  else f"PINWISE_PLAN='{self.pinwise_plan_env()}'" + (f" PINWISE_REPEAT_FROM={self.repeat_from}"
-                                                                     if self.repeat_from else "") + " (C API)")]
+        # slots of several CPUs are OpenMP places, which --cpus takes too
+        cpus = self.cpulist() if self.is_one_cpu_per_slot else f'"{self.omp_places()}"'
+        lines = [("pinwise", f"pinwise run --cpus {cpus}{options}")]
         taskset = ("taskset", f"{self.taskset()}   (whole process, no per-thread placement)")
         if self.repeat_from and threads is None:
             withheld = f"(withheld: it starts again from its first CPU, this plan from slot {self.repeat_from})"
             return lines + [(name, withheld) for name in ("likwid-pin", "OpenMP", "GNU OpenMP", "Intel OpenMP")] + [taskset]
         plan = self.expanded(threads) if self.repeat_from else self
-        likwid = plan.likwid_pin()
-        if hw_threads is not None and len(plan.likwid_cpus()) > hw_threads:
-            likwid = (f"(withheld: its list would have {len(plan.likwid_cpus())} CPUs, more than the machine's "
-                      f"{hw_threads} hardware threads, which likwid-pin refuses; use the pinwise line)")
+        likwid, gomp = plan.likwid_pin(), plan.gomp_line()
+        truncated = plan.likwid_truncation(hw_threads)
+        if truncated:
+            likwid = f"(withheld: {truncated}; use the pinwise line)"
+        if not plan.is_one_cpu_per_slot:
+            likwid = gomp = "(withheld: it gives each thread one CPU, this plan some threads several; use the OpenMP line)"
         lines += [
             ("likwid-pin", likwid),
             ("OpenMP", plan.omp_line()),
-            ("GNU OpenMP", plan.gomp_line()),
+            ("GNU OpenMP", gomp),
             ("Intel OpenMP", plan.kmp_line()),
             taskset,
         ]

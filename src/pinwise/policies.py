@@ -121,6 +121,34 @@ def spread(topology, threads: int, seed: int | None = None) -> list[int]:
     return [places[p] for p in omp_spread_places(len(places), threads)]
 
 
+def distrib(topology, threads: int, seed: int | None = None) -> list[int]:
+    """hwloc-distrib's answer (``hwloc-distrib --single N``; hwloc_distrib in hwloc/helper.h):
+    from the machine down, each object's threads are shared among its children in proportion to
+    their allowed PUs, rounding each child's running total up; an object given one thread or
+    none left to split keeps them, and a thread is placed on the first PU of its object. A child
+    given no thread joins the set of the one before it."""
+    sets: list[set[int]] = []
+
+    def share(objects, count: int) -> None:
+        weights = [len(obj.cpuset & topology.allowed) for obj in objects]
+        total, given_weight = sum(weights), 0
+        for obj, weight in zip(objects, weights):
+            if not weight:
+                continue
+            chunk = ((given_weight + weight) * count + total - 1) // total - (given_weight * count + total - 1) // total
+            if not obj.children or chunk <= 1:
+                if chunk:
+                    sets.extend(set(obj.cpuset & topology.allowed) for _ in range(chunk))
+                else:
+                    sets[-1] |= obj.cpuset & topology.allowed
+            else:
+                share(obj.children, chunk)
+            given_weight += weight
+
+    share([topology.root], threads)
+    return [min(cpus) for cpus in sets]
+
+
 def primary(topology, threads: int, seed: int | None = None) -> list[int]:
     """OpenMP proc_bind(primary): every thread on the primary thread's place."""
     return [topology.compact_order()[0]] * threads
@@ -138,6 +166,8 @@ REGISTRY: dict[str, Policy] = {p.name: p for p in (
     Policy("spread", "OpenMP", "OpenMP proc_bind spread over PU places", order=spread),
     Policy("primary", "OpenMP", "OpenMP proc_bind primary: every thread on the first PU", order=primary,
            aliases=("master",)),
+    Policy("distrib", "independent", "hwloc-distrib's answer: each level's threads shared among its objects in "
+           "proportion to their PUs", order=distrib),
     Policy("lp-compact", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order",
            kernel=f"{_MAPPING}.pairing:lp_compact"),
     Policy("lp-scatter", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order",

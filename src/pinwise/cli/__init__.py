@@ -77,12 +77,26 @@ MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likw
 def _placement_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("placement (choose one)")
     group.add_argument("--cpus", "-c", metavar="LIST",
-                       help="CPU per thread in creation order: 0,4,1-3, or a likwid-pin expression as likwid-pin -c "
-                            "takes it (S0:0-1)")
+                       help="CPU per thread in creation order: 0,4,1-3, a likwid-pin expression as likwid-pin -c "
+                            "takes it (S0:0-1), or an hwloc location as hwloc-calc reads it, its PUs in logical order "
+                            "(core:0-1, pu:even, numa:0, package:1.core:2, 0x3, all, 'core:0-3 ~pu:1')")
     group.add_argument("--expr", "-e", metavar="EXPR",
                        help="likwid-pin expression: N:0-3, S0:0-3, C0, M0, E:N:8:1:2, S:scatter, joined with @")
-    group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
-    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o'")
+    group.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text()
+                       + " (numactl's -p is --preferred here)")
+    group.add_argument("--mapping", "-m", metavar="FILE", help="mapping file written by 'pinwise map -o' (numactl's -m "
+                                                               "is --membind here)")
+    parser.add_argument("--places", metavar="PLACES",
+                        help="OpenMP places that --policy close, spread or primary distribute the threads over, as "
+                             "libgomp builds them from OMP_PLACES: threads (default: a place per PU), cores, sockets, "
+                             "ll_caches, numa_domains, cores(4), {0:4}:4:8; each thread gets all the PUs of its place "
+                             "(--cpus PLACES gives one place per thread in order)")
+    parser.add_argument("--near", metavar="DEVICE",
+                        help="place the threads on the PUs local to a device, with the policy given (default compact; "
+                             "with --comm, communicating threads close to each other and to the device): gpu:N or "
+                             "nic:N (in PCI bus order, as pinwise topo numbers them), an OS device's name (mlx5_0, "
+                             "cuda1, eth0) or a PCI bus id (0000:34:00.0); the machine must come with its devices "
+                             "(hwloc XML written with I/O)")
     parser.add_argument("--any-machine", action="store_true",
                         help="run a mapping file made for a machine of another structure anyway")
     parser.add_argument("-n", "--threads", type=_whole(1, MAX_THREADS), metavar="N",
@@ -243,7 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "from slot 0, its main thread pinned when it starts its first thread; a child it forks "
                           "without exec takes the next slot, as a thread would. --no-follow: they get back the "
                           "affinity pinwise started with, and --verify names them")
-    memory = run.add_argument_group("memory placement (choose one; applied to every thread, also with --omp)")
+    memory = run.add_argument_group(
+        "memory placement (choose one; applied to every thread, also with --omp, or alone: the threads are then left "
+        "to the OS, as numactl --membind leaves them). NODES as numactl writes them (0-1,3, all, +0 for the first "
+        "node this process may use, !1 for all but node 1) or as hwloc does (numa:1, node:0-1, package:0). Unlike "
+        "numactl, pinwise's -m is --mapping and -p --policy: write --membind and --preferred in full")
     memory = memory.add_mutually_exclusive_group()
     memory.add_argument("--membind", metavar="NODES", help="allocate only on these NUMA nodes (numactl --membind)")
     memory.add_argument("--interleave", metavar="NODES", help="interleave pages over these NUMA nodes (numactl --interleave)")
@@ -339,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     mapper.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
                         help=CREATOR_HELP)
+    mapper.add_argument("--near", metavar="DEVICE",
+                        help="map onto the PUs local to a device (gpu:N, nic:N, an OS device's name or a PCI bus id), "
+                             "as pinwise run --near does")
     _add_kinds_option(mapper)
     _add_topology_option(mapper)
     mapper.set_defaults(handler="mapping:cmd_map")
@@ -491,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     mpi_map.add_argument("--threads-per-rank", type=_whole(1, 4096), default=1, metavar="K",
                          help="PUs per rank for its threads (hybrid MPI + OpenMP; default 1): a rank's K PUs in one "
                               "package, named by a core range in the rankfile")
+    mpi_map.add_argument("--gpus-per-node", type=_whole(1, 4096), metavar="G",
+                         help="one rank per GPU: the ranks go to the nodes' first G GPUs (in PCI bus order) by the "
+                              "policy, and each rank's PUs are local to its GPU (the node topology must come with its "
+                              "devices: --cluster 'node:4 NODE.xml' or --node-topology NODE.xml, hwloc XML with I/O)")
     mpi_map.add_argument("--seed", type=_whole(0, MAX_SEED), help="seed of the random policy")
     mpi_map.set_defaults(handler="measuring:cmd_mpi_map")
     mpi_run = mpi_commands.add_parser(

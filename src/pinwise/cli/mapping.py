@@ -40,10 +40,12 @@ def _shared_levels(topology) -> set:
 
 def cmd_map(args: argparse.Namespace) -> int:
     from ..mapping import by_role, compare, mapping_cost
-    from ..placement import Placement, resolve
+    from ..placement import Placement, near, resolve
 
     comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
     topology = load_topology(args.topology)
+    if args.near:  # every policy, compared or not, on the device's local PUs
+        topology = near(args.near, topology)
     if args.compare:
         ignored = [option for option, given in (("--policy", args.policy), ("--output", args.output),
                                                 ("--format", args.format != "table"), ("--threads", args.threads),
@@ -76,11 +78,10 @@ def cmd_map(args: argparse.Namespace) -> int:
         return 0
     traced = plan.traced_threads
     if args.format == "likwid":
-        cpus = (plan.expanded(traced) if traced else plan).likwid_cpus()
-        if len(cpus) > topology.nb_pus:
-            raise PinwiseError(f"likwid-pin cannot apply this plan: its list would have {len(cpus)} CPUs, more than "
-                               f"the machine's {topology.nb_pus} hardware threads, which likwid-pin refuses; use "
-                               "pinwise run with the mapping file (-o)")
+        truncated = (plan.expanded(traced) if traced else plan).likwid_truncation(topology.nb_pus)
+        if truncated:
+            raise PinwiseError(f"likwid-pin cannot apply this plan: {truncated}; use pinwise run with the mapping "
+                               "file (-o)")
     if args.output:
         write_text_atomic(args.output, plan.to_json() + "\n")
         print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)

@@ -560,8 +560,16 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
 
     comm = read_comm_file(args.comm)
     cluster = find_cluster(args.cluster, args.hostfile, args.node_topology)
-    per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank, args.seed)
-    places = rank_places(per_rank, cluster)
+    if args.gpus_per_node:
+        from dataclasses import replace
+
+        from ..mpi import gpu_rank_plans
+
+        per_rank, gpus = gpu_rank_plans(comm, cluster, args.policy, args.threads_per_rank, args.gpus_per_node, args.seed)
+        places = [replace(place, gpu=gpu) for place, gpu in zip(rank_places(per_rank, cluster), gpus)]
+    else:
+        per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank, args.seed)
+        places = rank_places(per_rank, cluster)
     matrix = np.asarray(comm.matrix)
     node_of = np.array([cluster.hosts.index(p.host) for p in places])
     rows, cols = np.nonzero(np.triu(matrix, 1))
@@ -588,10 +596,11 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
     console = wide_console()
     console.print(Text(summary), soft_wrap=True)
     table = Table()
-    for column in ("rank", "host", "CPUs", "socket:core"):
-        table.add_column(column, justify="right" if column != "host" else "left")
+    columns = ("rank", "host", "CPUs", "socket:core") + (("GPU",) if args.gpus_per_node else ())
+    for column in columns:
+        table.add_column(column, justify="right" if column not in ("host", "GPU") else "left")
     for p in places:
-        table.add_row(str(p.rank), p.host, ",".join(map(str, p.cpus)), p.slot)
+        table.add_row(str(p.rank), p.host, ",".join(map(str, p.cpus)), p.slot, *((p.gpu,) if args.gpus_per_node else ()))
     console.print(table)
     return 0
 

@@ -49,7 +49,8 @@ def _resolve_plan(args: argparse.Namespace, topology):
                            + ", auto): drop it, or choose one of them")
     spec = Placement(cpus=args.cpus, expr=args.expr, policy=args.policy, mapping=args.mapping, threads=args.threads,
                      skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
-                     any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds)
+                     any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds,
+                     places=getattr(args, "places", None), near=getattr(args, "near", None))
     return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
 
 
@@ -234,8 +235,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
     # Running here: the resolver reads this machine only if the placement needs it.
     topology = _load_topology(args.topology) if args.print else None
+    memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping, args.near))
+                   and any(value is not None for value in (args.membind, args.interleave, args.preferred,
+                                                           args.mempolicy, args.mem)))
     try:
-        plan = _resolve_plan(args, topology)
+        # numactl's habit: a memory policy alone leaves the threads where the OS puts them
+        plan = None if memory_only else _resolve_plan(args, topology)
     except PinwiseError as err:
         if not args.allow_unpinned or args.print:
             raise
@@ -244,7 +249,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     memory = _memory_policy(args, topology)
     if args.print:
         if plan is None:
-            print("policy os: no pinning; the OS places the threads")
+            print("no CPU placement given: the OS places the threads" if memory_only
+                  else "policy os: no pinning; the OS places the threads")
         else:
             print_plan(plan, topology)
         if memory is not None:

@@ -12,9 +12,13 @@ Forms, joined with ``@``:
                          hardware threads of a core together (``C0:``, an empty index list, is
                          refused, as likwid-pin refuses it);
   A range may run downwards: ``S0:3-1`` is logical 3, 2, 1, as in likwid-pin.
-  ``E:N:8`` / ``E:N:8:1:2``   8 CPUs from the domain's list, in chunks of 1 with a stride of 2;
-  ``S:scatter``           physical-cores-first lists of every socket, dealt round-robin.
-(likwid-pin(1), "CPU EXPRESSION".)
+  ``E:N:8`` / ``E:N:8:1:2``   8 CPUs from the domain's list, in chunks of 1 with a stride of 2
+                         (starting again at the list's start past its end, as likwid-pin does);
+  ``S:scatter``, ``M:scatter:4``   physical-cores-first lists of every socket (NUMA domain), dealt
+                         round-robin; ``S:balanced:4``, ``S:cbalanced:4``: likwid 5.2's even
+                         shares of every domain (see :func:`_method`).
+(likwid-pin(1), "CPU EXPRESSION"; likwid 5.2's src/cpustring.c.) A test compares every form with
+the real likwid-pin on machines described to it (tests/likwid_fake.py).
 """
 
 from __future__ import annotations
@@ -37,21 +41,24 @@ def _domain_objects(topology: Topology, letter: str) -> list[TopoObject]:
         return topology.objects(ObjType.DIE) or topology.objects(ObjType.PACKAGE) or [topology.root]
     if letter == "M":
         return topology.objects(ObjType.NUMA) or [topology.root]
-    for cache in (ObjType.L3, ObjType.L2, ObjType.L1):  # C: the last-level cache
+    for cache in (ObjType.L3, ObjType.L2, ObjType.L1):  # C: the last-level cache; none without caches
         if topology.objects(cache):
             return topology.objects(cache)
-    return topology.objects(ObjType.PACKAGE) or [topology.root]
+    return []
 
 
 def domains(topology: Topology) -> dict[str, list[int]]:
-    """Every affinity domain's CPU list (topology order), like ``likwid-pin -p``; empty ones left out."""
+    """Every affinity domain's CPU list, like ``likwid-pin -p``; empty ones left out. A domain of
+    the CPU tree lists its CPUs in topology order (a core's hardware threads together); a NUMA
+    domain in ascending order, as likwid reads a node's CPUs from its topology file or the
+    kernel's node cpulist."""
     found: dict[str, list[int]] = {}
     for letter in "NSDCM":
         index = 0
         for obj in _domain_objects(topology, letter):
             cpus = [pu for pu in topology.logical_order() if pu in obj.cpuset]
             if cpus:
-                found[letter if letter == "N" else f"{letter}{index}"] = cpus
+                found[letter if letter == "N" else f"{letter}{index}"] = sorted(cpus) if letter == "M" else cpus
                 index += 1
     return found
 
@@ -71,7 +78,8 @@ def _domain(topology: Topology, name: str, expression: str) -> list[int]:
         letter = name[:1]
         known = [d for d in table if d.startswith(letter)] if letter in "NSDCM" else []
         hint = f"this machine has {', '.join(known)}" if known else "domains are N, S<i>, D<i>, C<i>, M<i>"
-        raise PinwiseError(f"likwid expression {expression!r}: affinity domain {name!r} does not exist ({hint})")
+        raise PinwiseError(f"likwid expression {expression!r}: affinity domain {name!r} does not exist ({hint}); "
+                           "likwid-pin leaves that part out and pins to the rest, pinwise refuses")
     return table[name]
 
 
@@ -112,41 +120,120 @@ def _logical(topology: Topology, domain_name: str, indices: str, expression: str
 
 
 def _select(topology: Topology, fields: list[str], expression: str) -> list[int]:
-    """E:<domain>:<count>[:<chunk>:<stride>]"""
-    if len(fields) not in (3, 5):
-        raise PinwiseError(f"likwid expression {expression!r}: use E:<domain>:<count> or E:<domain>:<count>:<chunk>:<stride>")
+    """E:<domain>[:<count>[:<chunk>:<stride>[:<offset>]]]: ``count`` CPUs of the domain's list,
+    ``chunk`` at a time every ``stride``, starting again at the list's start past its end, at most
+    as many as the machine has hardware threads (likwid's cpustr_to_cpulist_expression)."""
+    if len(fields) not in (2, 3, 5, 6):
+        raise PinwiseError(f"likwid expression {expression!r}: use E:<domain>:<count> or "
+                           "E:<domain>:<count>:<chunk>:<stride>[:<offset>]")
     try:
-        count, chunk, stride = int(fields[2]), *(int(f) for f in (fields[3:5] if len(fields) == 5 else ("1", "1")))
+        numbers = [int(f) for f in fields[2:]]
     except ValueError:
         raise PinwiseError(f"likwid expression {expression!r}: count, chunk and stride must be whole numbers") from None
-    if count < 1 or chunk < 1 or stride < chunk:
-        raise PinwiseError(f"likwid expression {expression!r}: need count >= 1, chunk >= 1 and stride >= chunk")
     cpus = _domain(topology, fields[1], expression)
+    # without a count, likwid takes as many as the machine's hardware threads this process may use
+    count, chunk, stride, offset = (*numbers, *(len(topology.allowed), 1, 1, 0)[len(numbers):])
+    if count < 1 or chunk < 1 or min(numbers, default=0) < 0:  # a stride of 0 repeats the first chunk
+        raise PinwiseError(f"likwid expression {expression!r}: need a count and a chunk of at least 1")
     selected: list[int] = []
     start = 0
-    while len(selected) < count:
-        if start >= len(cpus):
-            raise PinwiseError(
-                f"likwid expression {expression!r}: domain {fields[1]} has {len(cpus)} CPUs, not enough for "
-                f"{count} in chunks of {chunk} with stride {stride}"
-            )
-        selected.extend(cpus[start:start + chunk][: count - len(selected)])
+    wanted = min(count, topology.nb_pus)  # likwid's list is as long as the machine's hardware threads
+    for _ in range(count):
+        for j in range(chunk):
+            if start + j >= len(cpus):
+                break
+            if offset + start + j >= len(cpus):
+                raise PinwiseError(f"likwid expression {expression!r}: the offset {offset} runs past domain "
+                                   f"{fields[1]}'s {len(cpus)} CPUs (likwid-pin reads beyond its list there)")
+            selected.append(cpus[offset + start + j])
+            if len(selected) == wanted:
+                return selected
         start += stride
-    return selected
+        if offset + start >= len(cpus):
+            start = 0
+    raise PinwiseError(f"likwid expression {expression!r}: {count} chunks of {chunk} every {stride} do not give "
+                       f"{count} CPUs from domain {fields[1]} ({len(cpus)} CPUs); likwid-pin refuses it too")
 
 
-def _scatter(topology: Topology, letter: str, expression: str) -> list[int]:
-    table = domains(topology)
-    lists = [physical_first(topology, cpus) for name, cpus in table.items() if name[0] == letter]
+#: likwid 5.2's ways of spreading threads over every domain of a kind (cpustr_to_cpulist_method).
+METHODS = ("scatter", "balanced", "cbalanced")
+
+
+def _method(topology: Topology, fields: list[str], expression: str) -> list[int]:
+    """<domains>:scatter|balanced|cbalanced[:<count>] over the domains whose name contains
+    <domains> (``S``: every socket, ``M``: every NUMA domain, ``N``, ``S1``...), as likwid 5.2's
+    cpustr_to_cpulist_method spreads them:
+
+    - scatter: the domains' physical-cores-first lists dealt round-robin;
+    - balanced: ``count`` split evenly, the first domains one more, each domain's share from the
+      start of its list (hardware threads of a core together);
+    - cbalanced: the same, from the physical-cores-first lists while each domain's share fits its
+      cores; beyond that the share's overflow takes whole cores (all their hardware threads)
+      first, then physical cores.
+
+    Without a count, as many CPUs as the domains hold (scatter: at most the machine's hardware
+    threads, as likwid's list is that long)."""
+    if len(fields) not in (2, 3):
+        raise PinwiseError(f"likwid expression {expression!r}: write {fields[0]}:{fields[1]} or "
+                           f"{fields[0]}:{fields[1]}:<count>")
+    name, method = fields[0], fields[1]
+    given = None
+    if len(fields) == 3:
+        if not fields[2].isdigit() or int(fields[2]) < 1:
+            raise PinwiseError(f"likwid expression {expression!r}: the count {fields[2]!r} must be a whole number of "
+                               "at least 1")
+        given = int(fields[2])
+    lists = [cpus for domain, cpus in domains(topology).items() if name in domain]  # likwid matches a substring
     if not lists:
-        raise PinwiseError(f"likwid expression {expression!r}: no {letter} domains on this machine")
+        raise PinwiseError(f"likwid expression {expression!r}: no {name} domain on this machine")
+    longest = max(len(cpus) for cpus in lists)
+    if any(len(cpus) != longest for cpus in lists) and (method != "balanced" or given is None):
+        raise PinwiseError(f"likwid expression {expression!r}: the {name} domains hold different numbers of CPUs "
+                           f"({', '.join(str(len(c)) for c in lists)}), where likwid-pin reads past the shorter "
+                           "lists: give the CPUs another way")
+    physical = [physical_first(topology, cpus) for cpus in lists]
+    if method == "scatter":
+        length = given or topology.nb_pus
+        dealt = [cpus[depth] for depth in range(longest) for cpus in physical]
+        return dealt[:length]
+    length = given or longest * len(lists)
+    per_domain, remain = divmod(length, len(lists))
     out: list[int] = []
-    seen: set[int] = set()
-    for depth in range(max(len(x) for x in lists)):
+    if method == "balanced":
         for cpus in lists:
-            if depth < len(cpus) and cpus[depth] not in seen:
-                out.append(cpus[depth])
-                seen.add(cpus[depth])
+            share = per_domain + (1 if remain > 0 else 0)
+            remain -= 1 if remain > 0 else 0
+            if share > len(cpus):
+                raise PinwiseError(f"likwid expression {expression!r}: {share} CPUs from a domain of {len(cpus)}, "
+                                   "where likwid-pin reads past the domain's list")
+            out.extend(cpus[:share])
+        return out[:length]
+    threads_per_core = max((len(core.children) for core in topology.objects(ObjType.CORE)), default=1)
+    cores_per_domain = (longest * len(lists) // threads_per_core) // len(lists)
+    if per_domain + remain <= cores_per_domain:
+        for cpus in physical:
+            share = per_domain + (1 if remain > 0 else 0)
+            remain -= 1 if remain > 0 else 0
+            out.extend(cpus[:share])
+        return out[:length]
+    for cpus, ordered in zip(lists, physical):
+        # the domain's share as likwid computes it, with what is left of the remainder
+        with_ht = (per_domain + remain - cores_per_domain) * threads_per_core
+        left = list(ordered)
+        for cpu in cpus[:max(with_ht, 0)]:
+            out.append(cpu)
+            left[left.index(cpu)] = -1
+        wanted, j = per_domain + remain - with_ht, 0
+        while j < wanted:
+            if j >= len(left):
+                raise PinwiseError(f"likwid expression {expression!r}: likwid-pin reads past the domain's list for "
+                                   "this count: give fewer CPUs")
+            if left[j] >= 0:
+                remain -= 1 if remain > 0 else 0
+                out.append(left[j])
+            else:
+                wanted += 1
+            j += 1
     return out
 
 
@@ -185,8 +272,8 @@ def evaluate(expression: str, topology: Topology) -> list[int]:
                 cpus.extend(_logical(topology, fields[1], fields[2], expression))
             else:
                 raise PinwiseError(f"likwid expression {expression!r}: use L:<indices> or L:<domain>:<indices>")
-        elif len(fields) == 2 and fields[1] == "scatter" and head in ("N", "S", "D", "C", "M"):
-            cpus.extend(_scatter(topology, head, expression))
+        elif len(fields) >= 2 and fields[1] in METHODS:
+            cpus.extend(_method(topology, fields, expression))
         elif _DOMAIN.match(head) and len(fields) <= 2:
             if head != "N" and not head[1:]:
                 raise PinwiseError(f"likwid expression {expression!r}: domain {head!r} needs a number, e.g. {head}0")

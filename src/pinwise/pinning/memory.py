@@ -47,6 +47,44 @@ def hwloc_locations(nodes) -> str:
     return " ".join(f"node:{a}-{b}" if b > a else f"node:{a}" for a, b in _runs(nodes))
 
 
+def parse_nodes(text: str, topology, what: str = "NUMA nodes") -> list[int]:
+    """NUMA nodes (OS indices) as numactl writes them (``0``, ``0-2,5``, ``all``, ``+0`` relative
+    to the nodes this process may use, ``!1`` every node but these, ``!+0``) or as hwloc does
+    (``numa:1``, ``node:0-1``, ``package:0``: the nodes local to those objects; see
+    :mod:`pinwise.locations`), checked against ``topology``'s nodes."""
+    from .. import locations
+
+    numa = sorted(n.os_index for n in topology.numa_nodes)
+    allowed = sorted(topology.allowed_nodes)
+    stripped = text.strip()
+    if locations.is_location(stripped) and stripped != "all":
+        return locations.nodes_of(stripped, topology)
+    invert = stripped.startswith("!")
+    body = stripped[1:].strip() if invert else stripped
+    relative = body.startswith("+")
+    body = body[1:] if relative else body
+    if body == "all":
+        nodes = list(allowed)
+    else:
+        nodes = parse_cpulist(body, what)
+        if relative:  # numactl: the k-th of the nodes this process may use
+            beyond = [k for k in nodes if k >= len(allowed)]
+            if beyond:
+                raise PinwiseError(f"{what} {text!r}: relative node +{beyond[0]} is beyond the {len(allowed)} "
+                                   f"node{'s' if len(allowed) != 1 else ''} this process may use "
+                                   f"({format_cpulist(allowed)})")
+            nodes = [allowed[k] for k in nodes]
+    missing = [n for n in nodes if n not in numa]
+    if missing:
+        raise PinwiseError(f"NUMA node {format_cpulist(missing)} does not exist on {topology.source} "
+                           f"(its nodes: {format_cpulist(numa)})")
+    if invert:
+        nodes = [n for n in allowed if n not in nodes]
+        if not nodes:
+            raise PinwiseError(f"{what} {text!r} leaves no NUMA node (this process may use {format_cpulist(allowed)})")
+    return nodes
+
+
 class MemoryPolicy(Frozen):
     """A memory policy for every thread of a program. ``nodes``: the NUMA nodes (OS indices) of
     bind/interleave/preferred; ``node_cpus``: for local-to-thread, each node with its CPUs."""
@@ -72,11 +110,7 @@ class MemoryPolicy(Frozen):
                                              for index, node in sorted(numa.items()) if node.cpuset & topology.allowed))
         if mode == "local":
             return cls(mode)
-        nodes = tuple(parse_cpulist(nodes_text or "", f"NUMA nodes of --{'membind' if mode == 'bind' else mode}"))
-        missing = [n for n in nodes if n not in numa]
-        if missing:
-            raise PinwiseError(f"NUMA node {format_cpulist(missing)} does not exist on {topology.source} "
-                               f"(its nodes: {format_cpulist(sorted(numa))})")
+        nodes = parse_nodes(nodes_text or "", topology, f"NUMA nodes of --{'membind' if mode == 'bind' else mode}")
         return cls(mode, tuple(sorted(set(nodes))))
 
     def environment(self) -> dict[str, str]:

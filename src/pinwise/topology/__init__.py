@@ -7,6 +7,7 @@ to ``--topology`` into one.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..errors import PinwiseError
@@ -59,7 +60,7 @@ def load_topology(spec: str | None = None) -> Topology:
         return read_xml(spec)
     if spec.lower().endswith(".json"):
         return read_json(spec)
-    if ":" in spec or "[" in spec:
+    if ":" in spec or "[" in spec or re.fullmatch(r"[0-9]+(\s+[0-9]+)*", spec):  # "2 4 2": counts, as hwloc reads them
         return parse_synthetic(spec)
     if Path(spec).exists():  # a file of another name, or a pipe (-t <(lstopo --of xml)): read once, told by its content
         return read_unnamed(spec)
@@ -73,7 +74,8 @@ def to_json(topology: Topology) -> str:
     """The documented JSON form (version 2): nested objects with type, os_index, cache_size; a
     NUMA node or memory-side cache sits in its holder's ``memory`` list with ``local_memory`` and
     ``subtype``; cpusets are implied by the PUs below each object (a memory object has its
-    holder's); ``allowed`` lists the PUs this process may use; ``cpukinds`` and ``distances``
+    holder's); ``allowed`` lists the PUs this process may use (``allowed_nodes`` the NUMA nodes,
+    where not all); ``devices`` the PCI and OS devices with the PUs local to each; ``cpukinds`` and ``distances``
     (NUMA nodes by OS index) follow hwloc's."""
 
     def node_json(node: TopoObject) -> dict:
@@ -94,6 +96,13 @@ def to_json(topology: Topology) -> str:
         "allowed": sorted(topology.allowed), "restriction": topology.restriction,
         "root": node_json(topology.root),
     }
+    if topology.allowed_nodes != frozenset(n.os_index for n in topology.numa_nodes):
+        document["allowed_nodes"] = sorted(topology.allowed_nodes)
+    if topology.devices:
+        document["devices"] = [{"cpus": sorted(d.cpuset), "busid": d.busid, "class": d.pci_class, "id": d.pci_id,
+                                "os": [[name, list(kinds)] for name, kinds in d.os_devices],
+                                "info": [list(pair) for pair in d.info]}
+                               for d in topology.devices]
     if topology.cpukinds:
         document["cpukinds"] = [{"cpus": sorted(k.cpuset), "efficiency": k.efficiency, "info": dict(k.info)}
                                 for k in topology.cpukinds]
@@ -166,12 +175,15 @@ def from_json(text: str, source: str = "<json>") -> Topology:
         return cpus
 
     walk(document.get("root"), None)
-    allowed = document.get("allowed")
-    if allowed is not None and (not isinstance(allowed, list) or not all(isinstance(c, int) for c in allowed)):
-        raise PinwiseError(f"{source}: \"allowed\" must be a list of CPU numbers")
+    allowed, allowed_nodes = document.get("allowed"), document.get("allowed_nodes")
+    for key, value in (("allowed", allowed), ("allowed_nodes", allowed_nodes)):
+        if value is not None and (not isinstance(value, list) or not all(isinstance(c, int) for c in value)):
+            raise PinwiseError(f"{source}: \"{key}\" must be a list of {'CPU' if key == 'allowed' else 'NUMA node'} "
+                               "numbers")
     return build_topology(specs, allowed=allowed, source=document.get("source") or source,
                           restriction=document.get("restriction"), cpukinds=_json_kinds(document, source),
-                          distances=_json_distances(document, source), keep_groups=True)
+                          distances=_json_distances(document, source), keep_groups=True, allowed_nodes=allowed_nodes,
+                          devices=_json_devices(document, source))
 
 
 def _json_kinds(document: dict, source: str) -> list[CpuKind]:
@@ -188,6 +200,31 @@ def _json_kinds(document: dict, source: str) -> list[CpuKind]:
         if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
             raise PinwiseError(f"{source}: a CPU kind's \"info\" must map names to strings")
         found.append(CpuKind(frozenset(cpus), efficiency, tuple(info.items())))
+    return found
+
+
+def _json_devices(document: dict, source: str) -> list:
+    from .devices import Device
+
+    devices = document.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise PinwiseError(f"{source}: \"devices\" must be a list of objects")
+    found = []
+    for device in devices:
+        cpus, os_devices, info = device.get("cpus"), device.get("os", []), device.get("info", [])
+        busid, pci_class, pci_id = device.get("busid"), device.get("class"), device.get("id")
+        if (not isinstance(cpus, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)
+                or not isinstance(os_devices, list)
+                or not all(isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) and isinstance(o[1], list)
+                           and all(isinstance(k, str) for k in o[1]) for o in os_devices)
+                or not isinstance(info, list)
+                or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in info)
+                or not all(v is None or isinstance(v, str) for v in (busid, pci_id))
+                or not (pci_class is None or isinstance(pci_class, int) and not isinstance(pci_class, bool))):
+            raise PinwiseError(f"{source}: a device needs \"cpus\" (CPU numbers), \"os\" ([name, [kinds]] pairs), "
+                               "and optional \"busid\", \"class\", \"id\" and \"info\" ([name, value] pairs)")
+        found.append(Device(frozenset(cpus), busid, pci_class, pci_id,
+                            tuple((name, tuple(kinds)) for name, kinds in os_devices), tuple(map(tuple, info))))
     return found
 
 

@@ -5,9 +5,11 @@ own test suite): Groups, NUMA nodes as memory children (several per object, with
 with their memory size and subtype such as MCDRAM), memory-side caches, CPU-less objects, the
 file's order of siblings, CPU kinds (``<cpukind>``) and NUMA distance matrices (``<distances2>``,
 and 1.x ``<distances>`` between NUMA nodes). A 1.x file's NUMA nodes sit in the tree; they are
-moved to memory children the way hwloc 2 imports them. Instruction caches, I/O objects and Misc
-objects are left out (as ``lstopo --no-icaches --no-io --filter misc:none`` shows the machine):
-they hold no PU a thread can be placed on. The Machine's ``allowed_cpuset``, when present, becomes
+moved to memory children the way hwloc 2 imports them. PCI devices and the OS devices on them
+become the topology's devices (pinwise.topology.devices), with the PUs they are local to, as lstopo
+keeps them by default. Instruction caches, bridges and Misc objects are left out (the CPU tree is
+the one ``lstopo --no-icaches --no-io --filter misc:none`` shows): they hold no PU a thread can be
+placed on. The Machine's ``allowed_cpuset``, when present, becomes
 the topology's allowed PUs.
 """
 
@@ -23,7 +25,10 @@ from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import read_input
 from ..numbers import whole_number
-from .model import MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, walk_all
+from .devices import Device, devices_by_holder, hwloc2_osdev_type, important_pci_class, os_device_kinds
+from .model import (
+    MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa, walk_all,
+)
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
 _HWLOC_TYPES = {
@@ -122,7 +127,8 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     top = root.find("object")
     if top is None:
         raise PinwiseError(f"{source}: the hwloc topology has no <object> inside <topology>")
-    reader = _Reader(source, version1=not root.get("version", "").startswith("2"))
+    version = _format_version(root.get("version"), source)
+    reader = _Reader(source, version1=version == 1, version=version)
     reader.read(top)
     specs = reader.specs
     pus = {s.os_index for s in specs if s.type == ObjType.PU}
@@ -135,17 +141,37 @@ def parse_xml(text: bytes | str, source: str = "<xml>") -> Topology:
     return build_topology(specs, allowed=allowed, source=source,
                           restriction="allowed_cpuset in the XML file" if allowed else None,
                           cpukinds=[_cpukind(e, source) for e in root.findall("cpukind")],
-                          distances=[d for d in distances if d is not None], keep_groups=not reader.version1)
+                          distances=[d for d in distances if d is not None], keep_groups=not reader.version1,
+                          allowed_nodes=reader.allowed_nodes, devices=reader.devices())
+
+
+def _format_version(text: str | None, source: str) -> int:
+    """The file's major format version: 1 without the attribute (hwloc 1.x wrote none), 2 for
+    hwloc 2.x, 3 for hwloc 3.0 (the tree as 2.x writes it, objects with an ``id`` and device
+    types as bits); a later one is refused, as hwloc 3.0 refuses it."""
+    if text is None:
+        return 1
+    major = re.match(r"\s*([0-9]+)(?:\.[0-9]+)?\s*\Z", text)
+    if major is None:
+        raise PinwiseError(f"{source}: <topology version={text[:20]!r}> is not an hwloc XML version such as 2.0")
+    if int(major[1]) > 3:
+        raise PinwiseError(f"{source}: hwloc XML version {text.strip()} is newer than pinwise reads (1.x, 2.x, 3.x): "
+                           "export it again with an hwloc 2 or 3 lstopo")
+    return max(int(major[1]), 1)
 
 
 class _Reader:
     """One pass over the <object> elements, depth first, collecting specs with their parents."""
 
-    def __init__(self, source: str, version1: bool):
+    def __init__(self, source: str, version1: bool, version: int = 2):
         self.source = source
         self.version1 = version1
+        self.version = version
+        #: I/O objects as they are read: (PCI device's attributes or None, its OS devices, locality).
+        self.io: list[dict] = []
         self.specs: list[ObjectSpec] = []
         self.allowed: frozenset[int] | None = None
+        self.allowed_nodes: frozenset[int] | None = None
         self.machine_cpuset: frozenset[int] | None = None
         self.numa_by_gp: dict[str, int] = {}
         self.v1_root_distances: list[ET.Element] = []
@@ -154,12 +180,48 @@ class _Reader:
         """Every object in document order (depth first, without recursion: a file may nest deeply)."""
         if self.version1:
             self.v1_root_distances = top.findall("distances")
-        stack: list[tuple[ET.Element, int | None]] = [(top, None)]
+        stack: list[tuple[ET.Element, int | None, dict | None]] = [(top, None, None)]
         while stack:
-            element, parent = stack.pop()
-            position = self._spec(element, parent)
+            element, parent, pci = stack.pop()
+            kind = element.get("type", "")
+            if kind in ("PCIDev", "OSDev"):
+                pci = self._io(element, parent, pci)
+                position = None
+            else:
+                position = self._spec(element, parent)
             below = position if position is not None else parent
-            stack.extend((child, below) for child in reversed(element.findall("object")))
+            stack.extend((child, below, pci) for child in reversed(element.findall("object")))
+
+    def _io(self, element: ET.Element, parent: int | None, pci: dict | None) -> dict | None:
+        """A PCI device, or an OS device (on the PCI device it hangs from, if any): its locality is
+        the PUs of the CPU-tree object above it."""
+        locality = self.specs[parent].cpuset if parent is not None else frozenset()
+        if element.get("type") == "PCIDev":
+            words = (element.get("pci_type") or "").split()
+            pci_class = int(words[0], 16) if words and re.fullmatch(r"[0-9a-fA-F]{4}", words[0]) else None
+            ids = words[1].strip("[]") if len(words) > 1 else None
+            device = {"busid": element.get("pci_busid"), "class": pci_class, "id": ids, "os": [],
+                      "cpuset": locality, "info": [(i.get("name", ""), i.get("value", "")) for i in element.findall("info")]}
+            self.io.append(device)
+            return device
+        kinds = os_device_kinds(element.get("osdev_type"), self.version)
+        name = element.get("name") or ""
+        if kinds == ("storage",) and name.startswith("dax"):
+            kinds = ("memory",)
+        if "dma" in kinds and len(kinds) == 1:
+            return pci  # hwloc's default filter leaves DMA engines out
+        holder = pci
+        if holder is None:  # an OS device that hangs from no PCI device
+            holder = {"busid": None, "class": None, "id": None, "os": [], "cpuset": locality, "info": []}
+            self.io.append(holder)
+        holder["os"].append((name, kinds))
+        holder["info"].extend((i.get("name", ""), i.get("value", "")) for i in element.findall("info"))
+        return pci
+
+    def devices(self) -> list[Device]:
+        """The I/O objects lstopo keeps by default, as :class:`Device`."""
+        return [Device(frozenset(d["cpuset"]), d["busid"], d["class"], d["id"], tuple(d["os"]), tuple(d["info"]))
+                for d in self.io if d["os"] or d["class"] is None or important_pci_class(d["class"])]
 
     def _spec(self, element: ET.Element, parent: int | None) -> int | None:
         source = self.source
@@ -181,6 +243,8 @@ class _Reader:
                 self.machine_cpuset = cpuset
                 if element.get("allowed_cpuset") is not None:
                     self.allowed = parse_cpuset(element.get("allowed_cpuset"), source)
+                if element.get("allowed_nodeset") is not None:
+                    self.allowed_nodes = parse_cpuset(element.get("allowed_nodeset"), source)
             self.specs.append(ObjectSpec(ObjType.MACHINE, cpuset, order=len(self.specs), complete=self._complete(element)))
             return len(self.specs) - 1
         os_index = _int_attr(element, "os_index", source)
@@ -270,9 +334,15 @@ def _cache_geometry(element: ET.Element, type_: ObjType, source: str) -> tuple[i
     return (ways, line) if ways and line else None
 
 
+#: Sizes are hwloc's 64-bit numbers (a machine's memory passes 2^48 bytes); counts and indexes
+#: stay far below.
+_SIZE_ATTRIBUTES = ("local_memory", "cache_size")
+
+
 def _int_attr(element: ET.Element, name: str, source: str) -> int | None:
     value = element.get(name)
-    return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, 1 << 48)
+    maximum = (1 << 64) - 1 if name in _SIZE_ATTRIBUTES else 1 << 48
+    return None if value is None else whole_number(value, f"{source}: attribute {name}", 0, maximum)
 
 
 _XML_TYPE = {"group": "Group", "package": "Package", "die": "Die", "l3": "L3Cache", "l2": "L2Cache",
@@ -282,17 +352,14 @@ _CACHE_DEPTH = {"l3": "3", "l2": "2", "l1": "1"}
 
 def to_xml(topology: Topology) -> str:
     """Write hwloc 2.x XML that ``lstopo --input FILE`` accepts and :func:`parse_xml` reads back:
-    the CPU tree, memory children, CPU-less objects, CPU kinds and NUMA distances."""
+    the CPU tree, memory children, CPU-less objects, PCI and OS devices (under the object they
+    hang from, without bridges), CPU kinds and NUMA distances."""
     numa_index = {id(n): n.os_index if n.os_index is not None else n.logical_index for n in topology.numa_nodes}
     gp_index = iter(range(1, 1 << 30))
 
     def nodeset(node: TopoObject) -> str:
-        """NUMA nodes attached at the object, below it, or to one of its ancestors."""
-        near = {numa_index[id(m)] for m in walk_all(node) if m.type == ObjType.NUMA}
-        for ancestor in node.ancestors():
-            near |= {numa_index[id(m)] for top in ancestor.memory_children for m in walk_all(top)
-                     if m.type == ObjType.NUMA}
-        return format_cpuset(frozenset(near))
+        """hwloc's nodeset (a NUMA node's is itself alone: hwloc 3.0 refuses a file where it is not)."""
+        return format_cpuset(frozenset(numa_index[id(m)] for m in local_numa(node)))
 
     def element(node: TopoObject) -> ET.Element:
         attrs = {"type": _XML_TYPE[node.type]}
@@ -320,13 +387,31 @@ def to_xml(topology: Topology) -> str:
         out = ET.Element("object", attrs)
         for child in (*node.memory_children, *node.children, *node.cpuless_children):
             out.append(element(child))
+        for device in devices_at.get(id(node), ()):
+            out.append(device_element(device))
         return out
+
+    def device_element(device: Device) -> ET.Element:
+        """A PCI device with its OS devices (or an OS device alone), hung from its local object."""
+        os_elements = [ET.Element("object", {"type": "OSDev", "gp_index": str(next(gp_index)), "name": name,
+                                             "osdev_type": str(hwloc2_osdev_type(kinds))})
+                       for name, kinds in device.os_devices]
+        if device.busid is None:
+            return os_elements[0]
+        pci_type = f"{device.pci_class or 0:04x} [{device.pci_id or '0000:0000'}] [0000:0000] 00"
+        out = ET.Element("object", {"type": "PCIDev", "gp_index": str(next(gp_index)), "pci_busid": device.busid,
+                                    "pci_type": pci_type})
+        out.extend(os_elements)
+        return out
+
+    devices_at = devices_by_holder(topology)
 
     root = ET.Element("topology", {"version": "2.0"})
     machine = element(topology.root)
     machine.attrib = {"type": "Machine", "os_index": "0", **{k: v for k, v in machine.attrib.items() if k != "type"}}
     machine.set("allowed_cpuset", format_cpuset(topology.allowed))
-    machine.set("allowed_nodeset", format_cpuset(frozenset(numa_index.values())))
+    machine.set("allowed_nodeset", format_cpuset(frozenset(numa_index[id(n)] for n in topology.numa_nodes
+                                                           if n.os_index in topology.allowed_nodes)))
     root.append(machine)
     for kind in topology.cpukinds:
         kind_element = ET.SubElement(root, "cpukind", {"cpuset": format_cpuset(kind.cpuset),

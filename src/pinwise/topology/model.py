@@ -154,7 +154,7 @@ class TopoObject:
 
 
 def format_size(size: int) -> str:
-    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, factor in (("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= factor and size % (factor // 1024 or 1) == 0:
             value = size / factor
             return f"{value:g}{unit}" if value == int(value) else f"{value:.1f}{unit}"
@@ -179,6 +179,17 @@ def all_children(node: TopoObject) -> list[TopoObject]:
 def walk_all(root: TopoObject) -> Iterator[TopoObject]:
     """Every object below ``root``, memory and CPU-less ones included, in hwloc's depth-first order."""
     return walk(root, all_children)
+
+
+def local_numa(node: TopoObject) -> list[TopoObject]:
+    """The NUMA nodes local to an object, hwloc's nodeset: the object itself for a NUMA node,
+    else those at or below it and those attached to its ancestors."""
+    if node.type == ObjType.NUMA:
+        return [node]
+    near = [m for m in walk_all(node) if m.type == ObjType.NUMA]
+    for ancestor in node.ancestors():
+        near += [m for top in ancestor.memory_children for m in walk_all(top) if m.type == ObjType.NUMA]
+    return near
 
 
 @dataclass(frozen=True)
@@ -240,7 +251,8 @@ class Topology:
 
     def __init__(self, root: TopoObject, allowed: Iterable[int] | None = None, source: str = "",
                  restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
-                 distances: Sequence[Distances] = (), kind_preference: str = "performance"):
+                 distances: Sequence[Distances] = (), kind_preference: str = "performance",
+                 allowed_nodes: Iterable[int] | None = None, devices: Sequence = ()):
         set_ = object.__setattr__
         if kind_preference not in KIND_PREFERENCES:
             raise PinwiseError(f"unknown CPU kind preference {kind_preference!r}: choose {', '.join(KIND_PREFERENCES)}")
@@ -255,6 +267,9 @@ class Topology:
         set_(self, "pus", tuple(self.levels.get(ObjType.PU, ())))
         set_(self, "cpukinds", tuple(sorted(cpukinds, key=lambda k: k.efficiency)))
         set_(self, "distances", tuple(distances))
+        #: PCI and OS devices with the PUs local to each (pinwise.topology.devices.Device), in the
+        #: source's order.
+        set_(self, "devices", tuple(devices))
         #: Which CPU kind compact, scatter and the OpenMP policies fill first on a hybrid machine.
         set_(self, "kind_preference", kind_preference)
         set_(self, "_by_os", {pu.os_index: pu for pu in self.pus})
@@ -268,6 +283,10 @@ class Topology:
         set_(self, "allowed", chosen)
         #: Why some PUs are not allowed ("sched_getaffinity", "cgroup cpuset 0-3", ...), for display.
         set_(self, "restriction", restriction if chosen != all_pus else None)
+        #: The NUMA nodes (OS indices) this process may allocate from (hwloc's allowed nodeset, where
+        #: the source says; every node otherwise).
+        every_node = frozenset(n.os_index for n in every.get(ObjType.NUMA, ()))
+        set_(self, "allowed_nodes", every_node if allowed_nodes is None else frozenset(allowed_nodes) & every_node)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a Topology is read-only ({name}): use restricted() for other allowed PUs")
@@ -275,7 +294,7 @@ class Topology:
     def restricted(self, allowed: Iterable[int], restriction: str | None = None) -> Topology:
         """The same machine with only ``allowed`` PUs usable."""
         return Topology(self.root, allowed, self.source, restriction or "a restriction", self.cpukinds,
-                        self.distances, self.kind_preference)
+                        self.distances, self.kind_preference, self.allowed_nodes, self.devices)
 
     def preferring(self, kinds: str) -> Topology:
         """The same machine whose orders fill the CPU kinds as ``kinds`` says: ``performance``
@@ -283,7 +302,8 @@ class Topology:
         (depth-first order, kinds ignored)."""
         if kinds == self.kind_preference:
             return self
-        return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds)
+        return Topology(self.root, self.allowed, self.source, self.restriction, self.cpukinds, self.distances, kinds,
+                        self.allowed_nodes, self.devices)
 
     def _by_kind(self, order: list[int]) -> list[int]:
         if not self.cpukinds or self.kind_preference == "any":
@@ -339,7 +359,9 @@ class Topology:
         return None
 
     def synthetic_levels(self) -> list[tuple[ObjType, int, int | None]] | None:
-        """The tree as (type, arity, cache size) per level, or None if it is not symmetric."""
+        """The tree as (type, arity, cache size) per level, or None if it is not symmetric: every
+        object of a level with the same number and types of children (hwloc's symmetric subtree;
+        a level's cache size is its first object's, as hwloc writes it)."""
         levels = []
         frontier = [self.root]
         if any(node.cpuless_children for node in walk(self.root)):
@@ -352,10 +374,7 @@ class Topology:
             if len(set(types)) != 1:
                 return None
             frontier = [c for n in frontier for c in n.children]
-            sizes = {n.cache_size for n in frontier}
-            if len(sizes) != 1:
-                return None
-            levels.append((types[0], arity, sizes.pop()))
+            levels.append((types[0], arity, frontier[0].cache_size))  # as hwloc, the first object's size
         return levels
 
     @cached_property
@@ -479,7 +498,8 @@ MAX_OS_INDEX = (1 << 20) - 1
 
 def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = None, source: str = "",
                    restriction: str | None = None, cpukinds: Sequence[CpuKind] = (),
-                   distances: Sequence[Distances] = (), keep_groups: bool = False) -> Topology:
+                   distances: Sequence[Distances] = (), keep_groups: bool = False,
+                   allowed_nodes: Iterable[int] | None = None, devices: Sequence = ()) -> Topology:
     """Build the tree from flat objects by cpuset inclusion, as hwloc inserts objects.
 
     Objects with the same type and cpuset are merged; an object whose cpuset partly overlaps
@@ -553,7 +573,9 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
             group.parent.children[at:at + 1] = group.children
             for child in group.children:
                 child.parent = group.parent
-            del node_of_key[(ObjType.GROUP, group.cpuset)]
+            # what stands in its place holds what the source hung from it
+            node_of_key[(ObjType.GROUP, group.cpuset)] = (group.parent if group.parent.cpuset == group.cpuset
+                                                          else group.children[0])
     node_at: dict[int, TopoObject] = {position: node_of_key.get(key) or memory_parent(root, key[1], source)
                                       for position, key in key_of.items()}
     node_at.update({position: root for position in machine_at})
@@ -577,7 +599,8 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
         (parent.memory_children if spec.type.is_memory else
          parent.cpuless_children if not spec.cpuset else parent.children).append(node)
     _sort_children(root)
-    return Topology(root, allowed, source, restriction, cpukinds, distances)
+    return Topology(root, allowed, source, restriction, cpukinds, distances, allowed_nodes=allowed_nodes,
+                    devices=devices)
 
 
 def _deepest_holding(deepest: dict[int, TopoObject], cpuset: frozenset[int], type_: ObjType,
@@ -636,8 +659,14 @@ def _sort_siblings(children: list[TopoObject]) -> None:
         children.sort(key=lambda c: c.first_pu)
 
 
+def _first_node(memory: TopoObject) -> int:
+    """The lowest OS index of the NUMA nodes at or below a memory object (its nodeset's first
+    bit), by which hwloc orders the memory children of an object the source does not order."""
+    return min((m.os_index or 0 for m in walk_all(memory) if m.type == ObjType.NUMA), default=0)
+
+
 def _sort_children(root: TopoObject) -> None:
     for node in walk(root):
         _sort_siblings(node.children)
-        node.memory_children.sort(key=lambda c: (c.order is None, c.order or 0, c.os_index or 0))
+        node.memory_children.sort(key=lambda c: (c.order is None, c.order or 0, _first_node(c)))
         node.cpuless_children.sort(key=lambda c: (c.order is None, c.order or 0))

@@ -3,7 +3,8 @@
 One line per object small enough to print inline (at most ``LINE_PUS`` PUs): its chain of
 single-child ancestors as a header, then its PUs, with brackets around cache groups and ``+``
 between the hardware threads of a core; the NUMA nodes attached to an object follow its name in
-brackets, objects without PUs get a line of their own. A legend line gives each type's count and
+brackets, objects without PUs get a line of their own, and so do the devices local to an object
+(as lstopo hangs them, with the name a placement gives a GPU or NIC: ``gpu:0``). A legend line gives each type's count and
 size; CPU kinds and NUMA distances, where the source has them, get lines of their own.
 PUs the process may not use are shown as ``(n)``; placed threads as ``n=t3``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .devices import devices_by_holder
 from .model import TYPE_LABEL, ObjType, Topology, TopoObject, format_size, walk
 
 LINE_PUS = 16
@@ -69,6 +71,15 @@ def _spans_domains(node: TopoObject) -> bool:
     return sum(1 for child in walk(node) if child is not node and child.type in _DOMAIN_TYPES) > 1
 
 
+def device_label(topology: Topology, device) -> str:
+    """lstopo's name of a device, with the name a placement gives it (gpu:1, nic:0)."""
+    from .devices import numbered
+
+    if device.kind in ("gpu", "nic"):
+        return f"{device.label()}  = {device.kind}:{numbered(topology.devices, device.kind).index(device)}"
+    return device.label()
+
+
 def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = None) -> str:
     """The picture as plain text. ``threads_on_pu`` maps a PU OS index to the threads placed there."""
     threads_on_pu = threads_on_pu or {}
@@ -98,6 +109,11 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         return "[" + " ".join(parts) + "]"
 
     body: list[str] = []
+    devices_at = devices_by_holder(topology)
+
+    def devices(node: TopoObject, indent: str) -> None:
+        for device in devices_at.get(id(node), ()):
+            body.append(f"{indent}{device_label(topology, device)}")
 
     def walk(node: TopoObject, indent: str) -> None:
         chain = [node]
@@ -109,10 +125,14 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in (ObjType.CORE, ObjType.PU):
             content = inline(last) if last.type in (ObjType.CORE, ObjType.PU) else " ".join(inline(c) for c in last.children)
             body.append(f"{indent}{header}: {content}")
+            children = []
         else:
             body.append(f"{indent}{header}")
-            for child in last.children:
-                walk(child, indent + "  ")
+            children = last.children
+        for holder in chain:  # the devices right under the line of the object they hang from
+            devices(holder, indent + "  ")
+        for child in children:
+            walk(child, indent + "  ")
         for holder in chain:
             cpuless(holder, indent + "  ")
 

@@ -4,16 +4,20 @@ Sources (all under ``/sys/devices/system``): ``cpu/online`` (offline CPUs are le
 does), ``cpu/cpuN/topology/`` (package, die, core siblings), ``cpu/cpuN/cache/indexM/`` (data and
 unified caches and the CPUs sharing each), ``node/nodeN/cpulist`` (NUMA nodes). What the process may
 use is ``sched_getaffinity`` intersected with the cgroup's cpuset (v2 ``cpuset.cpus.effective``,
-v1 ``cpuset.effective_cpus``); both are reported so a user sees why a CPU is withheld.
+v1 ``cpuset.effective_cpus``); both are reported so a user sees why a CPU is withheld. PCI devices
+(``/sys/bus/pci/devices``: class, ``local_cpulist``) with the OS devices on them are read as hwloc
+keeps them (pinwise.topology.devices).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
+from .devices import Device, important_pci_class
 from .model import CpuKind, ObjectSpec, ObjType, Topology, build_topology
 
 _CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
@@ -118,8 +122,55 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
     if cgroup_cpus is not None and not set(online) <= set(cgroup_cpus):
         allowed &= set(cgroup_cpus)
         reasons.append("cgroup cpuset")
+    devices = read_devices(root.parent.parent, frozenset(online)) if root == Path("/sys/devices/system") else []
     return build_topology(specs, allowed=allowed, source="this machine (sysfs)",
-                          restriction=" and ".join(reasons) or None, cpukinds=_cpu_kinds(root, online))
+                          restriction=" and ".join(reasons) or None, cpukinds=_cpu_kinds(root, online),
+                          devices=devices)
+
+
+_PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]\Z")
+#: The classes of /sys/class whose entries are OS devices, as hwloc names their kinds.
+_OS_CLASSES = (("net", "network"), ("infiniband", "openfabrics"), ("drm", "gpu"), ("block", "storage"),
+               ("dax", "memory"))
+
+
+def read_devices(sys_root: Path, online: frozenset[int]) -> list[Device]:
+    """The PCI devices of ``/sys/bus/pci/devices`` that hwloc keeps by default (its important
+    classes, and any with an OS device), their OS devices (``/sys/class/{net,infiniband,drm,block,dax}``
+    entries below them, through virtio too) and their ``local_cpulist``."""
+    os_devices: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for folder, kind in _OS_CLASSES:
+        for entry in sorted((sys_root / "class" / folder).glob("*")) if (sys_root / "class" / folder).is_dir() else []:
+            if (entry / "partition").exists() or (folder == "drm" and not entry.name.startswith(("card", "renderD"))) \
+                    or (folder == "drm" and "-" in entry.name):
+                continue  # a disk's partitions, a GPU's connectors are no devices of their own
+            try:
+                parts = entry.resolve().parts
+            except OSError:
+                continue
+            address = next((part for part in reversed(parts) if _PCI_ADDRESS.match(part)), None)
+            if address is not None:
+                os_devices.setdefault(address, []).append((entry.name, (kind,)))
+    devices = []
+    pci_root = sys_root / "bus" / "pci" / "devices"
+    for folder in sorted(pci_root.glob("*")) if pci_root.is_dir() else []:
+        class_text = _read(folder / "class")
+        try:
+            pci_class = int(class_text, 16) >> 8 if class_text else None
+        except ValueError:
+            pci_class = None
+        if pci_class is None:
+            continue
+        names = os_devices.get(folder.name, [])
+        bridge = pci_class in (0x0600, 0x0604)  # host and PCI bridges are no PCI devices in hwloc's tree
+        if not names and (bridge or not important_pci_class(pci_class)):
+            continue
+        local = _read(folder / "local_cpulist")
+        cpus = frozenset(parse_cpulist(local)) & online if local else online
+        vendor, device = _read(folder / "vendor"), _read(folder / "device")
+        pci_id = f"{vendor[2:]}:{device[2:]}" if vendor and device else None
+        devices.append(Device(cpus or online, folder.name, pci_class, pci_id, tuple(names)))
+    return devices
 
 
 def _node_memory(node: Path) -> int | None:
