@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..cpulist import format_cpulist
-from .log import WHOLE_PLAN, ProcessRecord, RunResult, ThreadRecord
+from .log import WHOLE_PLAN, RunResult, ThreadRecord
 
 
 @dataclass(frozen=True)

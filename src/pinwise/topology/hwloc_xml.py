@@ -27,7 +27,7 @@ from ..files import read_input
 from ..numbers import whole_number
 from .devices import Device, devices_by_holder, hwloc2_osdev_type, important_pci_class, os_device_kinds
 from .model import (
-    MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa, walk_all,
+    MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa,
 )
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
