@@ -371,6 +371,47 @@ def test_spin_waited_flags_are_named_and_set_aside(tmp_path, build_dir):
     assert comm.info.hot_lines[0].where == spin["where"]
 
 
+def test_a_pipelines_flag_array_is_judged_as_one_spin_wait(tmp_path, build_dir):
+    """An LU-style pipeline (tests/programs/spin_flags.c) spins on one flag per thread: each flag
+    line carries a share of the events, several under the 25 % a line would need alone. The flag
+    array is judged together: every read-mostly flag line is a spin-wait, and the rest of the
+    matrix is what the program plants, its edges passed between neighbours."""
+    exe = compile_program("spin_flags.c", build_dir)
+    found, comm, _ = _analysis(tmp_path, str(exe), "-n", "6", "-s", "8",
+                               options=("--backend", "valgrind", "--no-native-run"))
+    flags = [line for line in found["hot_lines"] if line["where"].startswith("variable flag+")]
+    assert len(flags) >= 4, found["hot_lines"]
+    assert all(line["spin_wait"] for line in flags), flags
+    traced = comm.matrix.sum() / 2
+    assert any(line["events"] < 0.25 * traced for line in flags)  # a line alone would not be one
+    assert sum(line["events"] for line in flags) > 0.9 * traced
+    assert found["pattern"] == "neighbour", found
+
+
+def test_a_flag_spun_on_past_2_32_events_is_counted_exactly(tmp_path, build_dir):
+    """Three threads of the pipeline until they have read the flags 5 G times (the program counts
+    its reads): the middle flag's line, read by both other threads, passes 2^32 events. Its count
+    is whole (the events of its pairs, which the tracer counts apart), the reads the tracer saw on
+    the flags are the program's own, and the flags are set aside as one spin-wait."""
+    exe = compile_program("spin_flags.c", build_dir)
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "--backend", "valgrind", "--no-native-run", "--sharing", "any",
+                         "--window", "1000000000", "-o", str(out), "--", str(exe), "-n", "3", "-p", "256",
+                         "-r", "5000000000", timeout=600)
+    assert result.returncode == 0, result.stderr
+    program_reads = int(re.search(r"flag reads (\d+)", result.stdout).group(1))
+    assert program_reads >= 5_000_000_000
+    comm = read_comm(out)
+    flags = [line for line in comm.info.hot_lines if line.where.startswith("variable flag+")]
+    hottest = max(flags, key=lambda line: line.events)
+    assert hottest.events > 2**32
+    assert hottest.events - sum(n for _, _, n in hottest.pairs) < hottest.events // 1000
+    assert 0.999 * program_reads <= sum(sum(line.reads) for line in flags) <= program_reads
+    analysed = json.loads(run_pinwise("analyze", str(out), "--json", check=True).stdout)
+    assert {line["address"] for line in analysed["hot_lines"] if line["spin_wait"]} == \
+        {f"0x{line.address:x}" for line in flags}
+
+
 def test_openmp_barriers_sleep_under_the_tracer(tmp_path, build_dir):
     """Private work between many barriers: with the passive waiting pinwise sets, the barrier's
     lines are touched a few times per barrier, not spun on, and the program shows no pattern."""

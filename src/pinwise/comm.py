@@ -74,7 +74,9 @@ class HotLine:
     address the program accessed in it, its events over the whole run, what the address is (a
     variable and offset, or the mapping), an instruction seen reading and one writing it (address,
     function, file:line when the program has debug info), and since it became hot: reads and
-    writes per thread and events per pair of threads ``(i, j, events)``, i < j."""
+    writes per thread and events per pair of threads ``(i, j, events)``, i < j; ``before``: its
+    accesses before it became hot, to 11 significant bits (a thread spinning on a flag alone, before
+    another shares it, makes millions that carry no event)."""
 
     address: int
     events: int
@@ -84,6 +86,7 @@ class HotLine:
     reads: tuple[int, ...]
     writes: tuple[int, ...]
     pairs: tuple[tuple[int, int, int], ...]
+    before: int = 0
 
     @property
     def accesses(self) -> int:
@@ -100,7 +103,7 @@ class HotLine:
     def to_document(self) -> dict:
         return {"address": f"0x{self.address:x}", "events": self.events, "where": self.where,
                 "read_code": self.read_code, "write_code": self.write_code, "reads": list(self.reads),
-                "writes": list(self.writes), "pairs": [list(p) for p in self.pairs]}
+                "writes": list(self.writes), "pairs": [list(p) for p in self.pairs], "before": self.before}
 
 
 def _hot_lines(value) -> tuple[HotLine, ...]:
@@ -109,7 +112,8 @@ def _hot_lines(value) -> tuple[HotLine, ...]:
                          None if v.get("read_code") is None else str(v["read_code"]),
                          None if v.get("write_code") is None else str(v["write_code"]),
                          _ints(v["reads"]), _ints(v["writes"]),
-                         tuple((int(i), int(j), int(n)) for i, j, n in v["pairs"])) for v in value)
+                         tuple((int(i), int(j), int(n)) for i, j, n in v["pairs"]), int(v.get("before", 0)))
+                 for v in value)
 
 
 def _environment(value) -> MappingProxyType:

@@ -135,13 +135,14 @@ def _hot_lines(lines: list[str], threads: int):
         for line in lines[1 + 7 * k:8 + 7 * k]:
             key, _, value = line.partition(" ")
             record[key] = value
-        address, events = record["hot"].split()
+        address, events, *before = record["hot"].split()  # older tools wrote no count before
         pairs = [int(v) for v in record["hot-pairs"].split()]
         code = {key: None if record[key] in ("", "-") else record[key] for key in ("hot-read", "hot-write")}
         found.append(HotLine(int(address, 16), int(events), record["hot-where"], code["hot-read"], code["hot-write"],
                              tuple(int(v) for v in record["hot-reads"].split()),
                              tuple(int(v) for v in record["hot-writes"].split()),
-                             tuple((pairs[i], pairs[i + 1], pairs[i + 2]) for i in range(0, len(pairs), 3))))
+                             tuple((pairs[i], pairs[i + 1], pairs[i + 2]) for i in range(0, len(pairs), 3)),
+                             int(before[0]) if before else 0))
         if len(found[-1].reads) != threads:
             raise ValueError(f"hot line {address} has {len(found[-1].reads)} threads, not {threads}")
     return tuple(found)
