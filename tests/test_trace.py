@@ -330,6 +330,31 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
         assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
 
 
+def test_rounds_of_a_harness_that_times_its_loop_are_found_from_their_structure(tmp_path, build_dir):
+    """tests/programs/timed_rounds.c runs the blog's benchmark body (four threads, two pairs over two
+    counters) as many times as fit in its minimum time, as Google Benchmark does: the native run
+    and the trace make different numbers of rounds. The rounds are the main thread's creating and
+    joining four workers again and again: found in the trace whatever their number, folded to one
+    thread per role with the planted pairs, and the native run's extra threads are not missed work."""
+    exe = compile_program("timed_rounds.c", build_dir)
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "--backend", "valgrind", "-o", str(out), "--", str(exe), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr and "note" not in result.stderr, result.stderr
+    comm = read_comm(out)
+    native_threads = 1 + sum(kind == "create" for kind, _ in comm.info.spawns)
+    assert comm.threads > 9 and (comm.threads - 1) % 4 == 0 and (native_threads - 1) % 4 == 0
+    assert comm.info.unseen is None
+    assert find_rounds(comm) == Rounds(4, (comm.threads - 1) // 4, comm.threads)
+    folded = by_role(comm).matrix
+    assert folded.shape == (5, 5)
+    for worker, partner in ((1, 2), (2, 1), (3, 4), (4, 3)):
+        peers = [w for w in range(1, 5) if w != worker]
+        assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
+    planned = run_pinwise("map", str(out), "--policy", "locality", "-t", "pack:2 core:2 pu:1", "--format", "cpulist")
+    assert planned.returncode == 0 and "rounds of 4" in planned.stderr, planned.stderr
+
+
 # -- sharing that is not communication, spin-waits (issue 13) ----------------------------------------
 
 def _analysis(tmp_path, *argv, options=(), env=None):

@@ -154,7 +154,8 @@ class TraceInfo:
     window: dict | None = None               # {"accesses": N} or {"milliseconds": N}
     #: Per thread (creation order, main = 0): the thread that created it (None for main).
     creators: tuple[int | None, ...] | None = None
-    #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread).
+    #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread), of a
+    #: native run, which may create more rounds of workers than the trace saw (see find_rounds).
     spawns: tuple[tuple[str, int], ...] | None = None
     #: Per thread, [start, end] in ns of one native run, and in traced accesses under Valgrind.
     lifetimes: tuple[tuple[int, int], ...] | None = None
@@ -343,22 +344,12 @@ def write_comm(comm: CommMatrix, path: str | Path) -> None:
     write_text_atomic(path, comm.to_json() + "\n")
 
 
-def find_rounds(comm: CommMatrix) -> Rounds | None:
-    """Rounds from the main thread's pthread_create and pthread_join calls, in its program order
-    (:attr:`TraceInfo.spawns`: what ``pinwise trace`` records in its native run): it creates
-    ``size`` workers, joins every one of them, creates ``size`` more, at least twice, and creates
-    every other thread itself (:attr:`TraceInfo.creators`, where the trace has them).
-
-    This is the program's structure, not its timing: lifetimes cannot show it reliably (under
-    Valgrind threads take turns; natively, on a busy or small machine, a creator starved by its
-    first workers creates the rest late). None for one pool that lives through the run, workers
-    that create workers, or a matrix without the calls."""
-    spawns, creators = comm.info.spawns, comm.info.creators
-    threads = comm.threads
-    if spawns is None or threads < 3:
-        return None
-    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
-        return None
+def creation_rounds(spawns) -> Rounds | None:
+    """The rounds of a creator's pthread_create and pthread_join calls, in its program order
+    (:attr:`TraceInfo.spawns`): it creates ``size`` workers, joins every one of them, creates
+    ``size`` more, at least twice, the workers numbered 1, 2, ... in creation order. ``threads``
+    counts them and the creator. None for one pool that lives through the run, a round that starts
+    before the last one's workers are all joined, or rounds of different sizes."""
     rounds: list[list[int]] = []
     alive: set[int] = set()
     joined_since_create = True
@@ -376,9 +367,57 @@ def find_rounds(comm: CommMatrix) -> Rounds | None:
             joined_since_create = True
     created = [t for r in rounds for t in r]
     sizes = {len(r) for r in rounds}
-    if created != list(range(1, threads)) or len(rounds) < 2 or len(sizes) != 1:
+    if created != list(range(1, len(created) + 1)) or len(rounds) < 2 or len(sizes) != 1:
         return None
-    return Rounds(sizes.pop(), len(rounds), threads)
+    return Rounds(sizes.pop(), len(rounds), len(created) + 1)
+
+
+def lifetimes_in_rounds(lifetimes, size: int) -> bool:
+    """Whether threads 1, 2, ... taken ``size`` at a time lived round after round: each round's
+    first birth after the last end of the round before (on the tracer's clock of accesses). A
+    creator that joins a round before it creates the next makes it so in every run, traced or not;
+    so a trace whose lifetimes break it did not run the rounds the native run showed."""
+    workers = lifetimes[1:]
+    if len(workers) % size:
+        return False
+    rounds = [workers[k:k + size] for k in range(0, len(workers), size)]
+    return all(min(born for born, _ in later) >= max(end for _, end in earlier)
+               for earlier, later in zip(rounds, rounds[1:]))
+
+
+def find_rounds(comm: CommMatrix) -> Rounds | None:
+    """Rounds of workers that the creator (thread 0) starts and joins again and again, from the
+    creation structure: the creator's pthread_create and pthread_join calls in a native run
+    (:func:`creation_rounds` of :attr:`TraceInfo.spawns`, which ``pinwise trace`` records) give
+    the round's size; every other thread must be the creator's own (:attr:`TraceInfo.creators`,
+    where the trace has them).
+
+    The number of rounds may differ between the native run and the trace: a benchmark harness
+    that times its loop (Google Benchmark) runs far fewer under Valgrind (measured: 2,537 threads
+    natively, 445 traced). Then the traced threads must make whole rounds of that size (at least
+    two) that lived one after another (:func:`lifetimes_in_rounds`: joins order them in any run).
+
+    This is the program's structure, not its timing: lifetimes alone cannot show the rounds
+    (under Valgrind threads take turns, and a round's worker may end before the next is created;
+    natively, a creator starved by its first workers creates the rest late). None for one pool
+    that lives through the run, workers that create workers, or a matrix without the calls."""
+    spawns, creators = comm.info.spawns, comm.info.creators
+    threads = comm.threads
+    if spawns is None or threads < 3:
+        return None
+    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
+        return None
+    native = creation_rounds(spawns)
+    if native is None:
+        return None
+    if native.threads == threads:
+        return native
+    lives = comm.info.lifetimes_traced
+    if (threads - 1) % native.size or (threads - 1) // native.size < 2 or lives is None or len(lives) != threads:
+        return None
+    if not lifetimes_in_rounds(lives, native.size):
+        return None
+    return Rounds(native.size, (threads - 1) // native.size, threads)
 
 
 def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:

@@ -278,11 +278,16 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         else:
             native = observe_natively(argv, {**(extra_env or {}), **waiting})
         if native is not None:
-            observed["unseen"] = work_the_trace_missed(native, comm.threads)
             found = lifetimes_and_spawns(native) if rounds_possible(comm) else None
-            if found is not None and len(found["lifetimes"]) == comm.threads:
-                observed.update(lifetimes=tuple(map(tuple, found["lifetimes"])),
-                                spawns=tuple(map(tuple, found["spawns"])))
+            rounds = None
+            if found is not None:
+                observed["spawns"] = tuple(map(tuple, found["spawns"]))
+                if len(found["lifetimes"]) == comm.threads:
+                    observed["lifetimes"] = tuple(map(tuple, found["lifetimes"]))
+                rounds = _rounds_seen(replace(comm, info=replace(comm.info, **observed)), argv[0], quiet)
+            # more rounds of the same workers natively (a harness that times its loop) are not work
+            # the trace missed; other threads are
+            observed["unseen"] = work_the_trace_missed(native, comm.threads, rounds.size if rounds else None)
     from types import MappingProxyType
 
     info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
@@ -298,6 +303,25 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         print(f"pinwise: warning: {argv[0]} {reason}: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)
     return comm
+
+
+def _rounds_seen(comm: CommMatrix, name: str, quiet: bool):
+    """The rounds of ``comm`` (pinwise.comm.find_rounds); when the native run created its workers
+    in rounds that the traced threads do not make, it says so, and why, and returns None."""
+    from .comm import creation_rounds, find_rounds
+
+    rounds = find_rounds(comm)
+    native = creation_rounds(comm.info.spawns)
+    if rounds is None and native is not None and not quiet:
+        creators = comm.info.creators
+        why = ("the traced threads are not all created by the main thread"
+               if creators is not None and any(c != 0 for c in creators[1:]) else
+               f"{comm.threads - 1} traced workers are not whole rounds of {native.size} (two at least)"
+               if (comm.threads - 1) % native.size or comm.threads - 1 < 2 * native.size else
+               f"the traced workers did not live {native.size} at a time, one round after another")
+        print(f"pinwise: note: natively {name} created its workers in {native.count} rounds of {native.size}, "
+              f"but {why}: the matrix is kept per thread, each thread its own slot of a plan", file=sys.stderr)
+    return rounds
 
 
 def rounds_possible(comm: CommMatrix) -> bool:
