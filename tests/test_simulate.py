@@ -165,6 +165,31 @@ def test_scatter_has_fewer_last_level_misses_than_compact_for_private_streams(th
     assert by["scatter"]["levels"]["L3"]["misses"] < 0.5 * by["compact"]["levels"]["L3"]["misses"]
 
 
+def test_a_twelve_mib_l3_is_simulated_at_its_size(build_dir):
+    """tests/programs/socket_sets.c: four threads of 2,304 KiB each, 9 MiB under one E5620 socket's
+    12 MiB, 16-way L3 (12,288 sets) with compact. Simulated at its size (no rounding down to 8
+    MiB, the old model's), every placement misses only the first touch of each line; an 8 MiB
+    L3 misses every line of every pass under compact (the NPB paper's per-socket capacity)."""
+    exe = str(compile_program("socket_sets.c", build_dir))
+    first_touch = 4 * 2304 * 1024 // 64
+    found = simulated("-t", "e5620", "-n", "4", "--policies", "compact,scatter", "--", exe)
+    assert not any("rounded" in note or "L3: 12MiB" in note for note in found["notes"]), found["notes"]
+    for placement in found["placements"]:
+        assert first_touch <= placement["levels"]["L3"]["misses"] < 1.05 * first_touch, placement
+    smaller = simulated("-t", "pack:2 l3:1(size=8MiB) l2:4(size=256KiB) l1:1(size=32KiB) core:1 pu:1", "-n", "4",
+                        "--policies", "compact", "--", exe)
+    assert smaller["placements"][0]["levels"]["L3"]["misses"] > 3.5 * first_touch  # 4 passes + first touch
+
+
+def test_machine_models_take_any_number_of_sets():
+    model = machine_model(load_topology("e5620"))
+    l3 = next(level for level in model.levels if level.name == "L3")
+    assert l3.size == 12 * 1024 * 1024 and l3.size // (l3.line * l3.ways) == 12288 and not l3.note.count("sets")
+    odd = machine_model(load_topology("pack:1 l3:1(size=100000) core:2 pu:1"))  # not whole 16-way sets
+    assert [level.size for level in odd.levels if level.name == "L3"] == [97 * 16 * 64]
+    assert "97 sets" in next(level.note for level in odd.levels if level.name == "L3")
+
+
 def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
     png = tmp_path / "sim.png"
     result = run_pinwise("simulate", "-t", "pack:2 core:2 pu:1", "--policies", "compact,scatter", "--png", str(png),

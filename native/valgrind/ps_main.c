@@ -16,7 +16,8 @@
 
    The model of an access by thread t to line X, in placement k, t on PU p (slot t of the
    placement, wrapping round as pinwise's plans do):
-   - Caches are set-associative with LRU replacement, looked up from p's L1 upward; the first that
+   - Caches are set-associative with LRU replacement (any number of sets: see set_index), looked
+     up from p's L1 upward; the first that
      holds X is a hit (its LRU order updated), the levels below it are filled (write-allocate).
      Each level counts accesses (the misses of the level below, as cachegrind counts LL) and misses.
    - A directory remembers, per line, which cache instances hold it; the L1 holding it modified
@@ -154,6 +155,7 @@ static Int class_latency[MAX_CLASSES];
 static Int dram_local_latency, dram_remote_latency;
 static Int mask_words, dir_stride;
 static Bool dir_deleted;                 /* a directory entry was deleted (others may have moved) */
+static Bool pow2_sets[MAX_LEVELS];      /* sets_of[j] is a power of two: the set is the line's low bits */
 static UWord l1_set_mask;
 static Int l1_assoc;
 static Bool l1_alone_under_l2;           /* every L2 has one L1 below it (no L2 shared by cores): see unlisted */
@@ -298,9 +300,10 @@ static void read_config(void)
       if (j == 0) line_shift = shift;
       else if (shift != line_shift) fail("every level must have the same line size");
       Long sets = size / line / assoc;
-      if (sets < 1 || sets * line * assoc != size || (sets & (sets - 1)) != 0)
-         fail("a cache's size / (line x associativity) must be a power of two");
+      if (sets < 1 || sets * line * assoc != size || sets > (1L << 30))
+         fail("a cache's size must be a whole number of sets of (line x associativity) bytes");
       sets_of[j] = (Int)sets;
+      pow2_sets[j] = (sets & (sets - 1)) == 0;
       assoc_of[j] = (Int)assoc;
       level_base[j] = n_instances;
       n_instances += instances_of[j];
@@ -590,10 +593,18 @@ static Bool no_holder(const Dir* d, Int entry)
    return True;
 }
 
+/* The set of `line` at level j: its low bits, or, where the level's sets are not a power of two
+   (12 MiB of 16 ways: 12,288), the line modulo the sets. A real cache of that size is sliced and
+   spreads lines by a hash of their address: the same capacity, another mapping. */
+static inline UWord set_index(Int j, UWord line)
+{
+   return pow2_sets[j] ? line & (UWord)(sets_of[j] - 1) : line % (UWord)sets_of[j];
+}
+
 static inline UWord* set_of(UWord* tags, Int instance, UWord line)
 {
    Int j = level_of_instance[instance];
-   return tags + tags_offset[instance] + (SizeT)(line & (UWord)(sets_of[j] - 1)) * assoc_of[j];
+   return tags + tags_offset[instance] + (SizeT)set_index(j, line) * assoc_of[j];
 }
 
 /* A way of a set: (line + 1) << 2 with two marks in an L1 (0: empty). WRITER: this L1 is the line's
@@ -1224,6 +1235,8 @@ static void run_group(Int gi)
    }
    const Bool l2_read = g->unlisted && !g->one_path;
    const UWord l2_mask = l2_read ? (UWord)(sets_of[1] - 1) : 0;
+   const Bool l1_pow2 = pow2_sets[0], l2_pow2 = l2_read && pow2_sets[1];
+   const UWord l1_sets = (UWord)sets_of[0], l2_sets = l2_read ? (UWord)sets_of[1] : 1;
    const Int l2_assoc = l2_read ? assoc_of[1] : 0;
    const ULong l2_latency = l2_read ? (ULong)latency_of[1] : 0;
    ULong* cycles = g->counts.cycles;
@@ -1236,7 +1249,7 @@ static void run_group(Int gi)
    for (Int i = g->resume; i < used; i++) {
       UWord entry = entries[i], line = entry >> ENTRY_LINE, want = line + 1;
       Int t = ENTRY_THREAD(entry);
-      UWord* ways = l1_of[t] + (line & set_mask) * assoc;
+      UWord* ways = l1_of[t] + (l1_pow2 ? line & set_mask : line % l1_sets) * assoc;
       Int w = 0;
       while (w < assoc && (ways[w] >> 2) != want) w++;
       if (w < assoc && (((ways[w] >> 1) | ~entry) & 1)) {  /* a read, or a write by the line's writer */
@@ -1250,7 +1263,7 @@ static void run_group(Int gi)
       g->counts.accesses[0] += hits;
       hits = 0;
       if (l2_read && w == assoc && !(entry & 1)) {  /* a read that misses its L1: its L2's set (see unlisted) */
-         UWord* l2 = l2_of_thread[t] + (line & l2_mask) * l2_assoc;
+         UWord* l2 = l2_of_thread[t] + (l2_pow2 ? line & l2_mask : line % l2_sets) * l2_assoc;
          Int v = 0;
          while (v < l2_assoc && (l2[v] >> 2) != want) v++;
          if (v < l2_assoc) {

@@ -65,7 +65,8 @@ class MachineModel:
 def machine_model(topology: Topology) -> MachineModel:
     """Cache levels of the topology (L1 per core added where it has none, as SPEC says: a
     private L1d per core shared by its SMT siblings), sizes and geometry from the topology or the
-    stated defaults; sets rounded down to a power of two where they are not one."""
+    stated defaults; any number of sets (12 MiB of 16 ways is 12,288), a size that is not whole
+    sets rounded down to whole sets."""
     pus = tuple(topology.logical_order(allowed_only=False))
     position = {pu: i for i, pu in enumerate(pus)}
     levels = []
@@ -92,11 +93,9 @@ def machine_model(topology: Topology) -> MachineModel:
         sets = size // (line * ways)
         if sets < 1:
             raise PinwiseError(f"{LEVEL_NAME[kind]}: {size} bytes cannot hold {ways} ways of {line}-byte lines")
-        if sets & (sets - 1):
-            rounded = 1 << (sets.bit_length() - 1)
-            note = (note + "; " if note else "") + (f"{sets} sets rounded down to {rounded} "
-                                                    f"({format_size(rounded * ways * line)} modelled)")
-            sets = rounded
+        if sets * ways * line != size:
+            note = (note + "; " if note else "") + (f"{format_size(size)} is not a whole number of {ways}-way sets: "
+                                                    f"{sets} sets ({format_size(sets * ways * line)}) modelled")
         instance = [-1] * len(pus)
         for index, obj in enumerate(objects):
             for pu in obj.cpuset:
