@@ -30,6 +30,26 @@
      --ps-inclusive=no keeps levels independent, as cachegrind does.
    - Cost: each access adds the latency of where it was served (a level's hit, a transfer by its
      class, local or remote DRAM) to its thread's cycles.
+   - Prefetched streams (--ps-config's `prefetch 1`): an access to the line next to one of the 16
+     lines its thread last opened a stream at (one more or one less, in the same 4 KiB page, as
+     the L2 streamer of Intel's cores follows them) is marked when the chunk is filled, whatever
+     the placement; marked, a line served beyond the second level (a third level's hit, DRAM)
+     costs the second level's latency: the streamer fetched it ahead of use. Its line still
+     crosses every level and memory controller it came through, below.
+   - Bandwidth and queueing: each cache instance above L1 and each NUMA node's memory controller
+     moves at most B bytes a cycle (--ps-config's `bandwidth`, per level and for DRAM; 0: no
+     limit). Every access that reaches a level moves a line through the thread's instance there;
+     a DRAM access moves one through the controller of the page's node, two when a write brought
+     it (its write-back comes later). At the end of each chunk (CHUNK accesses, a time slice of
+     every thread at once under --ps-quantum), per placement: each PU's busy time D_p is the sum
+     of its threads' cycles over the chunk; a resource r that moved X_r bytes, at D cycles of
+     chunk, is busy rho_r = X_r / (B_r D) and each line waits W_r = s_r rho_r / (2 (1 - rho_r))
+     cycles on top of its latency (M/D/1: deterministic service s_r = line / B_r); D solves
+     D = max_p (D_p + sum of its threads' lines through r times W_r(D)), which exists past the
+     largest X_r / B_r (a bisection). Each thread's queueing cycles join its cycles. It is the
+     throughput side of the model: threads that stream from one socket's memory wait there,
+     spread over two sockets they wait half as much; a thread that stays in its L1 waits on
+     nothing. Left out still: misses overlapped by the core beyond the streams.
 
    Interleaving: Valgrind runs one thread at a time for long slices. Simulated threads run
    together, so accesses are buffered per thread and fed to the models in turns of --ps-quantum
@@ -64,7 +84,10 @@
       invalidations N
       transfers n0 n1 ...            (per distance class)
       dram LOCAL REMOTE
-      cycles c0 c1 ...               (per thread)
+      cycles c0 c1 ...               (per thread, queueing included)
+      queue q0 q1 ...                (per thread: the cycles it waited on bandwidth)
+      memory b0 b1 ...               (per NUMA node: bytes its memory controller moved)
+      busiest PPM                    (the highest utilisation of a resource over a chunk, per million)
       then:
       groups G                       (groups that simulated caches, split-offs included)
       workers-check N                (--ps-check-workers: placements the workers counted differently)
@@ -156,6 +179,10 @@ static Int dram_local_latency, dram_remote_latency;
 static Int mask_words, dir_stride;
 static Bool dir_deleted;                 /* a directory entry was deleted (others may have moved) */
 static Bool pow2_sets[MAX_LEVELS];      /* sets_of[j] is a power of two: the set is the line's low bits */
+static double bandwidth_of[MAX_LEVELS];  /* bytes a cycle an instance of the level moves; 0: no limit */
+static double dram_bandwidth;            /* bytes a cycle each node's memory controller moves; 0: no limit */
+static Bool prefetch;                    /* streams are prefetched (see the top of the file) */
+#define MAX_NODES 256
 static UWord l1_set_mask;
 static Int l1_assoc;
 static Bool l1_alone_under_l2;           /* every L2 has one L1 below it (no L2 shared by cores): see unlisted */
@@ -177,6 +204,7 @@ typedef struct {
 typedef struct {
    ULong accesses[MAX_LEVELS], misses[MAX_LEVELS], invalidations;
    ULong* cycles;                        /* per thread */
+   ULong* reach;                         /* per thread and level: reach[t * MAX_LEVELS + j], its accesses there */
 } Counts;
 
 /* Placements whose threads share the caches of the lowest `levels` levels the same way (the same
@@ -218,6 +246,15 @@ typedef struct {
    Counts counts;                        /* its own */
    Counts settled;                       /* its group's counts when it last took them over */
    ULong transfers[MAX_CLASSES], dram_local, dram_remote;
+   /* Bandwidth (see the top of the file): lines each thread moved through each node's memory
+      controller; what each thread had counted at the last chunk's end; its queueing cycles. */
+   ULong* dram_lines;                    /* dram_lines[t * n_nodes + node] */
+   ULong* seen_cycles;
+   ULong* seen_reach;
+   ULong* seen_dram;
+   double* queue;
+   ULong node_bytes[MAX_NODES];
+   double busiest;                       /* the highest utilisation of a resource over a chunk */
 } Model;
 
 static Model models[MAX_MODELS];
@@ -311,7 +348,7 @@ static void read_config(void)
       for (Int p = 0; p < n_pus; p++) path[p * n_levels + j] = level_base[j] + (Int)number(0, instances_of[j] - 1);
    }
    level_base[n_levels] = n_instances;
-   expect("nodes"); n_nodes = (Int)number(1, 255);
+   expect("nodes"); n_nodes = (Int)number(1, MAX_NODES - 1);
    node_of_pu = zeroed("ps.nodes", n_pus, sizeof(Int));
    for (Int p = 0; p < n_pus; p++) node_of_pu[p] = (Int)number(0, n_nodes - 1);
    expect("classes"); n_classes = (Int)number(1, MAX_CLASSES);
@@ -319,6 +356,10 @@ static void read_config(void)
    class_of_pair = zeroed("ps.classes", (SizeT)n_pus * n_pus, 1);
    for (SizeT i = 0; i < (SizeT)n_pus * n_pus; i++) class_of_pair[i] = (UChar)number(0, n_classes - 1);
    expect("dram"); dram_local_latency = (Int)number(0, 1 << 20); dram_remote_latency = (Int)number(0, 1 << 20);
+   expect("bandwidth");  /* bytes per thousand cycles: per level, then per memory controller */
+   for (Int j = 0; j < n_levels; j++) bandwidth_of[j] = (double)number(0, 1LL << 40) / 1000.0;
+   dram_bandwidth = (double)number(0, 1LL << 40) / 1000.0;
+   expect("prefetch"); prefetch = number(0, 1) == 1;
    expect("placements"); n_placements = n_models = (Int)number(1, MAX_MODELS);
    if (clo_check && 2 * n_models > MAX_MODELS) fail("too many placements for --ps-check-groups");
    for (Int k = 0; k < n_models; k++) {
@@ -425,6 +466,32 @@ static void grow_cycles(ULong** cycles, Int cap)
    *cycles = grown;
 }
 
+/* A per-thread array of `width` values each, grown to `cap` threads. */
+static void grow_wide(ULong** values, Int width, Int cap)
+{
+   ULong* grown = zeroed("ps.threads", (SizeT)cap * width, sizeof(ULong));
+   if (*values) {
+      VG_(memcpy)(grown, *values, (SizeT)threads_cap * width * sizeof(ULong));
+      VG_(free)(*values);
+   }
+   *values = grown;
+}
+
+static void grow_doubles(double** values, Int cap)
+{
+   double* grown = zeroed("ps.threads", cap, sizeof(double));
+   if (*values) {
+      VG_(memcpy)(grown, *values, (SizeT)threads_cap * sizeof(double));
+      VG_(free)(*values);
+   }
+   *values = grown;
+}
+
+static UWord* stream_heads;   /* per thread, STREAMS lines: where its streams are (see stream_of) */
+static UWord* last_line;      /* per thread: the line of its last access */
+static UWord* next_stream;    /* per thread: the head replaced next */
+#define STREAMS 16
+
 static void grow_threads(Int needed)
 {
    if (needed <= threads_cap) return;
@@ -439,10 +506,24 @@ static void grow_threads(Int needed)
    grow_cycles(&recorded, cap);
    grow_cycles(&extra, cap);
    for (Int k = 0; k < n_models; k++) {
-      grow_cycles(&models[k].counts.cycles, cap);
-      grow_cycles(&models[k].settled.cycles, cap);
+      Model* m = &models[k];
+      grow_cycles(&m->counts.cycles, cap);
+      grow_cycles(&m->settled.cycles, cap);
+      grow_wide(&m->counts.reach, MAX_LEVELS, cap);
+      grow_wide(&m->settled.reach, MAX_LEVELS, cap);
+      grow_wide(&m->dram_lines, n_nodes, cap);
+      grow_wide(&m->seen_cycles, 1, cap);
+      grow_wide(&m->seen_reach, MAX_LEVELS, cap);
+      grow_wide(&m->seen_dram, n_nodes, cap);
+      grow_doubles(&m->queue, cap);
    }
-   for (Int g = 0; g < n_groups; g++) grow_cycles(&groups[g]->counts.cycles, cap);
+   for (Int g = 0; g < n_groups; g++) {
+      grow_cycles(&groups[g]->counts.cycles, cap);
+      grow_wide(&groups[g]->counts.reach, MAX_LEVELS, cap);
+   }
+   grow_wide((ULong**)&stream_heads, STREAMS, cap);
+   grow_wide((ULong**)&last_line, 1, cap);
+   grow_wide((ULong**)&next_stream, 1, cap);
    if (buffer) {
       VG_(free)(buffer); VG_(free)(buffered); VG_(free)(buffer_cap);
    }
@@ -819,7 +900,20 @@ typedef struct {
    Int hit;             /* the group's level that holds the line, -1: none */
    Int owner;           /* canonical L1 holding it modified, -1: none */
    Bool transfer;       /* modified off the thread's path: it comes from there */
+   Bool streamed;       /* prefetched (see the top of the file) */
 } Lookup;
+
+/* The latency of a line served at `level` (-1: DRAM, at `dram` cycles): a prefetched one costs at
+   most the second level's. */
+static inline ULong served(Int level, ULong dram, Bool streamed)
+{
+   ULong latency = level < 0 ? dram : (ULong)latency_of[level];
+   if (streamed && (level < 0 || level > 1)) {
+      ULong ahead = (ULong)latency_of[n_levels > 1 ? 1 : 0];
+      if (ahead < latency) latency = ahead;
+   }
+   return latency;
+}
 
 /* A write: every copy of `line` that directory entry e lists off the writer's path `mine` goes;
    returns how many (a group's L1 may be listed without a copy: see lazy_l1). */
@@ -855,6 +949,7 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       if (hit < 0)
          for (Int j = top; j < n_levels; j++) {
             m->counts.accesses[j]++;
+            m->counts.reach[(SizeT)t * MAX_LEVELS + j]++;
             if (e >= 0 && holds(d, e, mine[j])) {
                hit = j;
                break;
@@ -868,15 +963,17 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       m->counts.cycles[t] += (ULong)class_latency[c];
    } else if (hit < 0) {
       UWord page = line >> (12 - line_shift);
-      if (first_touch(m, page, node_of_pu[p]) == node_of_pu[p]) {
+      Int node = first_touch(m, page, node_of_pu[p]);
+      if (node == node_of_pu[p]) {
          m->dram_local++;
-         m->counts.cycles[t] += (ULong)dram_local_latency;
+         m->counts.cycles[t] += served(-1, (ULong)dram_local_latency, a->streamed);
       } else {
          m->dram_remote++;
-         m->counts.cycles[t] += (ULong)dram_remote_latency;
+         m->counts.cycles[t] += served(-1, (ULong)dram_remote_latency, a->streamed);
       }
+      m->dram_lines[(SizeT)t * n_nodes + node] += 1 + (a->is_write != 0);  /* a write's line goes back later */
    } else if (a->hit < 0) {
-      m->counts.cycles[t] += (ULong)latency_of[hit];
+      m->counts.cycles[t] += served(hit, 0, a->streamed);
    }
    if (top == n_levels) return;
    if (hit >= top) touch(m->tags, mine[hit], line);
@@ -936,6 +1033,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
 static void counts_alloc(Counts* c)
 {
    c->cycles = zeroed("ps.cycles", threads_cap, sizeof(ULong));
+   c->reach = zeroed("ps.reach", (SizeT)threads_cap * MAX_LEVELS, sizeof(ULong));
 }
 
 /* A member takes over what its group counted for it since it last did. */
@@ -948,10 +1046,14 @@ static void settle(Model* m)
    }
    m->counts.invalidations += g->invalidations - m->settled.invalidations;
    for (Int t = 0; t < threads_cap; t++) m->counts.cycles[t] += g->cycles[t] - m->settled.cycles[t];
+   for (SizeT i = 0; i < (SizeT)threads_cap * MAX_LEVELS; i++) m->counts.reach[i] += g->reach[i] - m->settled.reach[i];
    ULong* cycles = m->settled.cycles;
+   ULong* reach = m->settled.reach;
    m->settled = *g;
    m->settled.cycles = cycles;
+   m->settled.reach = reach;
    for (Int t = 0; t < threads_cap; t++) cycles[t] = g->cycles[t];
+   VG_(memcpy)(reach, g->reach, (SizeT)threads_cap * MAX_LEVELS * sizeof(ULong));
 }
 
 static SizeT group_tags(Int levels)
@@ -1002,6 +1104,7 @@ static Group* split_off(Int k, Int resume)
    VG_(memset)(m->settled.misses, 0, sizeof m->settled.misses);
    m->settled.invalidations = 0;
    VG_(memset)(m->settled.cycles, 0, threads_cap * sizeof(ULong));
+   VG_(memset)(m->settled.reach, 0, (SizeT)threads_cap * MAX_LEVELS * sizeof(ULong));
    return h;
 }
 
@@ -1051,19 +1154,21 @@ static __attribute__((noinline)) Bool members_take(Group* g, const Lookup* a, In
 
 /* Access `index` of the chunk (thread t, line, write?) in group g and its members, when it is not
    the common case of run_group. */
-static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1)
+static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1, Bool streamed)
 {
    Group* g = groups[gi];
    Lookup a;
    a.t = t;
    a.line = line;
    a.is_write = is_write;
+   a.streamed = streamed;
    a.mine = path + (SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels;
    Dir* d = &g->dir;
    Int e = dir_find(d, line);
    a.hit = -1;
    for (Int j = 0; j < g->levels; j++) {
       g->counts.accesses[j]++;
+      g->counts.reach[(SizeT)t * MAX_LEVELS + j]++;
       if (j == 0 ? in_l1 : e >= 0 && holds(d, e, a.mine[j])) {  /* L1: see lazy_l1 */
          a.hit = j;
          break;
@@ -1072,7 +1177,7 @@ static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool i
    }
    a.owner = e >= 0 && writer_of(d, e) != a.mine[0] ? owner_in(g, e, line) : -1;  /* its own: no transfer */
    a.transfer = a.owner >= 0 && a.mine[0] != a.owner;
-   if (a.hit >= 0 && !a.transfer) g->counts.cycles[t] += (ULong)latency_of[a.hit];
+   if (a.hit >= 0 && !a.transfer) g->counts.cycles[t] += served(a.hit, 0, streamed);
    /* A write served by the group's levels leaves the members only copies to invalidate above them,
       and there are none off the writer's path if its L1 wrote the line last and alone since. */
    Bool mine_alone = e >= 0 && writer_of(d, e) == a.mine[0];
@@ -1171,6 +1276,8 @@ static void allocate_groups(Bool all)
    off that stream. */
 #define ENTRY_LINE 17
 #define ENTRY_THREAD(entry) ((Int)(((entry) >> 1) & (MAX_THREADS - 1)))
+#define ENTRY_STREAM (1UL << 63)         /* the top bit: a prefetched stream's line (see stream_of) */
+#define ENTRY_LINE_OF(entry) (((entry) & ~ENTRY_STREAM) >> ENTRY_LINE)
 STATIC_ASSERT(MAX_THREADS == 1 << (ENTRY_LINE - 1));  /* the thread's bits, between the write bit and the line */
 static UWord* chunk_entry;
 static Int chunk_used = 0;
@@ -1181,7 +1288,7 @@ static Int chunk_used = 0;
    its set, as cachegrind does. Same counts as simulate (the tests check it against the general
    case with --ps-check-groups). `ways`, `w`: the thread's L1 set and the way holding the line
    (w == l1_assoc: none), which run_group found. */
-static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w)
+static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w, Bool streamed)
 {
    const Int* mine = g->one_path;
    Counts* c = &g->counts;
@@ -1197,6 +1304,7 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
    Int hit = -1;
    for (Int j = 1; j < n_levels && hit < 0; j++) {
       c->accesses[j]++;
+      c->reach[(SizeT)t * MAX_LEVELS + j]++;
       UWord* set = set_of(g->tags, mine[j], line);
       for (Int v = 0; v < assoc_of[j]; v++)
          if (SAME(set[v], line)) {
@@ -1207,9 +1315,9 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
       if (hit < 0) c->misses[j]++;
    }
    if (hit >= 0) {
-      c->cycles[t] += (ULong)latency_of[hit];
+      c->cycles[t] += served(hit, 0, streamed);
    } else {
-      Lookup a = {t, line, is_write, mine, -1, -1, False};
+      Lookup a = {t, line, is_write, mine, -1, -1, False, streamed};
       for (Int i = 0; i < g->n_members; i++) member_part(&models[g->members[i]], g, &a);  /* DRAM: their nodes */
    }
    for (Int j = (hit < 0 ? n_levels : hit) - 1; j >= 0; j--) {  /* from the top: inclusion holds */
@@ -1247,7 +1355,7 @@ static void run_group(Int gi)
    const UWord set_mask = l1_set_mask;
    const Int assoc = l1_assoc, used = chunk_used;
    for (Int i = g->resume; i < used; i++) {
-      UWord entry = entries[i], line = entry >> ENTRY_LINE, want = line + 1;
+      UWord entry = entries[i], line = ENTRY_LINE_OF(entry), want = line + 1;
       Int t = ENTRY_THREAD(entry);
       UWord* ways = l1_of[t] + (l1_pow2 ? line & set_mask : line % l1_sets) * assoc;
       Int w = 0;
@@ -1275,22 +1383,160 @@ static void run_group(Int gi)
             g->counts.accesses[0]++;
             g->counts.misses[0]++;
             g->counts.accesses[1]++;
+            g->counts.reach[(SizeT)t * MAX_LEVELS + 1]++;
             cycles[t] += l2_latency;
             continue;
          }
       }
-      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w);
-      else simulate(gi, i, t, line, entry & 1, w < assoc);
+      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w, (entry & ENTRY_STREAM) != 0);
+      else simulate(gi, i, t, line, entry & 1, w < assoc, (entry & ENTRY_STREAM) != 0);
    }
    g->counts.accesses[0] += hits;
 }
 
-/* The groups this process simulates (all: every group) over the chunk. */
+/* Bandwidth and queueing over the chunk just simulated, for placement m (see the top of the
+   file). Resources: cache instances (by their global number), then memory controllers (n_instances
+   + node). Scratch arrays, sized once: lines through each resource, each PU's busy cycles, each
+   PU's lines through the resources on its path (levels above L1, then every node). */
+static double* res_bytes;
+static double* res_wait;
+static double* pu_busy;
+static double* pu_lines;
+static Bool* pu_used;
+static double* thread_lines;             /* per thread and level: its lines through it in the chunk */
+static Int thread_lines_cap;
+
+static inline double resource_bandwidth(Int r)
+{
+   return r < n_instances ? bandwidth_of[level_of_instance[r]] : dram_bandwidth;
+}
+
+/* Each line's wait at resource r when the chunk lasts `span` cycles (M/D/1); a resource past its
+   bandwidth waits without end. */
+static inline double wait_at(Int r, double span)
+{
+   double bandwidth = resource_bandwidth(r);
+   if (bandwidth <= 0 || res_bytes[r] <= 0) return 0;
+   double busy = res_bytes[r] / (bandwidth * span);
+   if (busy >= 1) return 1e300;
+   double service = (double)(1 << line_shift) / bandwidth;
+   return service * busy / (2 * (1 - busy));
+}
+
+/* The chunk's span if it lasted `span` cycles: the busiest PU's cycles with its waits. */
+static double span_with_waits(double span)
+{
+   Int width = n_levels + n_nodes;
+   for (Int r = 0; r < n_instances + n_nodes; r++) res_wait[r] = wait_at(r, span);
+   double longest = 0;
+   for (Int p = 0; p < n_pus; p++) {
+      if (!pu_used[p]) continue;
+      double busy = pu_busy[p];
+      const double* lines = pu_lines + (SizeT)p * width;
+      for (Int j = 1; j < n_levels; j++) if (lines[j] > 0) busy += lines[j] * res_wait[path[p * n_levels + j]];
+      for (Int n = 0; n < n_nodes; n++) if (lines[n_levels + n] > 0) busy += lines[n_levels + n] * res_wait[n_instances + n];
+      if (busy > longest) longest = busy;
+   }
+   return longest;
+}
+
+static void bandwidth_chunk(Model* m)
+{
+   if (res_bytes == NULL) {
+      res_bytes = zeroed("ps.bw", n_instances + n_nodes, sizeof(double));
+      res_wait = zeroed("ps.bw", n_instances + n_nodes, sizeof(double));
+      pu_busy = zeroed("ps.bw", n_pus, sizeof(double));
+      pu_lines = zeroed("ps.bw", (SizeT)n_pus * (n_levels + n_nodes), sizeof(double));
+      pu_used = zeroed("ps.bw", n_pus, sizeof(Bool));
+   }
+   if (thread_lines_cap < threads_cap) {
+      if (thread_lines) VG_(free)(thread_lines);
+      thread_lines = zeroed("ps.bw", (SizeT)threads_cap * MAX_LEVELS, sizeof(double));
+      thread_lines_cap = threads_cap;
+   }
+   const Group* g = groups[m->group];
+   Int width = n_levels + n_nodes;
+   double line = (double)(1 << line_shift);
+   VG_(memset)(res_bytes, 0, (n_instances + n_nodes) * sizeof(double));
+   VG_(memset)(pu_busy, 0, n_pus * sizeof(double));
+   VG_(memset)(pu_lines, 0, (SizeT)n_pus * width * sizeof(double));
+   VG_(memset)(pu_used, 0, n_pus * sizeof(Bool));
+   Bool traffic = False;
+   for (Int t = 0; t < n_threads; t++) {  /* what each thread did since the last chunk, on its PU */
+      Int p = pu_of_slot(m->slots, m->nslots, m->repeat_from, t);
+      ULong cycles = m->counts.cycles[t] + g->counts.cycles[t] - m->settled.cycles[t];
+      pu_busy[p] += (double)(cycles - m->seen_cycles[t]);
+      m->seen_cycles[t] = cycles;
+      pu_used[p] = True;
+      double* lines = pu_lines + (SizeT)p * width;
+      for (Int j = 1; j < n_levels; j++) {
+         SizeT i = (SizeT)t * MAX_LEVELS + j;
+         ULong reach = m->counts.reach[i] + g->counts.reach[i] - m->settled.reach[i];
+         double moved = (double)(reach - m->seen_reach[i]);
+         m->seen_reach[i] = reach;
+         thread_lines[i] = moved;
+         lines[j] += moved;
+         res_bytes[path[p * n_levels + j]] += moved * line;
+      }
+      for (Int n = 0; n < n_nodes; n++) {
+         SizeT i = (SizeT)t * n_nodes + n;
+         double moved = (double)(m->dram_lines[i] - m->seen_dram[i]);
+         lines[n_levels + n] += moved;
+         res_bytes[n_instances + n] += moved * line;
+         m->node_bytes[n] += (m->dram_lines[i] - m->seen_dram[i]) << line_shift;
+      }
+   }
+   double lowest = 0;  /* the chunk lasts at least its busiest PU's cycles, and what each resource moved */
+   for (Int p = 0; p < n_pus; p++) if (pu_busy[p] > lowest) lowest = pu_busy[p];
+   for (Int r = 0; r < n_instances + n_nodes; r++) {
+      double bandwidth = resource_bandwidth(r);
+      if (bandwidth > 0 && res_bytes[r] > 0) {
+         traffic = True;
+         if (res_bytes[r] / bandwidth > lowest) lowest = res_bytes[r] / bandwidth;
+      }
+   }
+   if (!traffic || lowest <= 0) {
+      for (Int t = 0; t < n_threads; t++)
+         for (Int n = 0; n < n_nodes; n++) m->seen_dram[(SizeT)t * n_nodes + n] = m->dram_lines[(SizeT)t * n_nodes + n];
+      return;
+   }
+   /* span_with_waits falls as the span grows: bisect for the span that equals it */
+   double low = lowest, high = 2 * lowest;
+   for (Int k = 0; k < 200 && span_with_waits(high) > high; k++) high *= 2;
+   for (Int k = 0; k < 60 && high - low > 1e-9 * high; k++) {
+      double mid = (low + high) / 2;
+      if (span_with_waits(mid) > mid) low = mid;
+      else high = mid;
+   }
+   span_with_waits(high);
+   for (Int r = 0; r < n_instances + n_nodes; r++) {
+      double bandwidth = resource_bandwidth(r);
+      if (bandwidth > 0 && res_bytes[r] / (bandwidth * high) > m->busiest) m->busiest = res_bytes[r] / (bandwidth * high);
+   }
+   for (Int t = 0; t < n_threads; t++) {  /* each thread's waits, by its lines through each resource */
+      Int p = pu_of_slot(m->slots, m->nslots, m->repeat_from, t);
+      double waited = 0;
+      for (Int j = 1; j < n_levels; j++) {
+         waited += thread_lines[(SizeT)t * MAX_LEVELS + j] * res_wait[path[p * n_levels + j]];
+      }
+      for (Int n = 0; n < n_nodes; n++) {
+         SizeT i = (SizeT)t * n_nodes + n;
+         waited += (double)(m->dram_lines[i] - m->seen_dram[i]) * res_wait[n_instances + n];
+         m->seen_dram[i] = m->dram_lines[i];
+      }
+      m->queue[t] += waited;
+   }
+}
+
+/* The groups this process simulates (all: every group) over the chunk; then each placement's
+   bandwidth over it. */
 static void run_groups(Bool all)
 {
    for (Int gi = 0; gi < n_groups; gi++) groups[gi]->resume = 0;
    for (Int gi = 0; gi < n_groups; gi++)  /* one split off during the chunk goes on where it left */
       if (all || groups[gi]->worker == worker) run_group(gi);
+   for (Int k = 0; k < n_models; k++)
+      if (all || groups[models[k].group]->worker == worker) bandwidth_chunk(&models[k]);
 }
 
 /*------------------------------------------------------------*/
@@ -1407,6 +1653,8 @@ static void flush_chunk(void)
 typedef struct {
    Int model;                            /* -1: the end (then levels holds the worker's groups) */
    ULong levels[2 * MAX_LEVELS], invalidations, transfers[MAX_CLASSES], dram_local, dram_remote;
+   ULong node_bytes[MAX_NODES];
+   double busiest;
 } Record;
 
 static void worker_loop(void)
@@ -1436,8 +1684,11 @@ static void worker_loop(void)
       for (Int c = 0; c < n_classes; c++) r.transfers[c] = m->transfers[c];
       r.dram_local = m->dram_local;
       r.dram_remote = m->dram_remote;
+      VG_(memcpy)(r.node_bytes, m->node_bytes, sizeof r.node_bytes);
+      r.busiest = m->busiest;
       write_all(worker_out, &r, sizeof r);
       write_all(worker_out, m->counts.cycles, (SizeT)n_threads * sizeof(ULong));
+      write_all(worker_out, m->queue, (SizeT)n_threads * sizeof(double));
    }
    Record end;
    VG_(memset)(&end, 0, sizeof end);
@@ -1455,6 +1706,7 @@ static Int collect_workers(void)
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
    Int groups_seen = 0;
    ULong* cycles = zeroed("ps.cycles", n_threads, sizeof(ULong));
+   double* queue = zeroed("ps.cycles", n_threads, sizeof(double));
    for (Int w = 0; w < n_workers; w++) {
       for (Int i = 0; i < outstanding; i++) {
          Int done;
@@ -1480,14 +1732,19 @@ static Int collect_workers(void)
          for (Int c = 0; c < n_classes; c++) m->transfers[c] += r.transfers[c];
          m->dram_local += r.dram_local;
          m->dram_remote += r.dram_remote;
+         for (Int n = 0; n < n_nodes; n++) m->node_bytes[n] += r.node_bytes[n];
+         if (r.busiest > m->busiest) m->busiest = r.busiest;
          worker_answer(w, cycles, (SizeT)n_threads * sizeof(ULong));
          for (Int t = 0; t < n_threads; t++) m->counts.cycles[t] += cycles[t];
+         worker_answer(w, queue, (SizeT)n_threads * sizeof(double));
+         for (Int t = 0; t < n_threads; t++) m->queue[t] += queue[t];
       }
       VG_(close)(to_worker[w]);
       VG_(close)(from_worker[w]);
    }
    outstanding = 0;
    VG_(free)(cycles);
+   VG_(free)(queue);
    return groups_seen;
 }
 
@@ -1659,9 +1916,32 @@ static void ps_client_forked(ThreadId tid)
    n_workers = 0;
 }
 
+/* Whether thread t's access to `line`, another line than its last, continues one of its streams
+   (the line next to a stream's last, either way, in the same 4 KiB page); the stream moves on to
+   it. Otherwise the line starts a stream in place of the oldest. Only the thread's own accesses
+   decide: every placement sees the same marks. */
+static Bool stream_of(Int t, UWord line)
+{
+   UWord* heads = stream_heads + (SizeT)t * STREAMS;
+   for (Int k = 0; k < STREAMS; k++)
+      if (heads[k] + 1 == line || heads[k] == line + 1) {
+         Bool same_page = (heads[k] >> (12 - line_shift)) == (line >> (12 - line_shift));
+         heads[k] = line;
+         return same_page;
+      }
+   heads[next_stream[t]] = line;
+   next_stream[t] = (next_stream[t] + 1) % STREAMS;
+   return False;
+}
+
 static inline void feed(Int t, UWord entry)
 {
-   chunk_entry[chunk_used] = ((entry >> 1) << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1);
+   UWord line = entry >> 1, streamed = 0;
+   if (prefetch && line != last_line[t]) {
+      streamed = stream_of(t, line) ? ENTRY_STREAM : 0;
+      last_line[t] = line;
+   }
+   chunk_entry[chunk_used] = (line << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1) | streamed;
    if (++chunk_used == CHUNK) flush_chunk();
 }
 
@@ -1897,6 +2177,8 @@ static Bool same_counts(const Model* a, const Model* b)
       if (a->counts.accesses[j] != b->counts.accesses[j] || a->counts.misses[j] != b->counts.misses[j]) return False;
    for (Int c = 0; c < n_classes; c++) if (a->transfers[c] != b->transfers[c]) return False;
    for (Int t = 0; t < n_threads; t++) if (a->counts.cycles[t] != b->counts.cycles[t]) return False;
+   for (Int t = 0; t < n_threads; t++) if (a->queue[t] != b->queue[t]) return False;  /* the same sums in the same order */
+   for (Int n = 0; n < n_nodes; n++) if (a->node_bytes[n] != b->node_bytes[n]) return False;
    return a->counts.invalidations == b->counts.invalidations && a->dram_local == b->dram_local
           && a->dram_remote == b->dram_remote;
 }
@@ -1924,10 +2206,15 @@ static void write_result(void)
          whole[k] = *m;
          whole[k].counts.cycles = zeroed("ps.check", threads_cap, sizeof(ULong));
          for (Int t = 0; t < threads_cap; t++) whole[k].counts.cycles[t] = m->counts.cycles[t];
+         whole[k].queue = zeroed("ps.check", threads_cap, sizeof(double));
+         for (Int t = 0; t < threads_cap; t++) whole[k].queue[t] = m->queue[t];
          VG_(memset)(m->counts.accesses, 0, sizeof m->counts.accesses);
          VG_(memset)(m->counts.misses, 0, sizeof m->counts.misses);
          VG_(memset)(m->counts.cycles, 0, threads_cap * sizeof(ULong));
+         VG_(memset)(m->queue, 0, threads_cap * sizeof(double));
          VG_(memset)(m->transfers, 0, sizeof m->transfers);
+         VG_(memset)(m->node_bytes, 0, sizeof m->node_bytes);
+         m->busiest = 0;
          m->counts.invalidations = m->dram_local = m->dram_remote = 0;
       }
    }
@@ -1946,7 +2233,12 @@ static void write_result(void)
       for (Int c = 0; c < n_classes; c++) out_printf(" %llu", m->transfers[c]);
       out_printf("\ndram %llu", m->dram_local);
       out_printf(" %llu\ncycles", m->dram_remote);
-      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", m->counts.cycles[t]);
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", m->counts.cycles[t] + (ULong)(m->queue[t] + 0.5));
+      out_text("\nqueue");
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", (ULong)(m->queue[t] + 0.5));
+      out_text("\nmemory");
+      for (Int n = 0; n < n_nodes; n++) out_printf(" %llu", m->node_bytes[n]);
+      out_printf("\nbusiest %llu", (ULong)(m->busiest * 1e6 + 0.5));
       if (out_len > (Int)sizeof out_buf - 64) out_flush();
       out_buf[out_len++] = '\n';
    }

@@ -464,7 +464,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]
     result = simulate(argv, topology, placements, quantum=args.quantum, inclusive=args.inclusive == "yes",
                       latency=latency, stdout=sys.stderr if args.json else None,  # JSON alone on stdout
-                      workers=args.workers)
+                      workers=args.workers, bandwidth=args.bandwidth, prefetch=args.prefetch == "yes")
     if args.output:
         write_json(result, args.output)
         print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
@@ -496,14 +496,21 @@ def print_simulation(result, argv: list[str] | None = None) -> None:
     table = Table()
     levels = list(first.levels)
     for column in ["placement", "CPUs", *[f"{name} misses" for name in levels], "invalidations", "transfers",
-                   "DRAM local", "DRAM remote", "cycles (busiest PU)", "vs first"]:
+                   "DRAM local", "DRAM remote", "waited", "cycles (busiest PU)", "vs first"]:
         table.add_column(column, justify="left" if column in ("placement", "CPUs") else "right")
     for p in result.placements:
         transfers = sum(p.transfers.values())
         table.add_row(p.policy, _short_list(p.cpus), *[f"{p.levels[name]['misses']:,}" for name in levels],
                       f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
-                      f"{p.critical_path:,}", f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
+                      f"{sum(p.queue_per_thread):,}", f"{p.critical_path:,}",
+                      f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
     console.print(table)
+    if result.bandwidth:
+        limits = ", ".join(f"{name} {value:g}" for name, value in result.bandwidth.items() if value)
+        console.print(Text(f"waited: cycles the threads waited on bandwidth (included in the cycles; bytes per "
+                           f"cycle: {limits}; streams {'prefetched' if result.prefetch else 'not prefetched'}); "
+                           "busiest resource over a chunk: " + ", ".join(f"{p.policy} {p.busiest:.0%}"
+                                                                      for p in result.placements)), soft_wrap=True)
     console.print(Text("ranking (busiest PU's cycles): " + ranking_text(result)), soft_wrap=True)
     for p in result.placements:
         moved = ", ".join(f"{n:,} via {name}" for name, n in p.transfers.items() if n)
