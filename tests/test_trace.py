@@ -437,6 +437,29 @@ def test_a_flag_spun_on_past_2_32_events_is_counted_exactly(tmp_path, build_dir)
         {f"0x{line.address:x}" for line in flags}
 
 
+def test_both_sharing_models_are_counted_and_an_adi_halo_is_read_sharing(tmp_path, build_dir):
+    """tests/programs/adi_halo.c: an ADI step on 8 threads' blocks of rows, a stencil that reads two
+    halo rows of each neighbour, and a sweep down the columns that shares every pair alike. The
+    tracer counts the matrix under both sharing models in one run: the planted halo makes each
+    neighbour pair stand above the others under both, more under any (the halo is read by its owner
+    and its neighbour together, which write counts only where a write moved the line), and analyze
+    says how the other model reads the trace."""
+    exe = compile_program("adi_halo.c", build_dir)
+    found, comm, _ = _analysis(tmp_path, str(exe), "8", "64", "100", options=("--backend", "valgrind"))
+    assert comm.info.sharing == "write" and comm.other is not None and comm.other.shape == (8, 8)
+    bands = []
+    for matrix in (comm.matrix, comm.other):
+        inside = [matrix[i, i + 1] for i in range(7)]
+        outside = [matrix[i, j] for i in range(8) for j in range(i + 2, 8)]
+        assert min(inside) > max(outside) * 0.9 and np.mean(inside) > 1.4 * np.mean(outside), matrix
+        bands.append(np.mean(inside) / np.mean(outside))
+    assert bands[1] > bands[0]  # read sharing of the halo: any counts more of it
+    assert (comm.other >= comm.matrix - 1e-9).all()  # any counts every event write counts
+    other = found["other_sharing"]
+    assert other["sharing"] == "any" and other["compared"] and other["agrees"] == (
+        (other["pattern"], other["policy"]) == (found["pattern"], found["policy"]))
+
+
 def test_openmp_barriers_sleep_under_the_tracer(tmp_path, build_dir):
     """Private work between many barriers: with the passive waiting pinwise sets, the barrier's
     lines are touched a few times per barrier, not spun on, and the program shows no pattern."""

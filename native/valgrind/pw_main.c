@@ -59,6 +59,8 @@
       sharing any|write
       matrix
       T rows of T numbers
+      other-sharing write|any     (the same matrix under the other sharing model, counted beside it,
+      T rows of T numbers          up to 1,024 threads; none past them, nor with --pw-model=mazouz)
       hot-lines K                 (then K records, hottest first, each of these lines:)
       hot ADDRESS EVENTS BEFORE   (an accessed byte of the line; the line's events in the whole run;
                                    its accesses before it became hot, to 11 significant bits)
@@ -316,6 +318,11 @@ static Int* creator_of = NULL;      /* per thread: creation index of its creator
 static ULong* born = NULL;          /* per thread: total_accesses when it was created */
 static ULong* ended = NULL;         /* per thread: total_accesses when it exited; 0 while alive */
 static ULong* comm = NULL;          /* C[t * cap + u] */
+/* The same under the other sharing model (--pw-sharing=write: any; any: write), counted beside it
+   so that analyze can say where the two disagree; up to OTHER_THREADS threads (its memory). */
+static ULong* comm_other = NULL;
+#define OTHER_THREADS 1024
+static Bool other_lost = False;     /* the threads outgrew it: no other matrix */
 static Int cap = 0;
 
 static void grow_threads(Int needed)
@@ -324,6 +331,9 @@ static void grow_threads(Int needed)
    Int new_cap = cap ? cap : 16;
    while (new_cap < needed) new_cap *= 2;
    ULong* new_comm = VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong));
+   ULong* new_other = !clo_mazouz && !other_lost && new_cap <= OTHER_THREADS
+                      ? VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong)) : NULL;
+   other_lost = !clo_mazouz && new_other == NULL;
    ULong* new_accv = VG_(calloc)("pw.accv", new_cap, sizeof(ULong));
    ULong* new_load = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
    UInt* new_stamp_of = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
@@ -338,6 +348,7 @@ static void grow_threads(Int needed)
       new_born[t] = born[t];
       new_ended[t] = ended[t];
       VG_(memcpy)(new_comm + (SizeT)t * new_cap, comm + (SizeT)t * cap, cap * sizeof(ULong));
+      if (new_other) VG_(memcpy)(new_other + (SizeT)t * new_cap, comm_other + (SizeT)t * cap, cap * sizeof(ULong));
       new_accv[t] = accv[t];
       new_load[t] = load[t];
       new_stamp_of[t] = stamp_of[t];
@@ -348,6 +359,8 @@ static void grow_threads(Int needed)
       VG_(free)(creator_of); VG_(free)(born); VG_(free)(ended); VG_(free)(load_together);
    }
    grow_hot(new_cap, cap);
+   if (comm_other) VG_(free)(comm_other);
+   comm_other = new_other;
    comm = new_comm; accv = new_accv; load = new_load; stamp_of = new_stamp_of; stamp_window = new_stamp_window;
    creator_of = new_creator_of; born = new_born; ended = new_ended; load_together = new_load_together;
    cap = new_cap;
@@ -575,7 +588,8 @@ static ULong tracer_bytes(void)
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
    ULong hot_bytes = (ULong)n_hot * cap * 2 * sizeof(ULong)
                      + (cap <= HOT_PAIR_THREADS ? (ULong)n_hot * cap * cap * sizeof(ULong) : 0);
-   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) + hot_bytes;
+   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) * (comm_other ? 2 : 1)
+          + hot_bytes;
 }
 
 /*------------------------------------------------------------*/
@@ -716,6 +730,15 @@ static void write_result(Bool partial)
       for (Int j = 0; j < t; j++)
          out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j));
       out_text("\n");
+   }
+   if (comm_other) {
+      out_text(clo_write_sharing ? "other-sharing any\n" : "other-sharing write\n");
+      for (Int i = 0; i < t; i++) {
+         for (Int j = 0; j < t; j++)
+            out_printf(j ? " %llu" : "%llu",
+                       i == j ? 0 : comm_other[(SizeT)i * cap + j] + comm_other[(SizeT)j * cap + i]);
+         out_text("\n");
+      }
    }
    if (!clo_mazouz) write_hot_lines();
    out_flush();
@@ -882,13 +905,18 @@ static void access_line(LineEntry* e, Bool is_write)
    Int mine = -1;
    ULong events = 0;
    ULong* row = comm + (SizeT)t * cap;
+   ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
       UShort u = e->sharer[k];
+      Bool written = is_write || sharer_wrote(e, k);
       if (u == t) mine = k;
-      else if (!clo_write_sharing || is_write || sharer_wrote(e, k)) {
-         row[u]++;
-         events++;
-         if (h && h->pairs) h->pairs[(SizeT)t * cap + u]++;
+      else {
+         if (!clo_write_sharing || written) {
+            row[u]++;
+            events++;
+            if (h && h->pairs) h->pairs[(SizeT)t * cap + u]++;
+         }
+         if (other && (clo_write_sharing || written)) other[u]++;  /* any counts them all; write, written ones */
       }
    }
    if (mine >= 0) e->wrote |= (UChar)(is_write << mine);
@@ -926,14 +954,16 @@ static void repeat_accesses(LineEntry* e, ULong reads, ULong writes, UShort t)
    HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
    if (h) { h->reads[t] += reads; h->writes[t] += writes; }
    else e->before = approximate_add(e->before, reads + writes);
-   if (events == 0) return;
    ULong* row = comm + (SizeT)t * cap;
+   ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
       UShort u = e->sharer[k];
       if (u == t) continue;
-      ULong add = !clo_write_sharing || sharer_wrote(e, k) ? reads + writes : writes;
+      ULong any = reads + writes, written = sharer_wrote(e, k) ? reads + writes : writes;
+      ULong add = clo_write_sharing ? written : any;
       row[u] += add;
       if (h && h->pairs) h->pairs[(SizeT)t * cap + u] += add;
+      if (other) other[u] += clo_write_sharing ? any : written;
    }
 }
 

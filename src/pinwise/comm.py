@@ -188,7 +188,7 @@ class TraceInfo:
         """The known keys of a comm document, each checked; one error names a key of the wrong type."""
         values, extra = {}, {}
         for key, value in document.items():
-            if key in ("format", "version", "threads", "matrix", "accesses", "instructions"):
+            if key in ("format", "version", "threads", "matrix", "accesses", "instructions", "other_matrix"):
                 continue
             if key not in _FIELD_READERS:
                 extra[key] = value
@@ -231,6 +231,9 @@ class CommMatrix:
     accesses: np.ndarray | None = None
     instructions: np.ndarray | None = None
     info: TraceInfo = field(default_factory=TraceInfo)
+    #: The same program's matrix under the other sharing model (:attr:`TraceInfo.sharing` names
+    #: this one's), which the tracer counts beside it: analyze says where the two readings differ.
+    other: np.ndarray | None = None
 
     @property
     def threads(self) -> int:
@@ -247,6 +250,8 @@ class CommMatrix:
             document["accesses"] = _plain(self.accesses)
         if self.instructions is not None:
             document["instructions"] = _plain(self.instructions)
+        if self.other is not None:
+            document["other_matrix"] = _plain(self.other)
         return json.dumps(document)
 
 
@@ -317,9 +322,15 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         threads = document.get("threads", matrix.shape[0])
         if threads != matrix.shape[0]:
             raise PinwiseError(f"{source}: \"threads\" says {threads} but the matrix has {matrix.shape[0]} rows")
+        other = None
+        if document.get("other_matrix") is not None:
+            other = validate_matrix(document["other_matrix"], f"{source} (other_matrix)")
+            if other.shape != matrix.shape:
+                raise PinwiseError(f"{source}: \"other_matrix\" is {other.shape[0]} x {other.shape[1]}, the matrix "
+                                   f"{matrix.shape[0]} x {matrix.shape[1]}")
         return CommMatrix(matrix, _vector(document, "accesses", matrix.shape[0], source),
                           _vector(document, "instructions", matrix.shape[0], source),
-                          TraceInfo.from_document(document, source))
+                          TraceInfo.from_document(document, source), other)
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -434,4 +445,5 @@ def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
                    rounds=Rounds(rounds.size, rounds.count, comm.threads),
                    instructions_together=None if together is None else _ints(fold @ np.array(together, float)))
     return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
-                      None if comm.instructions is None else fold @ comm.instructions, info)
+                      None if comm.instructions is None else fold @ comm.instructions, info,
+                      None if comm.other is None else fold @ comm.other @ fold.T)

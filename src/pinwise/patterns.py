@@ -107,6 +107,9 @@ class Analysis:
     #: Why no placement may be recommended from this matrix: the trace missed part of the program's
     #: work (TraceInfo.unseen). ``policy`` is then only what the metrics would point at.
     withheld: str | None = None
+    #: The reading of the same trace under the other sharing model (CommMatrix.other):
+    #: {"sharing", "compared", and "pattern", "pattern_reason", "policy", "agrees" or "why" not}.
+    other_sharing: dict | None = None
 
     def recommended(self) -> str:
         """The recommended policy, for ``--policy auto``; refused when the trace missed work."""
@@ -134,6 +137,8 @@ class Analysis:
             document["costs"] = self.costs
         if self.withheld is not None:
             document["withheld"] = self.withheld
+        if self.other_sharing is not None:
+            document["other_sharing"] = self.other_sharing
         return document
 
 
@@ -434,7 +439,25 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
     if doubt:
         reason = f"{reason}; {doubt}"
     return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs,
-                    doubt, alternatives, comm.info.unseen)
+                    doubt, alternatives, comm.info.unseen, other_reading(comm, pattern, policy, spins, topology))
+
+
+def other_reading(comm: CommMatrix, pattern: str, policy: str, spins, topology=None) -> dict | None:
+    """How the trace reads under the other sharing model (the matrix the tracer counts beside
+    the one asked for): ``write`` counts an event only when one of the two accesses writes, ``any``
+    every access to a line another thread touched (the paper's). They differ by read sharing: a
+    stencil's halo, which the neighbour reads while its owner reads it too, or a table every thread
+    reads. None when the trace has no other matrix."""
+    if comm.other is None or comm.info.sharing not in ("write", "any"):
+        return None
+    model = "any" if comm.info.sharing == "write" else "write"
+    if spins:
+        return {"sharing": model, "compared": False,
+                "why": "spin-waits were set aside, and the other model's matrix holds their events apart from no pair"}
+    again = analyze(replace(comm, matrix=comm.other, other=None,
+                            info=replace(comm.info, sharing=model, hot_lines=None)), topology)
+    return {"sharing": model, "compared": True, "pattern": again.pattern, "pattern_reason": again.pattern_reason,
+            "policy": again.policy, "agrees": (again.pattern, again.policy) == (pattern, policy)}
 
 
 # -- the labelled corpus ------------------------------------------------------------------------

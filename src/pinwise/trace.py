@@ -113,13 +113,19 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         threads = int(header["threads"][0])
         rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
         matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
+        index += threads
+        other = None
+        if index + 1 < len(lines) and lines[index + 1].startswith("other-sharing "):  # the other model's matrix
+            rows = [[float(v) for v in line.split()] for line in lines[index + 2:index + 2 + threads]]
+            other = np.array(rows, dtype=np.float64).reshape(threads, threads)
+            index += 1 + threads
         accesses = np.array([float(v) for v in header["accv"]])
         instructions = np.array([float(v) for v in header["load"]])
         info = _header_info(header)
-        info["hot_lines"] = _hot_lines(lines[index + 1 + threads:], threads)
+        info["hot_lines"] = _hot_lines(lines[index + 1:], threads)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
-    return CommMatrix(matrix, accesses, instructions, TraceInfo(**info))
+    return CommMatrix(matrix, accesses, instructions, TraceInfo(**info), other)
 
 
 def _hot_lines(lines: list[str], threads: int):

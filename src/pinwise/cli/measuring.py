@@ -298,6 +298,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
                            f"{result.costs[result.policy]:,.0f}, compact {compact:,.0f} (sum of M[i][j] x tree "
                            "distance; pinwise map --compare shows every policy)"))
+    other = result.other_sharing
+    if other is not None:
+        mine = comm.info.sharing
+        if not other["compared"]:
+            console.print(Text(f"sharing models: not compared ({other['why']})"))
+        elif other["agrees"]:
+            console.print(Text(f"sharing models: --sharing {other['sharing']} reads it the same ({other['pattern']} -> "
+                               f"{other['policy']})"))
+        else:
+            console.print(Text(f"sharing models disagree: with --sharing {other['sharing']} this trace reads "
+                               f"{other['pattern']} -> {other['policy']} ({other['pattern_reason']}), with "
+                               f"{mine} {result.pattern} -> {result.policy}. They differ by read sharing (a halo "
+                               "its owner and a neighbour both read, a table every thread reads): any counts it, "
+                               "write only where a write moved the line; bench both (pinwise auto does)"))
     console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
     if comm.info.partial:
         console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
