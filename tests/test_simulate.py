@@ -285,6 +285,25 @@ def test_workers_take_every_access_and_end_with_the_run():
                                                  text=True).stdout.split()), "a simulation worker outlived the run"
 
 
+def test_placements_sharing_one_grouping_are_split_over_the_workers_and_count_the_same():
+    """Four placements with a thread per core share one grouping of L1s: one group, which one
+    worker alone simulated. Split (ps_main.c's split_groups) they are two or four groups, each
+    simulating the L1s again, on as many workers; in the same run every placement is simulated
+    alone too (check_groups) and every group in Valgrind's process (check_workers): same counts."""
+    from pinwise.plan import Plan
+    from pinwise.simulate import simulate
+
+    machine = load_topology("pack:2 l3:1(size=64KiB) l2:2(size=8KiB) core:2 pu:1")
+    lists = ["0,1,2,3", "2,3,0,1", "0,2,1,3", "1,0,3,2"]
+    placements = [(cpus, Plan(slots=tuple((int(c),) for c in cpus.split(",")))) for cpus in lists]
+    program = [PATTERNS, "neighbour", "-n", "4", "-i", "300"]
+    groups = []
+    for split in (0, 2, 4):  # each raises if a count differs alone, or in Valgrind's process
+        groups.append(simulate(program, machine, placements, progress=False, stdout=subprocess.DEVNULL, workers=4,
+                               split=split, check_groups=True, check_workers=True, inclusive=False).cache_groups)
+    assert groups == [1 + 4, 2 + 4, 4 + 4]  # (and a group per placement alone; not inclusive: no split-offs)
+
+
 def test_the_bare_tool_takes_fewer_workers_where_valgrind_keeps_too_few_descriptors(tmp_path):
     """Run as `valgrind --tool=pwsim` directly, without pinwise's --fair-sched=yes --vgdb=no,
     Valgrind later takes four more of the ten or so descriptors it keeps for itself (its pipe lock,

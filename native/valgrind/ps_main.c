@@ -125,6 +125,7 @@ static Bool clo_inclusive = True;
 static Bool clo_check = False;
 static Bool clo_check_workers = False;
 static Long clo_workers = 0;
+static Long clo_split = 0;
 
 static Bool ps_process_cmd_line_option(const HChar* arg)
 {
@@ -136,6 +137,7 @@ static Bool ps_process_cmd_line_option(const HChar* arg)
    else if VG_BOOL_CLO(arg, "--ps-check-groups", clo_check) {}
    else if VG_BOOL_CLO(arg, "--ps-check-workers", clo_check_workers) {}
    else if VG_BINT_CLO(arg, "--ps-workers", clo_workers, 0, MAX_WORKERS) {}
+   else if VG_BINT_CLO(arg, "--ps-split", clo_split, 0, MAX_WORKERS) {}
    else return False;
    return True;
 }
@@ -152,7 +154,9 @@ static void ps_print_usage(void)
                "    --ps-workers=N           processes that simulate the groups of placements while the\n"
                "                             program runs; 0: this process does [0]\n"
                "    --ps-check-workers=yes|no this process also simulates every group and says whether\n"
-               "                             the workers counted the same (a self-test) [no]\n");
+               "                             the workers counted the same (a self-test) [no]\n"
+               "    --ps-split=N             split groups of placements until there are N of them (at most\n"
+               "                             --ps-workers), so that N workers share the work [0]\n");
 }
 
 static void ps_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -298,7 +302,7 @@ static void* zeroed(const HChar* cc, SizeT count, SizeT size)
    return VG_(calloc)(cc, count ? count : 1, size);
 }
 
-static void group_models(void);
+static void group_models(Int limit);
 
 static void read_config(void)
 {
@@ -437,7 +441,7 @@ static void read_config(void)
       m->page_keys = zeroed("ps.pages", m->page_cap, sizeof(UWord));
       m->page_node = zeroed("ps.pages", m->page_cap, 1);
    }
-   group_models();
+   group_models(n_models);
 }
 
 /*------------------------------------------------------------*/
@@ -1205,7 +1209,7 @@ static Int shared_levels(const Model* a, const Model* b, Int* a_to_b, Int* b_to_
    return n_levels;
 }
 
-static void group_models(void)
+static void group_models(Int limit)
 {
    Int* first = zeroed("ps.group", n_models, sizeof(Int));
    for (Int k = 0; k < n_models; k++) {
@@ -1214,7 +1218,7 @@ static void group_models(void)
       m->actual = zeroed("ps.map", n_instances, sizeof(Int));
       m->group = -1;
       for (Int gi = 0; gi < n_groups && m->group < 0 && !m->alone; gi++) {
-         if (models[first[gi]].alone) continue;
+         if (models[first[gi]].alone || groups[gi]->n_members >= limit) continue;
          Int shared = shared_levels(&models[first[gi]], m, m->canonical, m->actual);
          if (shared == 0) continue;
          Group* g = groups[gi];
@@ -1841,8 +1845,33 @@ static Bool room_left(Int fd, Int count)
    return made == count;
 }
 
+/* Fewer groups than workers leave workers idle: placements that all share one grouping of L1s
+   (4 placements of an ADI solver on x7550, one per core) were one group, simulated by one worker
+   while the others waited, at 9-12x cachegrind. The groups are made again with at most
+   ceil(K / N) placements each: each new group simulates the shared levels once more, and N
+   workers share the levels above; the counts are the same (every grouping is exact). Before the
+   groups are allocated or dealt. */
+static void split_groups(Int target)
+{
+   Int own = 0;  /* groups of placements (--ps-check-groups adds a group per placement alone) */
+   for (Int gi = 0; gi < n_groups; gi++) own += !models[groups[gi]->members[0]].alone;
+   if (target <= own || own >= n_placements) return;
+   for (Int gi = 0; gi < n_groups; gi++) {
+      VG_(free)(groups[gi]->counts.cycles);
+      VG_(free)(groups[gi]->counts.reach);
+      VG_(free)(groups[gi]);
+   }
+   n_groups = 0;
+   for (Int k = 0; k < n_models; k++) {
+      VG_(free)(models[k].canonical);
+      VG_(free)(models[k].actual);
+   }
+   group_models((n_placements + target - 1) / target);
+}
+
 static void start_workers(void)
 {
+   split_groups((Int)(clo_split < clo_workers ? clo_split : clo_workers));
    n_workers = (Int)clo_workers < n_groups ? (Int)clo_workers : n_groups;
    if (n_workers == 0) return;
    if (!share_buffers()) {

@@ -323,7 +323,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
              inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
              stdout=None, check_groups: bool = False, workers: int | None = None,
              check_workers: bool = False, bandwidth: dict[str, float] | str | None = None,
-             prefetch: bool = True) -> Simulation:
+             prefetch: bool = True, split: int | None = None) -> Simulation:
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
     ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
     tool also simulates every placement alone and the counts must agree with the grouped ones
@@ -333,7 +333,10 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     and ``check_workers`` makes Valgrind's process simulate every group as well and raises if
     the workers' counts differ from its own (a self-test). ``bandwidth``: bytes per cycle per level
     and ``dram`` (:func:`default_bandwidth` for the topology, which a dict or a ``--bandwidth``
-    string overrides); ``prefetch``: sequential streams are prefetched."""
+    string overrides); ``prefetch``: sequential streams are prefetched. ``split``: groups of
+    placements that share their L1s alike are split until there are that many (default: as many as
+    the workers and the CPUs pinwise may use; 0: never), each part simulating the shared levels
+    again so that every worker has some (ps_main.c's split_groups); the counts are the same."""
     from .pinning.launcher import find_program
     from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
@@ -371,6 +374,9 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         command = [valgrind, "--tool=pwsim", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
                    f"--ps-inclusive={'yes' if inclusive else 'no'}", f"--ps-workers={workers}",
+                   # as many groups as CPUs to simulate them: placements sharing one grouping of
+                   # L1s are split (each part simulates the L1s again) rather than left to one worker
+                   f"--ps-split={min(workers, len(os.sched_getaffinity(0))) if split is None else split}",
                    *(["--ps-check-groups=yes"] if check_groups else []),
                    *(["--ps-check-workers=yes"] if check_workers else []), program, *argv[1:]]
         show = sys.stderr.isatty() if progress is None else progress
