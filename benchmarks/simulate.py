@@ -10,7 +10,11 @@
    (issue 18): 8 placements in <= 3x cachegrind's time. pinwise simulates the groups of placements
    in worker processes while the program runs (--workers, default 4 where it may use 2 CPUs or more);
    the 8 placements are also timed with --workers 0 (all in Valgrind's process, one CPU, as
-   cachegrind) so that both figures are side by side.
+   cachegrind) so that both figures are side by side. Beside them a program of a real program's
+   size (issue 39: seconds natively, 8 threads): an ADI solver's steps, tests/programs/adi_halo.c
+   on a 1024 x 1024 grid; and on it, 4 placements that share one grouping of L1s (a thread per
+   core), simulated with the groups split so that every worker helps, and without (one worker
+   did everything: 9-12x cachegrind).
 2. Ranking: the contending pairs (the blog's program) with the pairs together and apart, simulated
    on this machine's own topology and measured natively (pinwise run, medians of --pair-runs
    interleaved runs), side by side.
@@ -21,12 +25,17 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import time
 
-from common import PINWISE, console, cpu_model, interleaved, median, native_dir, table
+import tempfile
+from pathlib import Path
+
+from common import HERE, PINWISE, console, cpu_model, interleaved, median, native_dir, table
 
 PLACEMENTS = ["compact", "scatter", "close", "spread", "primary", "random"]
 OWN = ["--placement", "first8=0-7", "--placement", "packages=0,16,32,48,1,17,33,49"]
@@ -51,10 +60,17 @@ def main() -> int:
     parser.add_argument("--pair-runs", type=int, default=15)
     args = parser.parse_args()
     patterns = str(native_dir() / "bin" / "patterns")
+    tmp = tempfile.mkdtemp(prefix="pinwise-bench-")
+    atexit.register(shutil.rmtree, tmp, True)
+    adi = str(Path(tmp, "adi_halo"))
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", adi, str(HERE.parent / "tests" / "programs" / "adi_halo.c")],
+                   check=True)
+    real = [adi, "8", "1024", "40"]
     programs = {
         "neighbour, 8 threads": [patterns, "neighbour", "-n", "8", "-i", "5000"],
         "private 64 KiB, 8 threads": [patterns, "private", "-n", "8", "-i", "5000", "-z", "64"],
         "private 16 KiB, 8 threads": [patterns, "private", "-n", "8", "-i", "5000", "-z", "16"],
+        "ADI solver, 8 threads (real size)": real,
     }
     cpus = len(os.sched_getaffinity(0))
     out = table(f"one pass of pinwise simulate vs cachegrind, best of {args.runs} ({cpu_model()}, {cpus} CPUs: "
@@ -75,6 +91,7 @@ def main() -> int:
                     f"{best['sim 8']:.2f}", f"{ratio:.1f}x", "met" if ratio <= 3 else "NOT met (<= 3x)",
                     f"{best['sim 8 alone']:.2f}", f"{best['sim 8 alone'] / best['cachegrind']:.1f}x")
     console.print(out)
+    one_grouping(real, args.runs)
 
     pairs = str(native_dir() / "bin" / "pairs")
     work = [pairs, "-i", "100000", "-r", "10"]  # as benchmarks/pairs.py runs it
@@ -98,6 +115,36 @@ def main() -> int:
                   f"{'they agree' if agree else 'they DISAGREE'}")
     console.print(f"speed: worst 8-placement pass {worst:.1f}x cachegrind (target 3x: {'met' if worst <= 3 else 'NOT met'})")
     return 0
+
+
+def one_grouping(program: list[str], runs: int) -> None:
+    """4 placements with a thread per core on x7550 share one grouping of L1s: simulated with the
+    groups split over the workers (the default) and as one group (split 0), against cachegrind."""
+    from pinwise.plan import Plan
+    from pinwise.simulate import simulate
+    from pinwise.topology import load_topology
+
+    topology = load_topology("x7550")
+    lists = ["0,2,4,6,8,10,12,14", "16,18,20,22,24,26,28,30", "0,16,32,48,2,18,34,50", "32,34,36,38,40,42,44,46"]
+    placements = [(f"cores {k}", Plan(slots=tuple((int(c),) for c in cpus.split(",")))) for k, cpus in enumerate(lists)]
+
+    def simulated(split):
+        start = time.perf_counter()
+        result = simulate(program, topology, placements, progress=False, stdout=subprocess.DEVNULL, split=split)
+        return time.perf_counter() - start, result.cache_groups
+
+    cachegrind = min(timed(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--cachegrind-out-file=/dev/null",
+                            *program]) for _ in range(runs))
+    split = [simulated(None) for _ in range(runs)]
+    whole = [simulated(0) for _ in range(runs)]
+    out = table(f"4 placements sharing one grouping of L1s (a thread per core on x7550), best of {runs} "
+                f"({cpu_model()})", ["program", "cachegrind s", "split s", "groups", "split / cachegrind",
+                                    "one group s", "one group / cachegrind"])
+    best_split, best_whole = min(t for t, _ in split), min(t for t, _ in whole)
+    out.add_row(" ".join(Path(program[0]).name.split() + program[1:]), f"{cachegrind:.2f}", f"{best_split:.2f}",
+                str(split[0][1]), f"{best_split / cachegrind:.1f}x", f"{best_whole:.2f}",
+                f"{best_whole / cachegrind:.1f}x")
+    console.print(out)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,33 @@ def test_no_rounds_without_the_calls_or_with_other_creators():
     assert find_rounds(replace(comm, info=replace(comm.info, spawns=tuple(spawns)))) is None
 
 
+def _traced_lives(comm, ends_late=()):
+    """``comm``'s threads as Valgrind runs a round at a time: round r's workers live over
+    [100 r + 1, 100 r + 50] on the access clock; a worker in ``ends_late`` ends in the next round."""
+    lives = [(0, 10_000)] + [(100 * ((t - 1) // 4) + 1, 100 * ((t - 1) // 4) + (150 if t in ends_late else 50))
+                             for t in range(1, comm.threads)]
+    return replace(comm, info=replace(comm.info, lifetimes_traced=tuple(lives)))
+
+
+def test_rounds_are_found_when_the_native_run_made_more_of_them():
+    """A harness that times its loop runs more rounds natively (whose calls the spawns hold) than
+    under the tracer: the traced threads are rounds of the native round's size if they make whole
+    rounds that lived one after another; otherwise no rounds (and pinwise trace says why)."""
+    native = in_rounds(4, 9)                                        # 37 threads natively
+    traced = in_rounds(4, 3)
+    comm = _traced_lives(replace(traced, info=replace(traced.info, spawns=native.info.spawns)))
+    assert find_rounds(comm) == Rounds(4, 3, 13)
+    assert fold_rounds(comm, find_rounds(comm)).matrix[1, 2] == 3003
+    assert find_rounds(_traced_lives(comm, ends_late=(6,))) is None  # round 2 began before 6 ended
+    no_lives = replace(comm, info=replace(comm.info, lifetimes_traced=None))
+    assert find_rounds(no_lives) is None                            # nothing to check the trace by
+    odd = in_rounds(2, 6)                                           # 13 threads, rounds of 2 natively ...
+    mixed = _traced_lives(replace(odd, info=replace(odd.info, spawns=in_rounds(3, 5).info.spawns)))
+    assert find_rounds(mixed) is None                               # ... 12 workers are 4 rounds of 3? not in these lives
+    one = in_rounds(4, 1)
+    assert find_rounds(_traced_lives(replace(one, info=replace(one.info, spawns=native.info.spawns)))) is None
+
+
 def test_trace_info_survives_a_file_and_refuses_damaged_fields():
     comm = in_rounds(4, 3)
     again = parse_comm(comm.to_json())

@@ -247,3 +247,30 @@ def test_every_recommendation_that_costs_more_than_compact_says_so():
         assert bool(result.doubt) == ("weak:" in result.reason) == bool(result.alternatives), sample
         weak += bool(result.doubt)
     assert 0 < weak < 20  # some readings of the noisy corpus are weak, most are not
+
+
+def test_analyze_says_when_the_other_sharing_model_reads_the_trace_otherwise(tmp_path):
+    """A trace under --sharing write whose read sharing (a halo) only the other model counts: flat
+    under write, a neighbour band under any. analyze reads the asked model, says how the other one
+    reads it, and auto benches the other's policy too."""
+    from dataclasses import replace
+
+    from pinwise.auto import candidate_policies
+    from pinwise.comm import TraceInfo, read_comm, write_comm
+
+    flat = np.full((8, 8), 100.0) - 100 * np.eye(8)
+    comm = CommMatrix(flat, np.full(8, 1e3), None, TraceInfo(sharing="write"), flat + 4 * band(8, 1))
+    found = analyze(comm)
+    assert (found.pattern, found.policy) == ("all-to-all", "scatter")
+    assert found.other_sharing == {"sharing": "any", "compared": True, "pattern": "neighbour",
+                                   "pattern_reason": found.other_sharing["pattern_reason"], "policy": "locality",
+                                   "agrees": False}
+    assert {"scatter", "locality"} <= set(candidate_policies(found))
+    path = tmp_path / "comm.json"
+    write_comm(comm, path)
+    assert np.array_equal(read_comm(path).other, comm.other)
+    shown = run_pinwise("analyze", str(path), check=True).stdout
+    assert "sharing models disagree: with --sharing any this trace reads neighbour -> locality" in shown
+    same = analyze(replace(comm, other=flat))
+    assert same.other_sharing["agrees"] and "sharing models disagree" not in str(same.to_document())
+    assert analyze(comm_of(flat)).other_sharing is None  # no other matrix: nothing said

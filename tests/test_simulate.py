@@ -165,6 +165,61 @@ def test_scatter_has_fewer_last_level_misses_than_compact_for_private_streams(th
     assert by["scatter"]["levels"]["L3"]["misses"] < 0.5 * by["compact"]["levels"]["L3"]["misses"]
 
 
+def test_a_twelve_mib_l3_is_simulated_at_its_size(build_dir):
+    """tests/programs/socket_sets.c: four threads of 2,304 KiB each, 9 MiB under one E5620 socket's
+    12 MiB, 16-way L3 (12,288 sets) with compact. Simulated at its size (no rounding down to 8
+    MiB, the old model's), every placement misses only the first touch of each line; an 8 MiB
+    L3 misses every line of every pass under compact (the NPB paper's per-socket capacity)."""
+    exe = str(compile_program("socket_sets.c", build_dir))
+    first_touch = 4 * 2304 * 1024 // 64
+    found = simulated("-t", "e5620", "-n", "4", "--policies", "compact,scatter", "--", exe)
+    assert not any("rounded" in note or "L3: 12MiB" in note for note in found["notes"]), found["notes"]
+    for placement in found["placements"]:
+        assert first_touch <= placement["levels"]["L3"]["misses"] < 1.05 * first_touch, placement
+    smaller = simulated("-t", "pack:2 l3:1(size=8MiB) l2:4(size=256KiB) l1:1(size=32KiB) core:1 pu:1", "-n", "4",
+                        "--policies", "compact", "--", exe)
+    assert smaller["placements"][0]["levels"]["L3"]["misses"] > 3.5 * first_touch  # 4 passes + first touch
+
+
+def test_machine_models_take_any_number_of_sets():
+    model = machine_model(load_topology("e5620"))
+    l3 = next(level for level in model.levels if level.name == "L3")
+    assert l3.size == 12 * 1024 * 1024 and l3.size // (l3.line * l3.ways) == 12288 and not l3.note.count("sets")
+    odd = machine_model(load_topology("pack:1 l3:1(size=100000) core:2 pu:1"))  # not whole 16-way sets
+    assert [level.size for level in odd.levels if level.name == "L3"] == [97 * 16 * 64]
+    assert "97 sets" in next(level.note for level in odd.levels if level.name == "L3")
+
+
+def test_compact_waits_on_one_sockets_memory_where_scatter_uses_both(build_dir):
+    """tests/programs/stream_triad.c, four threads streaming 9 MiB each from memory they first
+    touched, on the NPB study's two E5620s (10.7 bytes a cycle per socket's memory controller):
+    compact puts all four on one controller and waits on it; scatter spreads them over both and
+    is faster in the simulated cycles, as the paper measured. The same program on arrays that fit
+    the L1 waits on nothing worth a difference."""
+    exe = str(compile_program("stream_triad.c", build_dir))
+    found = simulated("-t", "e5620", "-n", "4", "--policies", "compact,scatter", "--", exe)
+    by = {p["policy"]: p for p in found["placements"]}
+    assert found["bandwidth"]["dram"] == 10.7 and found["prefetch"]
+    compact, scatter = by["compact"], by["scatter"]
+    assert compact["memory_bytes"][0] > 0 and compact["memory_bytes"][1] == 0  # one controller moved it all
+    assert min(scatter["memory_bytes"]) > 0.4 * sum(scatter["memory_bytes"])
+    assert sum(compact["queue_per_thread"]) > 2 * sum(scatter["queue_per_thread"])
+    assert compact["busiest"] > scatter["busiest"]
+    assert compact["critical_path"] > 1.03 * scatter["critical_path"]
+    assert all(cycles >= queue for cycles, queue in zip(compact["cycles_per_thread"], compact["queue_per_thread"]))
+    resident = simulated("-t", "e5620", "-n", "4", "--policies", "compact,scatter", "--", exe, "4", "1024", "400")
+    paths = [p["critical_path"] for p in resident["placements"]]
+    assert abs(paths[0] / paths[1] - 1) < 0.02, paths
+    unlimited = simulated("-t", "e5620", "-n", "4", "--policies", "compact", "--bandwidth", "dram=0,L2=0,L3=0",
+                          "--", exe, "4", "1024", "400")
+    assert sum(unlimited["placements"][0]["queue_per_thread"]) == 0
+
+
+def test_bad_bandwidth_is_refused():
+    assert_clean_failure(run_pinwise("simulate", "--bandwidth", "L9=3", "--", "true"), "--bandwidth", "L9=3")
+    assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=-1", "--", "true"), "bytes per cycle")
+
+
 def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
     png = tmp_path / "sim.png"
     result = run_pinwise("simulate", "-t", "pack:2 core:2 pu:1", "--policies", "compact,scatter", "--png", str(png),
@@ -228,6 +283,25 @@ def test_workers_take_every_access_and_end_with_the_run():
         assert result.cache_groups > len(placements) + 1  # several groups, so several workers had work
     assert eventually(lambda: not subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True,
                                                  text=True).stdout.split()), "a simulation worker outlived the run"
+
+
+def test_placements_sharing_one_grouping_are_split_over_the_workers_and_count_the_same():
+    """Four placements with a thread per core share one grouping of L1s: one group, which one
+    worker alone simulated. Split (ps_main.c's split_groups) they are two or four groups, each
+    simulating the L1s again, on as many workers; in the same run every placement is simulated
+    alone too (check_groups) and every group in Valgrind's process (check_workers): same counts."""
+    from pinwise.plan import Plan
+    from pinwise.simulate import simulate
+
+    machine = load_topology("pack:2 l3:1(size=64KiB) l2:2(size=8KiB) core:2 pu:1")
+    lists = ["0,1,2,3", "2,3,0,1", "0,2,1,3", "1,0,3,2"]
+    placements = [(cpus, Plan(slots=tuple((int(c),) for c in cpus.split(",")))) for cpus in lists]
+    program = [PATTERNS, "neighbour", "-n", "4", "-i", "300"]
+    groups = []
+    for split in (0, 2, 4):  # each raises if a count differs alone, or in Valgrind's process
+        groups.append(simulate(program, machine, placements, progress=False, stdout=subprocess.DEVNULL, workers=4,
+                               split=split, check_groups=True, check_workers=True, inclusive=False).cache_groups)
+    assert groups == [1 + 4, 2 + 4, 4 + 4]  # (and a group per placement alone; not inclusive: no split-offs)
 
 
 def test_the_bare_tool_takes_fewer_workers_where_valgrind_keeps_too_few_descriptors(tmp_path):

@@ -330,6 +330,31 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
         assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
 
 
+def test_rounds_of_a_harness_that_times_its_loop_are_found_from_their_structure(tmp_path, build_dir):
+    """tests/programs/timed_rounds.c runs the blog's benchmark body (four threads, two pairs over two
+    counters) as many times as fit in its minimum time, as Google Benchmark does: the native run
+    and the trace make different numbers of rounds. The rounds are the main thread's creating and
+    joining four workers again and again: found in the trace whatever their number, folded to one
+    thread per role with the planted pairs, and the native run's extra threads are not missed work."""
+    exe = compile_program("timed_rounds.c", build_dir)
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "--backend", "valgrind", "-o", str(out), "--", str(exe), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr and "note" not in result.stderr, result.stderr
+    comm = read_comm(out)
+    native_threads = 1 + sum(kind == "create" for kind, _ in comm.info.spawns)
+    assert comm.threads > 9 and (comm.threads - 1) % 4 == 0 and (native_threads - 1) % 4 == 0
+    assert comm.info.unseen is None
+    assert find_rounds(comm) == Rounds(4, (comm.threads - 1) // 4, comm.threads)
+    folded = by_role(comm).matrix
+    assert folded.shape == (5, 5)
+    for worker, partner in ((1, 2), (2, 1), (3, 4), (4, 3)):
+        peers = [w for w in range(1, 5) if w != worker]
+        assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
+    planned = run_pinwise("map", str(out), "--policy", "locality", "-t", "pack:2 core:2 pu:1", "--format", "cpulist")
+    assert planned.returncode == 0 and "rounds of 4" in planned.stderr, planned.stderr
+
+
 # -- sharing that is not communication, spin-waits (issue 13) ----------------------------------------
 
 def _analysis(tmp_path, *argv, options=(), env=None):
@@ -369,6 +394,70 @@ def test_spin_waited_flags_are_named_and_set_aside(tmp_path, build_dir):
     assert sum(spin["reads"]) > 100 * sum(spin["writes"])
     assert {tuple(p[:2]) for p in spin["pairs"]} == {(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)}
     assert comm.info.hot_lines[0].where == spin["where"]
+
+
+def test_a_pipelines_flag_array_is_judged_as_one_spin_wait(tmp_path, build_dir):
+    """An LU-style pipeline (tests/programs/spin_flags.c) spins on one flag per thread: each flag
+    line carries a share of the events, several under the 25 % a line would need alone. The flag
+    array is judged together: every read-mostly flag line is a spin-wait, and the rest of the
+    matrix is what the program plants, its edges passed between neighbours."""
+    exe = compile_program("spin_flags.c", build_dir)
+    found, comm, _ = _analysis(tmp_path, str(exe), "-n", "6", "-s", "8",
+                               options=("--backend", "valgrind", "--no-native-run"))
+    flags = [line for line in found["hot_lines"] if line["where"].startswith("variable flag+")]
+    assert len(flags) >= 4, found["hot_lines"]
+    assert all(line["spin_wait"] for line in flags), flags
+    traced = comm.matrix.sum() / 2
+    assert any(line["events"] < 0.25 * traced for line in flags)  # a line alone would not be one
+    assert sum(line["events"] for line in flags) > 0.9 * traced
+    assert found["pattern"] == "neighbour", found
+
+
+def test_a_flag_spun_on_past_2_32_events_is_counted_exactly(tmp_path, build_dir):
+    """Three threads of the pipeline until they have read the flags 5 G times (the program counts
+    its reads): the middle flag's line, read by both other threads, passes 2^32 events. Its count
+    is whole (the events of its pairs, which the tracer counts apart), the reads the tracer saw on
+    the flags are the program's own, and the flags are set aside as one spin-wait."""
+    exe = compile_program("spin_flags.c", build_dir)
+    out = tmp_path / "comm.json"
+    result = run_pinwise("trace", "--backend", "valgrind", "--no-native-run", "--sharing", "any",
+                         "--window", "1000000000", "-o", str(out), "--", str(exe), "-n", "3", "-p", "256",
+                         "-r", "5000000000", timeout=600)
+    assert result.returncode == 0, result.stderr
+    program_reads = int(re.search(r"flag reads (\d+)", result.stdout).group(1))
+    assert program_reads >= 5_000_000_000
+    comm = read_comm(out)
+    flags = [line for line in comm.info.hot_lines if line.where.startswith("variable flag+")]
+    hottest = max(flags, key=lambda line: line.events)
+    assert hottest.events > 2**32
+    assert hottest.events - sum(n for _, _, n in hottest.pairs) < hottest.events // 1000
+    assert 0.999 * program_reads <= sum(sum(line.reads) for line in flags) <= program_reads
+    analysed = json.loads(run_pinwise("analyze", str(out), "--json", check=True).stdout)
+    assert {line["address"] for line in analysed["hot_lines"] if line["spin_wait"]} == \
+        {f"0x{line.address:x}" for line in flags}
+
+
+def test_both_sharing_models_are_counted_and_an_adi_halo_is_read_sharing(tmp_path, build_dir):
+    """tests/programs/adi_halo.c: an ADI step on 8 threads' blocks of rows, a stencil that reads two
+    halo rows of each neighbour, and a sweep down the columns that shares every pair alike. The
+    tracer counts the matrix under both sharing models in one run: the planted halo makes each
+    neighbour pair stand above the others under both, more under any (the halo is read by its owner
+    and its neighbour together, which write counts only where a write moved the line), and analyze
+    says how the other model reads the trace."""
+    exe = compile_program("adi_halo.c", build_dir)
+    found, comm, _ = _analysis(tmp_path, str(exe), "8", "64", "100", options=("--backend", "valgrind"))
+    assert comm.info.sharing == "write" and comm.other is not None and comm.other.shape == (8, 8)
+    bands = []
+    for matrix in (comm.matrix, comm.other):
+        inside = [matrix[i, i + 1] for i in range(7)]
+        outside = [matrix[i, j] for i in range(8) for j in range(i + 2, 8)]
+        assert min(inside) > max(outside) * 0.9 and np.mean(inside) > 1.4 * np.mean(outside), matrix
+        bands.append(np.mean(inside) / np.mean(outside))
+    assert bands[1] > bands[0]  # read sharing of the halo: any counts more of it
+    assert (comm.other >= comm.matrix - 1e-9).all()  # any counts every event write counts
+    other = found["other_sharing"]
+    assert other["sharing"] == "any" and other["compared"] and other["agrees"] == (
+        (other["pattern"], other["policy"]) == (found["pattern"], found["policy"]))
 
 
 def test_openmp_barriers_sleep_under_the_tracer(tmp_path, build_dir):

@@ -16,7 +16,8 @@
 
    The model of an access by thread t to line X, in placement k, t on PU p (slot t of the
    placement, wrapping round as pinwise's plans do):
-   - Caches are set-associative with LRU replacement, looked up from p's L1 upward; the first that
+   - Caches are set-associative with LRU replacement (any number of sets: see set_index), looked
+     up from p's L1 upward; the first that
      holds X is a hit (its LRU order updated), the levels below it are filled (write-allocate).
      Each level counts accesses (the misses of the level below, as cachegrind counts LL) and misses.
    - A directory remembers, per line, which cache instances hold it; the L1 holding it modified
@@ -29,6 +30,26 @@
      --ps-inclusive=no keeps levels independent, as cachegrind does.
    - Cost: each access adds the latency of where it was served (a level's hit, a transfer by its
      class, local or remote DRAM) to its thread's cycles.
+   - Prefetched streams (--ps-config's `prefetch 1`): an access to the line next to one of the 16
+     lines its thread last opened a stream at (one more or one less, in the same 4 KiB page, as
+     the L2 streamer of Intel's cores follows them) is marked when the chunk is filled, whatever
+     the placement; marked, a line served beyond the second level (a third level's hit, DRAM)
+     costs the second level's latency: the streamer fetched it ahead of use. Its line still
+     crosses every level and memory controller it came through, below.
+   - Bandwidth and queueing: each cache instance above L1 and each NUMA node's memory controller
+     moves at most B bytes a cycle (--ps-config's `bandwidth`, per level and for DRAM; 0: no
+     limit). Every access that reaches a level moves a line through the thread's instance there;
+     a DRAM access moves one through the controller of the page's node, two when a write brought
+     it (its write-back comes later). At the end of each chunk (CHUNK accesses, a time slice of
+     every thread at once under --ps-quantum), per placement: each PU's busy time D_p is the sum
+     of its threads' cycles over the chunk; a resource r that moved X_r bytes, at D cycles of
+     chunk, is busy rho_r = X_r / (B_r D) and each line waits W_r = s_r rho_r / (2 (1 - rho_r))
+     cycles on top of its latency (M/D/1: deterministic service s_r = line / B_r); D solves
+     D = max_p (D_p + sum of its threads' lines through r times W_r(D)), which exists past the
+     largest X_r / B_r (a bisection). Each thread's queueing cycles join its cycles. It is the
+     throughput side of the model: threads that stream from one socket's memory wait there,
+     spread over two sockets they wait half as much; a thread that stays in its L1 waits on
+     nothing. Left out still: misses overlapped by the core beyond the streams.
 
    Interleaving: Valgrind runs one thread at a time for long slices. Simulated threads run
    together, so accesses are buffered per thread and fed to the models in turns of --ps-quantum
@@ -63,7 +84,10 @@
       invalidations N
       transfers n0 n1 ...            (per distance class)
       dram LOCAL REMOTE
-      cycles c0 c1 ...               (per thread)
+      cycles c0 c1 ...               (per thread, queueing included)
+      queue q0 q1 ...                (per thread: the cycles it waited on bandwidth)
+      memory b0 b1 ...               (per NUMA node: bytes its memory controller moved)
+      busiest PPM                    (the highest utilisation of a resource over a chunk, per million)
       then:
       groups G                       (groups that simulated caches, split-offs included)
       workers-check N                (--ps-check-workers: placements the workers counted differently)
@@ -101,6 +125,7 @@ static Bool clo_inclusive = True;
 static Bool clo_check = False;
 static Bool clo_check_workers = False;
 static Long clo_workers = 0;
+static Long clo_split = 0;
 
 static Bool ps_process_cmd_line_option(const HChar* arg)
 {
@@ -112,6 +137,7 @@ static Bool ps_process_cmd_line_option(const HChar* arg)
    else if VG_BOOL_CLO(arg, "--ps-check-groups", clo_check) {}
    else if VG_BOOL_CLO(arg, "--ps-check-workers", clo_check_workers) {}
    else if VG_BINT_CLO(arg, "--ps-workers", clo_workers, 0, MAX_WORKERS) {}
+   else if VG_BINT_CLO(arg, "--ps-split", clo_split, 0, MAX_WORKERS) {}
    else return False;
    return True;
 }
@@ -128,7 +154,9 @@ static void ps_print_usage(void)
                "    --ps-workers=N           processes that simulate the groups of placements while the\n"
                "                             program runs; 0: this process does [0]\n"
                "    --ps-check-workers=yes|no this process also simulates every group and says whether\n"
-               "                             the workers counted the same (a self-test) [no]\n");
+               "                             the workers counted the same (a self-test) [no]\n"
+               "    --ps-split=N             split groups of placements until there are N of them (at most\n"
+               "                             --ps-workers), so that N workers share the work [0]\n");
 }
 
 static void ps_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -154,6 +182,11 @@ static Int class_latency[MAX_CLASSES];
 static Int dram_local_latency, dram_remote_latency;
 static Int mask_words, dir_stride;
 static Bool dir_deleted;                 /* a directory entry was deleted (others may have moved) */
+static Bool pow2_sets[MAX_LEVELS];      /* sets_of[j] is a power of two: the set is the line's low bits */
+static double bandwidth_of[MAX_LEVELS];  /* bytes a cycle an instance of the level moves; 0: no limit */
+static double dram_bandwidth;            /* bytes a cycle each node's memory controller moves; 0: no limit */
+static Bool prefetch;                    /* streams are prefetched (see the top of the file) */
+#define MAX_NODES 256
 static UWord l1_set_mask;
 static Int l1_assoc;
 static Bool l1_alone_under_l2;           /* every L2 has one L1 below it (no L2 shared by cores): see unlisted */
@@ -175,6 +208,7 @@ typedef struct {
 typedef struct {
    ULong accesses[MAX_LEVELS], misses[MAX_LEVELS], invalidations;
    ULong* cycles;                        /* per thread */
+   ULong* reach;                         /* per thread and level: reach[t * MAX_LEVELS + j], its accesses there */
 } Counts;
 
 /* Placements whose threads share the caches of the lowest `levels` levels the same way (the same
@@ -216,6 +250,15 @@ typedef struct {
    Counts counts;                        /* its own */
    Counts settled;                       /* its group's counts when it last took them over */
    ULong transfers[MAX_CLASSES], dram_local, dram_remote;
+   /* Bandwidth (see the top of the file): lines each thread moved through each node's memory
+      controller; what each thread had counted at the last chunk's end; its queueing cycles. */
+   ULong* dram_lines;                    /* dram_lines[t * n_nodes + node] */
+   ULong* seen_cycles;
+   ULong* seen_reach;
+   ULong* seen_dram;
+   double* queue;
+   ULong node_bytes[MAX_NODES];
+   double busiest;                       /* the highest utilisation of a resource over a chunk */
 } Model;
 
 static Model models[MAX_MODELS];
@@ -259,7 +302,7 @@ static void* zeroed(const HChar* cc, SizeT count, SizeT size)
    return VG_(calloc)(cc, count ? count : 1, size);
 }
 
-static void group_models(void);
+static void group_models(Int limit);
 
 static void read_config(void)
 {
@@ -298,9 +341,10 @@ static void read_config(void)
       if (j == 0) line_shift = shift;
       else if (shift != line_shift) fail("every level must have the same line size");
       Long sets = size / line / assoc;
-      if (sets < 1 || sets * line * assoc != size || (sets & (sets - 1)) != 0)
-         fail("a cache's size / (line x associativity) must be a power of two");
+      if (sets < 1 || sets * line * assoc != size || sets > (1L << 30))
+         fail("a cache's size must be a whole number of sets of (line x associativity) bytes");
       sets_of[j] = (Int)sets;
+      pow2_sets[j] = (sets & (sets - 1)) == 0;
       assoc_of[j] = (Int)assoc;
       level_base[j] = n_instances;
       n_instances += instances_of[j];
@@ -308,7 +352,7 @@ static void read_config(void)
       for (Int p = 0; p < n_pus; p++) path[p * n_levels + j] = level_base[j] + (Int)number(0, instances_of[j] - 1);
    }
    level_base[n_levels] = n_instances;
-   expect("nodes"); n_nodes = (Int)number(1, 255);
+   expect("nodes"); n_nodes = (Int)number(1, MAX_NODES - 1);
    node_of_pu = zeroed("ps.nodes", n_pus, sizeof(Int));
    for (Int p = 0; p < n_pus; p++) node_of_pu[p] = (Int)number(0, n_nodes - 1);
    expect("classes"); n_classes = (Int)number(1, MAX_CLASSES);
@@ -316,6 +360,10 @@ static void read_config(void)
    class_of_pair = zeroed("ps.classes", (SizeT)n_pus * n_pus, 1);
    for (SizeT i = 0; i < (SizeT)n_pus * n_pus; i++) class_of_pair[i] = (UChar)number(0, n_classes - 1);
    expect("dram"); dram_local_latency = (Int)number(0, 1 << 20); dram_remote_latency = (Int)number(0, 1 << 20);
+   expect("bandwidth");  /* bytes per thousand cycles: per level, then per memory controller */
+   for (Int j = 0; j < n_levels; j++) bandwidth_of[j] = (double)number(0, 1LL << 40) / 1000.0;
+   dram_bandwidth = (double)number(0, 1LL << 40) / 1000.0;
+   expect("prefetch"); prefetch = number(0, 1) == 1;
    expect("placements"); n_placements = n_models = (Int)number(1, MAX_MODELS);
    if (clo_check && 2 * n_models > MAX_MODELS) fail("too many placements for --ps-check-groups");
    for (Int k = 0; k < n_models; k++) {
@@ -393,7 +441,7 @@ static void read_config(void)
       m->page_keys = zeroed("ps.pages", m->page_cap, sizeof(UWord));
       m->page_node = zeroed("ps.pages", m->page_cap, 1);
    }
-   group_models();
+   group_models(n_models);
 }
 
 /*------------------------------------------------------------*/
@@ -422,6 +470,32 @@ static void grow_cycles(ULong** cycles, Int cap)
    *cycles = grown;
 }
 
+/* A per-thread array of `width` values each, grown to `cap` threads. */
+static void grow_wide(ULong** values, Int width, Int cap)
+{
+   ULong* grown = zeroed("ps.threads", (SizeT)cap * width, sizeof(ULong));
+   if (*values) {
+      VG_(memcpy)(grown, *values, (SizeT)threads_cap * width * sizeof(ULong));
+      VG_(free)(*values);
+   }
+   *values = grown;
+}
+
+static void grow_doubles(double** values, Int cap)
+{
+   double* grown = zeroed("ps.threads", cap, sizeof(double));
+   if (*values) {
+      VG_(memcpy)(grown, *values, (SizeT)threads_cap * sizeof(double));
+      VG_(free)(*values);
+   }
+   *values = grown;
+}
+
+static UWord* stream_heads;   /* per thread, STREAMS lines: where its streams are (see stream_of) */
+static UWord* last_line;      /* per thread: the line of its last access */
+static UWord* next_stream;    /* per thread: the head replaced next */
+#define STREAMS 16
+
 static void grow_threads(Int needed)
 {
    if (needed <= threads_cap) return;
@@ -436,10 +510,24 @@ static void grow_threads(Int needed)
    grow_cycles(&recorded, cap);
    grow_cycles(&extra, cap);
    for (Int k = 0; k < n_models; k++) {
-      grow_cycles(&models[k].counts.cycles, cap);
-      grow_cycles(&models[k].settled.cycles, cap);
+      Model* m = &models[k];
+      grow_cycles(&m->counts.cycles, cap);
+      grow_cycles(&m->settled.cycles, cap);
+      grow_wide(&m->counts.reach, MAX_LEVELS, cap);
+      grow_wide(&m->settled.reach, MAX_LEVELS, cap);
+      grow_wide(&m->dram_lines, n_nodes, cap);
+      grow_wide(&m->seen_cycles, 1, cap);
+      grow_wide(&m->seen_reach, MAX_LEVELS, cap);
+      grow_wide(&m->seen_dram, n_nodes, cap);
+      grow_doubles(&m->queue, cap);
    }
-   for (Int g = 0; g < n_groups; g++) grow_cycles(&groups[g]->counts.cycles, cap);
+   for (Int g = 0; g < n_groups; g++) {
+      grow_cycles(&groups[g]->counts.cycles, cap);
+      grow_wide(&groups[g]->counts.reach, MAX_LEVELS, cap);
+   }
+   grow_wide((ULong**)&stream_heads, STREAMS, cap);
+   grow_wide((ULong**)&last_line, 1, cap);
+   grow_wide((ULong**)&next_stream, 1, cap);
    if (buffer) {
       VG_(free)(buffer); VG_(free)(buffered); VG_(free)(buffer_cap);
    }
@@ -590,10 +678,18 @@ static Bool no_holder(const Dir* d, Int entry)
    return True;
 }
 
+/* The set of `line` at level j: its low bits, or, where the level's sets are not a power of two
+   (12 MiB of 16 ways: 12,288), the line modulo the sets. A real cache of that size is sliced and
+   spreads lines by a hash of their address: the same capacity, another mapping. */
+static inline UWord set_index(Int j, UWord line)
+{
+   return pow2_sets[j] ? line & (UWord)(sets_of[j] - 1) : line % (UWord)sets_of[j];
+}
+
 static inline UWord* set_of(UWord* tags, Int instance, UWord line)
 {
    Int j = level_of_instance[instance];
-   return tags + tags_offset[instance] + (SizeT)(line & (UWord)(sets_of[j] - 1)) * assoc_of[j];
+   return tags + tags_offset[instance] + (SizeT)set_index(j, line) * assoc_of[j];
 }
 
 /* A way of a set: (line + 1) << 2 with two marks in an L1 (0: empty). WRITER: this L1 is the line's
@@ -808,7 +904,20 @@ typedef struct {
    Int hit;             /* the group's level that holds the line, -1: none */
    Int owner;           /* canonical L1 holding it modified, -1: none */
    Bool transfer;       /* modified off the thread's path: it comes from there */
+   Bool streamed;       /* prefetched (see the top of the file) */
 } Lookup;
+
+/* The latency of a line served at `level` (-1: DRAM, at `dram` cycles): a prefetched one costs at
+   most the second level's. */
+static inline ULong served(Int level, ULong dram, Bool streamed)
+{
+   ULong latency = level < 0 ? dram : (ULong)latency_of[level];
+   if (streamed && (level < 0 || level > 1)) {
+      ULong ahead = (ULong)latency_of[n_levels > 1 ? 1 : 0];
+      if (ahead < latency) latency = ahead;
+   }
+   return latency;
+}
 
 /* A write: every copy of `line` that directory entry e lists off the writer's path `mine` goes;
    returns how many (a group's L1 may be listed without a copy: see lazy_l1). */
@@ -844,6 +953,7 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       if (hit < 0)
          for (Int j = top; j < n_levels; j++) {
             m->counts.accesses[j]++;
+            m->counts.reach[(SizeT)t * MAX_LEVELS + j]++;
             if (e >= 0 && holds(d, e, mine[j])) {
                hit = j;
                break;
@@ -857,15 +967,17 @@ static void member_part(Model* m, const Group* g, const Lookup* a)
       m->counts.cycles[t] += (ULong)class_latency[c];
    } else if (hit < 0) {
       UWord page = line >> (12 - line_shift);
-      if (first_touch(m, page, node_of_pu[p]) == node_of_pu[p]) {
+      Int node = first_touch(m, page, node_of_pu[p]);
+      if (node == node_of_pu[p]) {
          m->dram_local++;
-         m->counts.cycles[t] += (ULong)dram_local_latency;
+         m->counts.cycles[t] += served(-1, (ULong)dram_local_latency, a->streamed);
       } else {
          m->dram_remote++;
-         m->counts.cycles[t] += (ULong)dram_remote_latency;
+         m->counts.cycles[t] += served(-1, (ULong)dram_remote_latency, a->streamed);
       }
+      m->dram_lines[(SizeT)t * n_nodes + node] += 1 + (a->is_write != 0);  /* a write's line goes back later */
    } else if (a->hit < 0) {
-      m->counts.cycles[t] += (ULong)latency_of[hit];
+      m->counts.cycles[t] += served(hit, 0, a->streamed);
    }
    if (top == n_levels) return;
    if (hit >= top) touch(m->tags, mine[hit], line);
@@ -925,6 +1037,7 @@ static void group_part(Group* g, const Lookup* a, Int e)
 static void counts_alloc(Counts* c)
 {
    c->cycles = zeroed("ps.cycles", threads_cap, sizeof(ULong));
+   c->reach = zeroed("ps.reach", (SizeT)threads_cap * MAX_LEVELS, sizeof(ULong));
 }
 
 /* A member takes over what its group counted for it since it last did. */
@@ -937,10 +1050,14 @@ static void settle(Model* m)
    }
    m->counts.invalidations += g->invalidations - m->settled.invalidations;
    for (Int t = 0; t < threads_cap; t++) m->counts.cycles[t] += g->cycles[t] - m->settled.cycles[t];
+   for (SizeT i = 0; i < (SizeT)threads_cap * MAX_LEVELS; i++) m->counts.reach[i] += g->reach[i] - m->settled.reach[i];
    ULong* cycles = m->settled.cycles;
+   ULong* reach = m->settled.reach;
    m->settled = *g;
    m->settled.cycles = cycles;
+   m->settled.reach = reach;
    for (Int t = 0; t < threads_cap; t++) cycles[t] = g->cycles[t];
+   VG_(memcpy)(reach, g->reach, (SizeT)threads_cap * MAX_LEVELS * sizeof(ULong));
 }
 
 static SizeT group_tags(Int levels)
@@ -991,6 +1108,7 @@ static Group* split_off(Int k, Int resume)
    VG_(memset)(m->settled.misses, 0, sizeof m->settled.misses);
    m->settled.invalidations = 0;
    VG_(memset)(m->settled.cycles, 0, threads_cap * sizeof(ULong));
+   VG_(memset)(m->settled.reach, 0, (SizeT)threads_cap * MAX_LEVELS * sizeof(ULong));
    return h;
 }
 
@@ -1040,19 +1158,21 @@ static __attribute__((noinline)) Bool members_take(Group* g, const Lookup* a, In
 
 /* Access `index` of the chunk (thread t, line, write?) in group g and its members, when it is not
    the common case of run_group. */
-static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1)
+static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1, Bool streamed)
 {
    Group* g = groups[gi];
    Lookup a;
    a.t = t;
    a.line = line;
    a.is_write = is_write;
+   a.streamed = streamed;
    a.mine = path + (SizeT)pu_of_slot(g->slots, g->nslots, g->repeat_from, t) * n_levels;
    Dir* d = &g->dir;
    Int e = dir_find(d, line);
    a.hit = -1;
    for (Int j = 0; j < g->levels; j++) {
       g->counts.accesses[j]++;
+      g->counts.reach[(SizeT)t * MAX_LEVELS + j]++;
       if (j == 0 ? in_l1 : e >= 0 && holds(d, e, a.mine[j])) {  /* L1: see lazy_l1 */
          a.hit = j;
          break;
@@ -1061,7 +1181,7 @@ static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool i
    }
    a.owner = e >= 0 && writer_of(d, e) != a.mine[0] ? owner_in(g, e, line) : -1;  /* its own: no transfer */
    a.transfer = a.owner >= 0 && a.mine[0] != a.owner;
-   if (a.hit >= 0 && !a.transfer) g->counts.cycles[t] += (ULong)latency_of[a.hit];
+   if (a.hit >= 0 && !a.transfer) g->counts.cycles[t] += served(a.hit, 0, streamed);
    /* A write served by the group's levels leaves the members only copies to invalidate above them,
       and there are none off the writer's path if its L1 wrote the line last and alone since. */
    Bool mine_alone = e >= 0 && writer_of(d, e) == a.mine[0];
@@ -1089,7 +1209,7 @@ static Int shared_levels(const Model* a, const Model* b, Int* a_to_b, Int* b_to_
    return n_levels;
 }
 
-static void group_models(void)
+static void group_models(Int limit)
 {
    Int* first = zeroed("ps.group", n_models, sizeof(Int));
    for (Int k = 0; k < n_models; k++) {
@@ -1098,7 +1218,7 @@ static void group_models(void)
       m->actual = zeroed("ps.map", n_instances, sizeof(Int));
       m->group = -1;
       for (Int gi = 0; gi < n_groups && m->group < 0 && !m->alone; gi++) {
-         if (models[first[gi]].alone) continue;
+         if (models[first[gi]].alone || groups[gi]->n_members >= limit) continue;
          Int shared = shared_levels(&models[first[gi]], m, m->canonical, m->actual);
          if (shared == 0) continue;
          Group* g = groups[gi];
@@ -1160,6 +1280,8 @@ static void allocate_groups(Bool all)
    off that stream. */
 #define ENTRY_LINE 17
 #define ENTRY_THREAD(entry) ((Int)(((entry) >> 1) & (MAX_THREADS - 1)))
+#define ENTRY_STREAM (1UL << 63)         /* the top bit: a prefetched stream's line (see stream_of) */
+#define ENTRY_LINE_OF(entry) (((entry) & ~ENTRY_STREAM) >> ENTRY_LINE)
 STATIC_ASSERT(MAX_THREADS == 1 << (ENTRY_LINE - 1));  /* the thread's bits, between the write bit and the line */
 static UWord* chunk_entry;
 static Int chunk_used = 0;
@@ -1170,7 +1292,7 @@ static Int chunk_used = 0;
    its set, as cachegrind does. Same counts as simulate (the tests check it against the general
    case with --ps-check-groups). `ways`, `w`: the thread's L1 set and the way holding the line
    (w == l1_assoc: none), which run_group found. */
-static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w)
+static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w, Bool streamed)
 {
    const Int* mine = g->one_path;
    Counts* c = &g->counts;
@@ -1186,6 +1308,7 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
    Int hit = -1;
    for (Int j = 1; j < n_levels && hit < 0; j++) {
       c->accesses[j]++;
+      c->reach[(SizeT)t * MAX_LEVELS + j]++;
       UWord* set = set_of(g->tags, mine[j], line);
       for (Int v = 0; v < assoc_of[j]; v++)
          if (SAME(set[v], line)) {
@@ -1196,9 +1319,9 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
       if (hit < 0) c->misses[j]++;
    }
    if (hit >= 0) {
-      c->cycles[t] += (ULong)latency_of[hit];
+      c->cycles[t] += served(hit, 0, streamed);
    } else {
-      Lookup a = {t, line, is_write, mine, -1, -1, False};
+      Lookup a = {t, line, is_write, mine, -1, -1, False, streamed};
       for (Int i = 0; i < g->n_members; i++) member_part(&models[g->members[i]], g, &a);  /* DRAM: their nodes */
    }
    for (Int j = (hit < 0 ? n_levels : hit) - 1; j >= 0; j--) {  /* from the top: inclusion holds */
@@ -1224,6 +1347,8 @@ static void run_group(Int gi)
    }
    const Bool l2_read = g->unlisted && !g->one_path;
    const UWord l2_mask = l2_read ? (UWord)(sets_of[1] - 1) : 0;
+   const Bool l1_pow2 = pow2_sets[0], l2_pow2 = l2_read && pow2_sets[1];
+   const UWord l1_sets = (UWord)sets_of[0], l2_sets = l2_read ? (UWord)sets_of[1] : 1;
    const Int l2_assoc = l2_read ? assoc_of[1] : 0;
    const ULong l2_latency = l2_read ? (ULong)latency_of[1] : 0;
    ULong* cycles = g->counts.cycles;
@@ -1234,9 +1359,9 @@ static void run_group(Int gi)
    const UWord set_mask = l1_set_mask;
    const Int assoc = l1_assoc, used = chunk_used;
    for (Int i = g->resume; i < used; i++) {
-      UWord entry = entries[i], line = entry >> ENTRY_LINE, want = line + 1;
+      UWord entry = entries[i], line = ENTRY_LINE_OF(entry), want = line + 1;
       Int t = ENTRY_THREAD(entry);
-      UWord* ways = l1_of[t] + (line & set_mask) * assoc;
+      UWord* ways = l1_of[t] + (l1_pow2 ? line & set_mask : line % l1_sets) * assoc;
       Int w = 0;
       while (w < assoc && (ways[w] >> 2) != want) w++;
       if (w < assoc && (((ways[w] >> 1) | ~entry) & 1)) {  /* a read, or a write by the line's writer */
@@ -1250,7 +1375,7 @@ static void run_group(Int gi)
       g->counts.accesses[0] += hits;
       hits = 0;
       if (l2_read && w == assoc && !(entry & 1)) {  /* a read that misses its L1: its L2's set (see unlisted) */
-         UWord* l2 = l2_of_thread[t] + (line & l2_mask) * l2_assoc;
+         UWord* l2 = l2_of_thread[t] + (l2_pow2 ? line & l2_mask : line % l2_sets) * l2_assoc;
          Int v = 0;
          while (v < l2_assoc && (l2[v] >> 2) != want) v++;
          if (v < l2_assoc) {
@@ -1262,22 +1387,160 @@ static void run_group(Int gi)
             g->counts.accesses[0]++;
             g->counts.misses[0]++;
             g->counts.accesses[1]++;
+            g->counts.reach[(SizeT)t * MAX_LEVELS + 1]++;
             cycles[t] += l2_latency;
             continue;
          }
       }
-      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w);
-      else simulate(gi, i, t, line, entry & 1, w < assoc);
+      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w, (entry & ENTRY_STREAM) != 0);
+      else simulate(gi, i, t, line, entry & 1, w < assoc, (entry & ENTRY_STREAM) != 0);
    }
    g->counts.accesses[0] += hits;
 }
 
-/* The groups this process simulates (all: every group) over the chunk. */
+/* Bandwidth and queueing over the chunk just simulated, for placement m (see the top of the
+   file). Resources: cache instances (by their global number), then memory controllers (n_instances
+   + node). Scratch arrays, sized once: lines through each resource, each PU's busy cycles, each
+   PU's lines through the resources on its path (levels above L1, then every node). */
+static double* res_bytes;
+static double* res_wait;
+static double* pu_busy;
+static double* pu_lines;
+static Bool* pu_used;
+static double* thread_lines;             /* per thread and level: its lines through it in the chunk */
+static Int thread_lines_cap;
+
+static inline double resource_bandwidth(Int r)
+{
+   return r < n_instances ? bandwidth_of[level_of_instance[r]] : dram_bandwidth;
+}
+
+/* Each line's wait at resource r when the chunk lasts `span` cycles (M/D/1); a resource past its
+   bandwidth waits without end. */
+static inline double wait_at(Int r, double span)
+{
+   double bandwidth = resource_bandwidth(r);
+   if (bandwidth <= 0 || res_bytes[r] <= 0) return 0;
+   double busy = res_bytes[r] / (bandwidth * span);
+   if (busy >= 1) return 1e300;
+   double service = (double)(1 << line_shift) / bandwidth;
+   return service * busy / (2 * (1 - busy));
+}
+
+/* The chunk's span if it lasted `span` cycles: the busiest PU's cycles with its waits. */
+static double span_with_waits(double span)
+{
+   Int width = n_levels + n_nodes;
+   for (Int r = 0; r < n_instances + n_nodes; r++) res_wait[r] = wait_at(r, span);
+   double longest = 0;
+   for (Int p = 0; p < n_pus; p++) {
+      if (!pu_used[p]) continue;
+      double busy = pu_busy[p];
+      const double* lines = pu_lines + (SizeT)p * width;
+      for (Int j = 1; j < n_levels; j++) if (lines[j] > 0) busy += lines[j] * res_wait[path[p * n_levels + j]];
+      for (Int n = 0; n < n_nodes; n++) if (lines[n_levels + n] > 0) busy += lines[n_levels + n] * res_wait[n_instances + n];
+      if (busy > longest) longest = busy;
+   }
+   return longest;
+}
+
+static void bandwidth_chunk(Model* m)
+{
+   if (res_bytes == NULL) {
+      res_bytes = zeroed("ps.bw", n_instances + n_nodes, sizeof(double));
+      res_wait = zeroed("ps.bw", n_instances + n_nodes, sizeof(double));
+      pu_busy = zeroed("ps.bw", n_pus, sizeof(double));
+      pu_lines = zeroed("ps.bw", (SizeT)n_pus * (n_levels + n_nodes), sizeof(double));
+      pu_used = zeroed("ps.bw", n_pus, sizeof(Bool));
+   }
+   if (thread_lines_cap < threads_cap) {
+      if (thread_lines) VG_(free)(thread_lines);
+      thread_lines = zeroed("ps.bw", (SizeT)threads_cap * MAX_LEVELS, sizeof(double));
+      thread_lines_cap = threads_cap;
+   }
+   const Group* g = groups[m->group];
+   Int width = n_levels + n_nodes;
+   double line = (double)(1 << line_shift);
+   VG_(memset)(res_bytes, 0, (n_instances + n_nodes) * sizeof(double));
+   VG_(memset)(pu_busy, 0, n_pus * sizeof(double));
+   VG_(memset)(pu_lines, 0, (SizeT)n_pus * width * sizeof(double));
+   VG_(memset)(pu_used, 0, n_pus * sizeof(Bool));
+   Bool traffic = False;
+   for (Int t = 0; t < n_threads; t++) {  /* what each thread did since the last chunk, on its PU */
+      Int p = pu_of_slot(m->slots, m->nslots, m->repeat_from, t);
+      ULong cycles = m->counts.cycles[t] + g->counts.cycles[t] - m->settled.cycles[t];
+      pu_busy[p] += (double)(cycles - m->seen_cycles[t]);
+      m->seen_cycles[t] = cycles;
+      pu_used[p] = True;
+      double* lines = pu_lines + (SizeT)p * width;
+      for (Int j = 1; j < n_levels; j++) {
+         SizeT i = (SizeT)t * MAX_LEVELS + j;
+         ULong reach = m->counts.reach[i] + g->counts.reach[i] - m->settled.reach[i];
+         double moved = (double)(reach - m->seen_reach[i]);
+         m->seen_reach[i] = reach;
+         thread_lines[i] = moved;
+         lines[j] += moved;
+         res_bytes[path[p * n_levels + j]] += moved * line;
+      }
+      for (Int n = 0; n < n_nodes; n++) {
+         SizeT i = (SizeT)t * n_nodes + n;
+         double moved = (double)(m->dram_lines[i] - m->seen_dram[i]);
+         lines[n_levels + n] += moved;
+         res_bytes[n_instances + n] += moved * line;
+         m->node_bytes[n] += (m->dram_lines[i] - m->seen_dram[i]) << line_shift;
+      }
+   }
+   double lowest = 0;  /* the chunk lasts at least its busiest PU's cycles, and what each resource moved */
+   for (Int p = 0; p < n_pus; p++) if (pu_busy[p] > lowest) lowest = pu_busy[p];
+   for (Int r = 0; r < n_instances + n_nodes; r++) {
+      double bandwidth = resource_bandwidth(r);
+      if (bandwidth > 0 && res_bytes[r] > 0) {
+         traffic = True;
+         if (res_bytes[r] / bandwidth > lowest) lowest = res_bytes[r] / bandwidth;
+      }
+   }
+   if (!traffic || lowest <= 0) {
+      for (Int t = 0; t < n_threads; t++)
+         for (Int n = 0; n < n_nodes; n++) m->seen_dram[(SizeT)t * n_nodes + n] = m->dram_lines[(SizeT)t * n_nodes + n];
+      return;
+   }
+   /* span_with_waits falls as the span grows: bisect for the span that equals it */
+   double low = lowest, high = 2 * lowest;
+   for (Int k = 0; k < 200 && span_with_waits(high) > high; k++) high *= 2;
+   for (Int k = 0; k < 60 && high - low > 1e-9 * high; k++) {
+      double mid = (low + high) / 2;
+      if (span_with_waits(mid) > mid) low = mid;
+      else high = mid;
+   }
+   span_with_waits(high);
+   for (Int r = 0; r < n_instances + n_nodes; r++) {
+      double bandwidth = resource_bandwidth(r);
+      if (bandwidth > 0 && res_bytes[r] / (bandwidth * high) > m->busiest) m->busiest = res_bytes[r] / (bandwidth * high);
+   }
+   for (Int t = 0; t < n_threads; t++) {  /* each thread's waits, by its lines through each resource */
+      Int p = pu_of_slot(m->slots, m->nslots, m->repeat_from, t);
+      double waited = 0;
+      for (Int j = 1; j < n_levels; j++) {
+         waited += thread_lines[(SizeT)t * MAX_LEVELS + j] * res_wait[path[p * n_levels + j]];
+      }
+      for (Int n = 0; n < n_nodes; n++) {
+         SizeT i = (SizeT)t * n_nodes + n;
+         waited += (double)(m->dram_lines[i] - m->seen_dram[i]) * res_wait[n_instances + n];
+         m->seen_dram[i] = m->dram_lines[i];
+      }
+      m->queue[t] += waited;
+   }
+}
+
+/* The groups this process simulates (all: every group) over the chunk; then each placement's
+   bandwidth over it. */
 static void run_groups(Bool all)
 {
    for (Int gi = 0; gi < n_groups; gi++) groups[gi]->resume = 0;
    for (Int gi = 0; gi < n_groups; gi++)  /* one split off during the chunk goes on where it left */
       if (all || groups[gi]->worker == worker) run_group(gi);
+   for (Int k = 0; k < n_models; k++)
+      if (all || groups[models[k].group]->worker == worker) bandwidth_chunk(&models[k]);
 }
 
 /*------------------------------------------------------------*/
@@ -1394,6 +1657,8 @@ static void flush_chunk(void)
 typedef struct {
    Int model;                            /* -1: the end (then levels holds the worker's groups) */
    ULong levels[2 * MAX_LEVELS], invalidations, transfers[MAX_CLASSES], dram_local, dram_remote;
+   ULong node_bytes[MAX_NODES];
+   double busiest;
 } Record;
 
 static void worker_loop(void)
@@ -1423,8 +1688,11 @@ static void worker_loop(void)
       for (Int c = 0; c < n_classes; c++) r.transfers[c] = m->transfers[c];
       r.dram_local = m->dram_local;
       r.dram_remote = m->dram_remote;
+      VG_(memcpy)(r.node_bytes, m->node_bytes, sizeof r.node_bytes);
+      r.busiest = m->busiest;
       write_all(worker_out, &r, sizeof r);
       write_all(worker_out, m->counts.cycles, (SizeT)n_threads * sizeof(ULong));
+      write_all(worker_out, m->queue, (SizeT)n_threads * sizeof(double));
    }
    Record end;
    VG_(memset)(&end, 0, sizeof end);
@@ -1442,6 +1710,7 @@ static Int collect_workers(void)
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
    Int groups_seen = 0;
    ULong* cycles = zeroed("ps.cycles", n_threads, sizeof(ULong));
+   double* queue = zeroed("ps.cycles", n_threads, sizeof(double));
    for (Int w = 0; w < n_workers; w++) {
       for (Int i = 0; i < outstanding; i++) {
          Int done;
@@ -1467,14 +1736,19 @@ static Int collect_workers(void)
          for (Int c = 0; c < n_classes; c++) m->transfers[c] += r.transfers[c];
          m->dram_local += r.dram_local;
          m->dram_remote += r.dram_remote;
+         for (Int n = 0; n < n_nodes; n++) m->node_bytes[n] += r.node_bytes[n];
+         if (r.busiest > m->busiest) m->busiest = r.busiest;
          worker_answer(w, cycles, (SizeT)n_threads * sizeof(ULong));
          for (Int t = 0; t < n_threads; t++) m->counts.cycles[t] += cycles[t];
+         worker_answer(w, queue, (SizeT)n_threads * sizeof(double));
+         for (Int t = 0; t < n_threads; t++) m->queue[t] += queue[t];
       }
       VG_(close)(to_worker[w]);
       VG_(close)(from_worker[w]);
    }
    outstanding = 0;
    VG_(free)(cycles);
+   VG_(free)(queue);
    return groups_seen;
 }
 
@@ -1571,8 +1845,33 @@ static Bool room_left(Int fd, Int count)
    return made == count;
 }
 
+/* Fewer groups than workers leave workers idle: placements that all share one grouping of L1s
+   (4 placements of an ADI solver on x7550, one per core) were one group, simulated by one worker
+   while the others waited, at 9-12x cachegrind. The groups are made again with at most
+   ceil(K / N) placements each: each new group simulates the shared levels once more, and N
+   workers share the levels above; the counts are the same (every grouping is exact). Before the
+   groups are allocated or dealt. */
+static void split_groups(Int target)
+{
+   Int own = 0;  /* groups of placements (--ps-check-groups adds a group per placement alone) */
+   for (Int gi = 0; gi < n_groups; gi++) own += !models[groups[gi]->members[0]].alone;
+   if (target <= own || own >= n_placements) return;
+   for (Int gi = 0; gi < n_groups; gi++) {
+      VG_(free)(groups[gi]->counts.cycles);
+      VG_(free)(groups[gi]->counts.reach);
+      VG_(free)(groups[gi]);
+   }
+   n_groups = 0;
+   for (Int k = 0; k < n_models; k++) {
+      VG_(free)(models[k].canonical);
+      VG_(free)(models[k].actual);
+   }
+   group_models((n_placements + target - 1) / target);
+}
+
 static void start_workers(void)
 {
+   split_groups((Int)(clo_split < clo_workers ? clo_split : clo_workers));
    n_workers = (Int)clo_workers < n_groups ? (Int)clo_workers : n_groups;
    if (n_workers == 0) return;
    if (!share_buffers()) {
@@ -1646,9 +1945,32 @@ static void ps_client_forked(ThreadId tid)
    n_workers = 0;
 }
 
+/* Whether thread t's access to `line`, another line than its last, continues one of its streams
+   (the line next to a stream's last, either way, in the same 4 KiB page); the stream moves on to
+   it. Otherwise the line starts a stream in place of the oldest. Only the thread's own accesses
+   decide: every placement sees the same marks. */
+static Bool stream_of(Int t, UWord line)
+{
+   UWord* heads = stream_heads + (SizeT)t * STREAMS;
+   for (Int k = 0; k < STREAMS; k++)
+      if (heads[k] + 1 == line || heads[k] == line + 1) {
+         Bool same_page = (heads[k] >> (12 - line_shift)) == (line >> (12 - line_shift));
+         heads[k] = line;
+         return same_page;
+      }
+   heads[next_stream[t]] = line;
+   next_stream[t] = (next_stream[t] + 1) % STREAMS;
+   return False;
+}
+
 static inline void feed(Int t, UWord entry)
 {
-   chunk_entry[chunk_used] = ((entry >> 1) << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1);
+   UWord line = entry >> 1, streamed = 0;
+   if (prefetch && line != last_line[t]) {
+      streamed = stream_of(t, line) ? ENTRY_STREAM : 0;
+      last_line[t] = line;
+   }
+   chunk_entry[chunk_used] = (line << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1) | streamed;
    if (++chunk_used == CHUNK) flush_chunk();
 }
 
@@ -1884,6 +2206,8 @@ static Bool same_counts(const Model* a, const Model* b)
       if (a->counts.accesses[j] != b->counts.accesses[j] || a->counts.misses[j] != b->counts.misses[j]) return False;
    for (Int c = 0; c < n_classes; c++) if (a->transfers[c] != b->transfers[c]) return False;
    for (Int t = 0; t < n_threads; t++) if (a->counts.cycles[t] != b->counts.cycles[t]) return False;
+   for (Int t = 0; t < n_threads; t++) if (a->queue[t] != b->queue[t]) return False;  /* the same sums in the same order */
+   for (Int n = 0; n < n_nodes; n++) if (a->node_bytes[n] != b->node_bytes[n]) return False;
    return a->counts.invalidations == b->counts.invalidations && a->dram_local == b->dram_local
           && a->dram_remote == b->dram_remote;
 }
@@ -1911,10 +2235,15 @@ static void write_result(void)
          whole[k] = *m;
          whole[k].counts.cycles = zeroed("ps.check", threads_cap, sizeof(ULong));
          for (Int t = 0; t < threads_cap; t++) whole[k].counts.cycles[t] = m->counts.cycles[t];
+         whole[k].queue = zeroed("ps.check", threads_cap, sizeof(double));
+         for (Int t = 0; t < threads_cap; t++) whole[k].queue[t] = m->queue[t];
          VG_(memset)(m->counts.accesses, 0, sizeof m->counts.accesses);
          VG_(memset)(m->counts.misses, 0, sizeof m->counts.misses);
          VG_(memset)(m->counts.cycles, 0, threads_cap * sizeof(ULong));
+         VG_(memset)(m->queue, 0, threads_cap * sizeof(double));
          VG_(memset)(m->transfers, 0, sizeof m->transfers);
+         VG_(memset)(m->node_bytes, 0, sizeof m->node_bytes);
+         m->busiest = 0;
          m->counts.invalidations = m->dram_local = m->dram_remote = 0;
       }
    }
@@ -1933,7 +2262,12 @@ static void write_result(void)
       for (Int c = 0; c < n_classes; c++) out_printf(" %llu", m->transfers[c]);
       out_printf("\ndram %llu", m->dram_local);
       out_printf(" %llu\ncycles", m->dram_remote);
-      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", m->counts.cycles[t]);
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", m->counts.cycles[t] + (ULong)(m->queue[t] + 0.5));
+      out_text("\nqueue");
+      for (Int t = 0; t < n_threads; t++) out_printf(" %llu", (ULong)(m->queue[t] + 0.5));
+      out_text("\nmemory");
+      for (Int n = 0; n < n_nodes; n++) out_printf(" %llu", m->node_bytes[n]);
+      out_printf("\nbusiest %llu", (ULong)(m->busiest * 1e6 + 0.5));
       if (out_len > (Int)sizeof out_buf - 64) out_flush();
       out_buf[out_len++] = '\n';
    }

@@ -59,8 +59,11 @@
       sharing any|write
       matrix
       T rows of T numbers
+      other-sharing write|any     (the same matrix under the other sharing model, counted beside it,
+      T rows of T numbers          up to 1,024 threads; none past them, nor with --pw-model=mazouz)
       hot-lines K                 (then K records, hottest first, each of these lines:)
-      hot ADDRESS EVENTS          (an accessed byte of the line; the line's events in the whole run)
+      hot ADDRESS EVENTS BEFORE   (an accessed byte of the line; the line's events in the whole run;
+                                   its accesses before it became hot, to 11 significant bits)
       hot-where TEXT              (the data symbol and offset, or the mapping, of ADDRESS)
       hot-read TEXT               (an instruction reading it: address, function, file:line; or -)
       hot-write TEXT              (an instruction writing it; or -)
@@ -315,6 +318,11 @@ static Int* creator_of = NULL;      /* per thread: creation index of its creator
 static ULong* born = NULL;          /* per thread: total_accesses when it was created */
 static ULong* ended = NULL;         /* per thread: total_accesses when it exited; 0 while alive */
 static ULong* comm = NULL;          /* C[t * cap + u] */
+/* The same under the other sharing model (--pw-sharing=write: any; any: write), counted beside it
+   so that analyze can say where the two disagree; up to OTHER_THREADS threads (its memory). */
+static ULong* comm_other = NULL;
+#define OTHER_THREADS 1024
+static Bool other_lost = False;     /* the threads outgrew it: no other matrix */
 static Int cap = 0;
 
 static void grow_threads(Int needed)
@@ -323,6 +331,9 @@ static void grow_threads(Int needed)
    Int new_cap = cap ? cap : 16;
    while (new_cap < needed) new_cap *= 2;
    ULong* new_comm = VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong));
+   ULong* new_other = !clo_mazouz && !other_lost && new_cap <= OTHER_THREADS
+                      ? VG_(calloc)("pw.comm", (SizeT)new_cap * new_cap, sizeof(ULong)) : NULL;
+   other_lost = !clo_mazouz && new_other == NULL;
    ULong* new_accv = VG_(calloc)("pw.accv", new_cap, sizeof(ULong));
    ULong* new_load = VG_(calloc)("pw.load", new_cap, sizeof(ULong));
    UInt* new_stamp_of = VG_(calloc)("pw.stamps", new_cap, sizeof(UInt));
@@ -337,6 +348,7 @@ static void grow_threads(Int needed)
       new_born[t] = born[t];
       new_ended[t] = ended[t];
       VG_(memcpy)(new_comm + (SizeT)t * new_cap, comm + (SizeT)t * cap, cap * sizeof(ULong));
+      if (new_other) VG_(memcpy)(new_other + (SizeT)t * new_cap, comm_other + (SizeT)t * cap, cap * sizeof(ULong));
       new_accv[t] = accv[t];
       new_load[t] = load[t];
       new_stamp_of[t] = stamp_of[t];
@@ -347,6 +359,8 @@ static void grow_threads(Int needed)
       VG_(free)(creator_of); VG_(free)(born); VG_(free)(ended); VG_(free)(load_together);
    }
    grow_hot(new_cap, cap);
+   if (comm_other) VG_(free)(comm_other);
+   comm_other = new_other;
    comm = new_comm; accv = new_accv; load = new_load; stamp_of = new_stamp_of; stamp_window = new_stamp_window;
    creator_of = new_creator_of; born = new_born; ended = new_ended; load_together = new_load_together;
    cap = new_cap;
@@ -407,8 +421,9 @@ struct LineEntry {
    UShort sharer[SHARERS];
    UChar  wrote;              /* bit k: sharer[k] wrote the line in this window */
    UChar  hot;                /* 1 + its index in hot[], or 0 */
-   UShort spare;
-   UInt   events;             /* events of accesses to it, whole run (saturates) */
+   UShort before;             /* accesses to it while not hot, 11 significant bits (see approximate) */
+   UInt   events;             /* events of accesses to it, whole run, up to 2^32 - 1: a hot line
+                                 counts on in its record (HotLine.events) */
 };
 STATIC_ASSERT(sizeof(LineEntry) == 32);
 
@@ -538,20 +553,43 @@ typedef struct {
    ULong*     reads;        /* per thread, since the line became hot (cap entries) */
    ULong*     writes;
    ULong*     pairs;        /* C[t * cap + u] of its events since then; NULL past HOT_PAIR_THREADS */
+   ULong      events;       /* the line's events in the whole run: a spin-waited flag passes 2^32 */
+   ULong      before;       /* accesses to it before it became hot (approximate: LineEntry.before) */
 } HotLine;
 static HotLine hot[HOT_LINES];
 static Int n_hot = 0;
 static ULong events_total = 0;      /* events of all lines, for the hot threshold */
-static UInt coldest_events = 0;     /* events of the coldest hot line when the table filled */
+static ULong coldest_events = 0;    /* events of the coldest hot line when the table filled */
 static Addr access_address = 0;     /* the access being processed by a helper, and its instruction */
 static Addr access_ip = 0;
+
+/* A count of accesses in 16 bits with 11 significant ones: below 2048 as it is, above as
+   (2048 + mantissa) << (exponent - 1), rounded down. A thread spinning alone on a flag before
+   another thread shares it makes millions of accesses that carry no event; without them the
+   analysis would take the flag's accesses out of the matrix's only in part (see hot-before). */
+static ULong approximate_value(UShort v)
+{
+   UInt exponent = v >> 11, mantissa = v & 2047;
+   return exponent == 0 ? mantissa : (ULong)(2048 + mantissa) << (exponent - 1);
+}
+
+static UShort approximate_add(UShort v, ULong n)
+{
+   ULong sum = approximate_value(v) + n;
+   if (sum < 2048) return (UShort)sum;
+   UInt exponent = 1;
+   while ((sum >> (exponent - 1)) >= 4096) exponent++;
+   if (exponent > 31) return 0xFFFF;
+   return (UShort)((exponent << 11) | ((sum >> (exponent - 1)) - 2048));
+}
 
 static ULong tracer_bytes(void)
 {
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
    ULong hot_bytes = (ULong)n_hot * cap * 2 * sizeof(ULong)
                      + (cap <= HOT_PAIR_THREADS ? (ULong)n_hot * cap * cap * sizeof(ULong) : 0);
-   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) + hot_bytes;
+   return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) * (comm_other ? 2 : 1)
+          + hot_bytes;
 }
 
 /*------------------------------------------------------------*/
@@ -613,7 +651,7 @@ static void write_hot_lines(void)
    Int order[HOT_LINES];
    for (Int i = 0; i < n_hot; i++) order[i] = i;
    for (Int i = 1; i < n_hot; i++)  /* hottest first: insertion sort of at most HOT_LINES */
-      for (Int k = i; k > 0 && hot[order[k]].line->events > hot[order[k - 1]].line->events; k--) {
+      for (Int k = i; k > 0 && hot[order[k]].events > hot[order[k - 1]].events; k--) {
          Int swap = order[k]; order[k] = order[k - 1]; order[k - 1] = swap;
       }
    out_printf("hot-lines %llu\n", (ULong)n_hot);
@@ -621,7 +659,8 @@ static void write_hot_lines(void)
    for (Int i = 0; i < n_hot; i++) {
       HotLine* h = &hot[order[i]];
       out_printf("hot 0x%llx", (ULong)h->address);
-      out_printf(" %llu\n", (ULong)h->line->events);
+      out_printf(" %llu", h->events);
+      out_printf(" %llu\n", h->before);
       describe_data(h->address, text, sizeof text);
       out_text("hot-where ");
       out_text(text);
@@ -692,6 +731,15 @@ static void write_result(Bool partial)
          out_printf(j ? " %llu" : "%llu", i == j ? 0 : pair_value(i, j));
       out_text("\n");
    }
+   if (comm_other) {
+      out_text(clo_write_sharing ? "other-sharing any\n" : "other-sharing write\n");
+      for (Int i = 0; i < t; i++) {
+         for (Int j = 0; j < t; j++)
+            out_printf(j ? " %llu" : "%llu",
+                       i == j ? 0 : comm_other[(SizeT)i * cap + j] + comm_other[(SizeT)j * cap + i]);
+         out_text("\n");
+      }
+   }
    if (!clo_mazouz) write_hot_lines();
    out_flush();
    VG_(close)(out_fd);
@@ -731,12 +779,14 @@ static void promote(LineEntry* e)
    else {
       h = &hot[0];
       for (Int i = 1; i < HOT_LINES; i++)
-         if (hot[i].line->events < h->line->events) h = &hot[i];
-      if (h->line->events >= e->events) {  /* still the coldest: no rescan until e passes twice its events */
-         coldest_events = h->line->events;
+         if (hot[i].events < h->events) h = &hot[i];
+      if (h->events >= e->events) {  /* still the coldest: no rescan until e passes twice its events */
+         coldest_events = h->events;
          return;
       }
       h->line->hot = 0;
+      h->line->events = h->events > 0xFFFFFFFFULL ? 0xFFFFFFFFU : (UInt)h->events;
+      h->line->before = 0;
       page_of(h->line)->hot_lines--;
    }
    if (h->reads == NULL) hot_arrays(h, cap, 0);
@@ -744,24 +794,34 @@ static void promote(LineEntry* e)
    VG_(memset)(h->writes, 0, cap * sizeof(ULong));
    if (h->pairs) VG_(memset)(h->pairs, 0, (SizeT)cap * cap * sizeof(ULong));
    h->line = e;
+   h->events = e->events;
+   h->before = approximate_value(e->before);
    h->address = access_address;
    h->read_ip = h->write_ip = 0;
    e->hot = (UChar)(h - hot + 1);
    page_of(e)->hot_lines++;  /* at most HOT_LINES, which a UChar holds */
    if (n_hot == HOT_LINES) {
-      coldest_events = ~0U;
+      coldest_events = ~0ULL;
       for (Int i = 0; i < HOT_LINES; i++)
-         if (hot[i].line->events < coldest_events) coldest_events = hot[i].line->events;
+         if (hot[i].events < coldest_events) coldest_events = hot[i].events;
    }
 }
 
-/* `events` more events on line `e`: counted for it, and a hot record when it carries enough. */
+/* `events` more events on line `e`: counted for it, and a hot record when it carries enough. A
+   line's own count only decides when it becomes hot, and stops at 2^32 - 1 (by then it carries
+   less than 1/64 of 2^38 events, or less than twice the coldest hot line); a hot line's record
+   counts them all in 64 bits: spinning on a flag passes 2^32 in a few seconds under Valgrind. */
 static inline void line_events(LineEntry* e, ULong events)
 {
    events_total += events;
-   e->events = e->events + events < e->events ? ~0U : e->events + (UInt)events;
-   if (e->hot == 0 && e->events >= 256 && e->events >= events_total / 64
-       && (n_hot < HOT_LINES || e->events > 2ULL * coldest_events))
+   if (e->hot) {
+      hot[e->hot - 1].events += events;
+      return;
+   }
+   ULong sum = (ULong)e->events + events;
+   e->events = sum > 0xFFFFFFFFULL ? 0xFFFFFFFFU : (UInt)sum;
+   if (e->events >= 256 && e->events >= events_total / 64
+       && (n_hot < HOT_LINES || e->events > 2 * coldest_events))
       promote(e);
 }
 
@@ -824,6 +884,8 @@ static void access_line(LineEntry* e, Bool is_write)
    if (h) {
       if (is_write) { h->writes[t]++; h->write_ip = access_ip; }
       else { h->reads[t]++; h->read_ip = access_ip; }
+   } else {
+      e->before = approximate_add(e->before, 1);
    }
    if (clo_mazouz) {  /* one window, and a count per sharer */
       UInt* count = counts_of(e);
@@ -843,13 +905,18 @@ static void access_line(LineEntry* e, Bool is_write)
    Int mine = -1;
    ULong events = 0;
    ULong* row = comm + (SizeT)t * cap;
+   ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
       UShort u = e->sharer[k];
+      Bool written = is_write || sharer_wrote(e, k);
       if (u == t) mine = k;
-      else if (!clo_write_sharing || is_write || sharer_wrote(e, k)) {
-         row[u]++;
-         events++;
-         if (h && h->pairs) h->pairs[(SizeT)t * cap + u]++;
+      else {
+         if (!clo_write_sharing || written) {
+            row[u]++;
+            events++;
+            if (h && h->pairs) h->pairs[(SizeT)t * cap + u]++;
+         }
+         if (other && (clo_write_sharing || written)) other[u]++;  /* any counts them all; write, written ones */
       }
    }
    if (mine >= 0) e->wrote |= (UChar)(is_write << mine);
@@ -886,14 +953,17 @@ static void repeat_accesses(LineEntry* e, ULong reads, ULong writes, UShort t)
    if (events) line_events(e, events);  /* first: the line may become hot with these accesses */
    HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
    if (h) { h->reads[t] += reads; h->writes[t] += writes; }
-   if (events == 0) return;
+   else e->before = approximate_add(e->before, reads + writes);
    ULong* row = comm + (SizeT)t * cap;
+   ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
       UShort u = e->sharer[k];
       if (u == t) continue;
-      ULong add = !clo_write_sharing || sharer_wrote(e, k) ? reads + writes : writes;
+      ULong any = reads + writes, written = sharer_wrote(e, k) ? reads + writes : writes;
+      ULong add = clo_write_sharing ? written : any;
       row[u] += add;
       if (h && h->pairs) h->pairs[(SizeT)t * cap + u] += add;
+      if (other) other[u] += clo_write_sharing ? any : written;
    }
 }
 

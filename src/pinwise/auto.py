@@ -52,7 +52,9 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     traces and "neighbour" in others, and without ``locality`` among the candidates auto told a
     program that runs 5x faster pinned not to pin. One more candidate costs runs; the bench
     decides. A weak reading (:func:`pinwise.patterns.weak_reading`) adds the policies it gives
-    across a threshold: sysbench read "none" or "master/reduction" with the number of events. A
+    across a threshold: sysbench read "none" or "master/reduction" with the number of events; a
+    trace that reads otherwise under the other sharing model, that model's policy (an ADI solver's
+    halo: all-to-all under write, clustered under any). A
     trace that missed part of the program's work (``analysis.withheld``) points at nothing: only the
     placements that need no matrix are benched."""
     if analysis.withheld:
@@ -61,6 +63,9 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     if analysis.pattern != "none" or analysis.alternatives:
         policies.append("locality")
     policies += [policy for _, policy in analysis.alternatives]  # a weak reading: what it reads across a threshold
+    other = analysis.other_sharing
+    if other and other["compared"] and not other["agrees"]:  # the other sharing model reads it otherwise
+        policies += ["locality", other["policy"]] if other["pattern"] != "none" else [other["policy"]]
     return list(dict.fromkeys(policies))
 
 

@@ -77,7 +77,9 @@ class HotLine:
     address the program accessed in it, its events over the whole run, what the address is (a
     variable and offset, or the mapping), an instruction seen reading and one writing it (address,
     function, file:line when the program has debug info), and since it became hot: reads and
-    writes per thread and events per pair of threads ``(i, j, events)``, i < j."""
+    writes per thread and events per pair of threads ``(i, j, events)``, i < j; ``before``: its
+    accesses before it became hot, to 11 significant bits (a thread spinning on a flag alone, before
+    another shares it, makes millions that carry no event)."""
 
     address: int
     events: int
@@ -87,6 +89,7 @@ class HotLine:
     reads: tuple[int, ...]
     writes: tuple[int, ...]
     pairs: tuple[tuple[int, int, int], ...]
+    before: int = 0
 
     @property
     def accesses(self) -> int:
@@ -103,7 +106,7 @@ class HotLine:
     def to_document(self) -> dict:
         return {"address": f"0x{self.address:x}", "events": self.events, "where": self.where,
                 "read_code": self.read_code, "write_code": self.write_code, "reads": list(self.reads),
-                "writes": list(self.writes), "pairs": [list(p) for p in self.pairs]}
+                "writes": list(self.writes), "pairs": [list(p) for p in self.pairs], "before": self.before}
 
 
 def _hot_lines(value) -> tuple[HotLine, ...]:
@@ -112,7 +115,8 @@ def _hot_lines(value) -> tuple[HotLine, ...]:
                          None if v.get("read_code") is None else str(v["read_code"]),
                          None if v.get("write_code") is None else str(v["write_code"]),
                          _ints(v["reads"]), _ints(v["writes"]),
-                         tuple((int(i), int(j), int(n)) for i, j, n in v["pairs"])) for v in value)
+                         tuple((int(i), int(j), int(n)) for i, j, n in v["pairs"]), int(v.get("before", 0)))
+                 for v in value)
 
 
 def _environment(value) -> MappingProxyType:
@@ -153,7 +157,8 @@ class TraceInfo:
     window: dict | None = None               # {"accesses": N} or {"milliseconds": N}
     #: Per thread (creation order, main = 0): the thread that created it (None for main).
     creators: tuple[int | None, ...] | None = None
-    #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread).
+    #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread), of a
+    #: native run, which may create more rounds of workers than the trace saw (see find_rounds).
     spawns: tuple[tuple[str, int], ...] | None = None
     #: Per thread, [start, end] in ns of one native run, and in traced accesses under Valgrind.
     lifetimes: tuple[tuple[int, int], ...] | None = None
@@ -186,7 +191,7 @@ class TraceInfo:
         """The known keys of a comm document, each checked; one error names a key of the wrong type."""
         values, extra = {}, {}
         for key, value in document.items():
-            if key in ("format", "version", "threads", "matrix", "accesses", "instructions"):
+            if key in ("format", "version", "threads", "matrix", "accesses", "instructions", "other_matrix"):
                 continue
             if key not in _FIELD_READERS:
                 extra[key] = value
@@ -229,6 +234,9 @@ class CommMatrix:
     accesses: np.ndarray | None = None
     instructions: np.ndarray | None = None
     info: TraceInfo = field(default_factory=TraceInfo)
+    #: The same program's matrix under the other sharing model (:attr:`TraceInfo.sharing` names
+    #: this one's), which the tracer counts beside it: analyze says where the two readings differ.
+    other: np.ndarray | None = None
 
     @property
     def threads(self) -> int:
@@ -245,6 +253,8 @@ class CommMatrix:
             document["accesses"] = _plain(self.accesses)
         if self.instructions is not None:
             document["instructions"] = _plain(self.instructions)
+        if self.other is not None:
+            document["other_matrix"] = _plain(self.other)
         return json.dumps(document)
 
 
@@ -326,9 +336,15 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
         threads = document.get("threads", matrix.shape[0])
         if threads != matrix.shape[0]:
             raise PinwiseError(f"{source}: \"threads\" says {threads} but the matrix has {matrix.shape[0]} rows")
+        other = None
+        if document.get("other_matrix") is not None:
+            other = validate_matrix(document["other_matrix"], f"{source} (other_matrix)")
+            if other.shape != matrix.shape:
+                raise PinwiseError(f"{source}: \"other_matrix\" is {other.shape[0]} x {other.shape[1]}, the matrix "
+                                   f"{matrix.shape[0]} x {matrix.shape[1]}")
         return CommMatrix(matrix, _vector(document, "accesses", matrix.shape[0], source),
                           _vector(document, "instructions", matrix.shape[0], source),
-                          TraceInfo.from_document(document, source))
+                          TraceInfo.from_document(document, source), other)
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -355,22 +371,12 @@ def write_comm(comm: CommMatrix, path: str | Path) -> None:
     write_text_atomic(path, comm.to_json() + "\n")
 
 
-def find_rounds(comm: CommMatrix) -> Rounds | None:
-    """Rounds from the main thread's pthread_create and pthread_join calls, in its program order
-    (:attr:`TraceInfo.spawns`: what ``pinwise trace`` records in its native run): it creates
-    ``size`` workers, joins every one of them, creates ``size`` more, at least twice, and creates
-    every other thread itself (:attr:`TraceInfo.creators`, where the trace has them).
-
-    This is the program's structure, not its timing: lifetimes cannot show it reliably (under
-    Valgrind threads take turns; natively, on a busy or small machine, a creator starved by its
-    first workers creates the rest late). None for one pool that lives through the run, workers
-    that create workers, or a matrix without the calls."""
-    spawns, creators = comm.info.spawns, comm.info.creators
-    threads = comm.threads
-    if spawns is None or threads < 3:
-        return None
-    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
-        return None
+def creation_rounds(spawns) -> Rounds | None:
+    """The rounds of a creator's pthread_create and pthread_join calls, in its program order
+    (:attr:`TraceInfo.spawns`): it creates ``size`` workers, joins every one of them, creates
+    ``size`` more, at least twice, the workers numbered 1, 2, ... in creation order. ``threads``
+    counts them and the creator. None for one pool that lives through the run, a round that starts
+    before the last one's workers are all joined, or rounds of different sizes."""
     rounds: list[list[int]] = []
     alive: set[int] = set()
     joined_since_create = True
@@ -388,9 +394,57 @@ def find_rounds(comm: CommMatrix) -> Rounds | None:
             joined_since_create = True
     created = [t for r in rounds for t in r]
     sizes = {len(r) for r in rounds}
-    if created != list(range(1, threads)) or len(rounds) < 2 or len(sizes) != 1:
+    if created != list(range(1, len(created) + 1)) or len(rounds) < 2 or len(sizes) != 1:
         return None
-    return Rounds(sizes.pop(), len(rounds), threads)
+    return Rounds(sizes.pop(), len(rounds), len(created) + 1)
+
+
+def lifetimes_in_rounds(lifetimes, size: int) -> bool:
+    """Whether threads 1, 2, ... taken ``size`` at a time lived round after round: each round's
+    first birth after the last end of the round before (on the tracer's clock of accesses). A
+    creator that joins a round before it creates the next makes it so in every run, traced or not;
+    so a trace whose lifetimes break it did not run the rounds the native run showed."""
+    workers = lifetimes[1:]
+    if len(workers) % size:
+        return False
+    rounds = [workers[k:k + size] for k in range(0, len(workers), size)]
+    return all(min(born for born, _ in later) >= max(end for _, end in earlier)
+               for earlier, later in zip(rounds, rounds[1:]))
+
+
+def find_rounds(comm: CommMatrix) -> Rounds | None:
+    """Rounds of workers that the creator (thread 0) starts and joins again and again, from the
+    creation structure: the creator's pthread_create and pthread_join calls in a native run
+    (:func:`creation_rounds` of :attr:`TraceInfo.spawns`, which ``pinwise trace`` records) give
+    the round's size; every other thread must be the creator's own (:attr:`TraceInfo.creators`,
+    where the trace has them).
+
+    The number of rounds may differ between the native run and the trace: a benchmark harness
+    that times its loop (Google Benchmark) runs far fewer under Valgrind (measured: 2,537 threads
+    natively, 445 traced). Then the traced threads must make whole rounds of that size (at least
+    two) that lived one after another (:func:`lifetimes_in_rounds`: joins order them in any run).
+
+    This is the program's structure, not its timing: lifetimes alone cannot show the rounds
+    (under Valgrind threads take turns, and a round's worker may end before the next is created;
+    natively, a creator starved by its first workers creates the rest late). None for one pool
+    that lives through the run, workers that create workers, or a matrix without the calls."""
+    spawns, creators = comm.info.spawns, comm.info.creators
+    threads = comm.threads
+    if spawns is None or threads < 3:
+        return None
+    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
+        return None
+    native = creation_rounds(spawns)
+    if native is None:
+        return None
+    if native.threads == threads:
+        return native
+    lives = comm.info.lifetimes_traced
+    if (threads - 1) % native.size or (threads - 1) // native.size < 2 or lives is None or len(lives) != threads:
+        return None
+    if not lifetimes_in_rounds(lives, native.size):
+        return None
+    return Rounds(native.size, (threads - 1) // native.size, threads)
 
 
 def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
@@ -407,4 +461,5 @@ def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
                    rounds=Rounds(rounds.size, rounds.count, comm.threads),
                    instructions_together=None if together is None else _ints(fold @ np.array(together, float)))
     return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
-                      None if comm.instructions is None else fold @ comm.instructions, info)
+                      None if comm.instructions is None else fold @ comm.instructions, info,
+                      None if comm.other is None else fold @ comm.other @ fold.T)

@@ -21,14 +21,19 @@ communicate about as much is all-to-all. Validated on :func:`labelled_corpus`
 (``benchmarks/classifier.py`` prints the accuracy).
 
 Spin-waits: under Valgrind one thread runs at a time, so a thread waiting on a flag reads it
-through whole time slices, and the flag's line can carry most of the events. A hot line (the
-tracer's records, :class:`pinwise.comm.HotLine`) carrying at least SPIN_SHARE of all events and
-read at least SPIN_READS_PER_WRITE times per write is a spin-wait: :func:`analyze` names it and
-characterises the matrix without its events.
+through whole time slices, and the flag's line can carry most of the events. Hot lines (the
+tracer's records, :class:`pinwise.comm.HotLine`) are judged by the array they belong to: the
+lines of one variable (a symbol the program names), or of one mapping a few lines apart
+(ARRAY_GAP), as a solver's flags padded to a line each are. The lines of an array that are each
+read at least SPIN_READS_PER_WRITE times per write, and together carry at least SPIN_SHARE of all
+events, are spin-waits (an LU solver's pipeline spins on T flags, each with a T-th of the events:
+measured, a per-line rule caught 2 of 5): :func:`analyze` names them and characterises the matrix
+without their events.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,6 +56,7 @@ FLOOR_LIFT = 0.8             # and the lift it must have there (clear: the floor
 #: A spin-wait line (module docstring).
 SPIN_SHARE = 0.25
 SPIN_READS_PER_WRITE = 20
+ARRAY_GAP = 256              # bytes between two lines of one array, without a symbol (padding to 128 is usual)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,9 @@ class Analysis:
     #: Why no placement may be recommended from this matrix: the trace missed part of the program's
     #: work (TraceInfo.unseen). ``policy`` is then only what the metrics would point at.
     withheld: str | None = None
+    #: The reading of the same trace under the other sharing model (CommMatrix.other):
+    #: {"sharing", "compared", and "pattern", "pattern_reason", "policy", "agrees" or "why" not}.
+    other_sharing: dict | None = None
 
     def recommended(self) -> str:
         """The recommended policy, for ``--policy auto``; refused when the trace missed work."""
@@ -128,6 +137,8 @@ class Analysis:
             document["costs"] = self.costs
         if self.withheld is not None:
             document["withheld"] = self.withheld
+        if self.other_sharing is not None:
+            document["other_sharing"] = self.other_sharing
         return document
 
 
@@ -141,14 +152,42 @@ def event_count(comm: CommMatrix) -> float:
     return float(communication(comm.matrix).sum() / 2)
 
 
+def line_arrays(lines) -> list[tuple[HotLine, ...]]:
+    """Hot lines grouped by the array they belong to (module docstring): one variable's lines,
+    else runs of lines of one mapping at most ARRAY_GAP bytes apart; each line in one group."""
+    groups: dict[str, list[HotLine]] = {}
+    for line in lines:
+        variable = re.match(r"variable (.+)\+-?\d+$", line.where)
+        groups.setdefault(f"variable {variable.group(1)}" if variable else line.where, []).append(line)
+    found = []
+    for key, members in groups.items():
+        if key.startswith("variable "):
+            found.append(tuple(members))
+            continue
+        members.sort(key=lambda line: line.address)
+        run = [members[0]]
+        for line in members[1:]:
+            if (line.address >> 6) - (run[-1].address >> 6) <= ARRAY_GAP // 64:
+                run.append(line)
+            else:
+                found.append(tuple(run))
+                run = [line]
+        found.append(tuple(run))
+    return found
+
+
 def spin_waits(comm: CommMatrix) -> tuple[HotLine, ...]:
-    """The hot lines of ``comm`` that are spin-waits (module docstring)."""
+    """The hot lines of ``comm`` that are spin-waits (module docstring), hottest first."""
     lines = comm.info.hot_lines or ()
     total = event_count(comm)
     if total <= 0:
         return ()
-    found = tuple(line for line in lines if len(line.reads) == comm.threads and line.events >= SPIN_SHARE * total
-                  and sum(line.reads) >= SPIN_READS_PER_WRITE * max(1, sum(line.writes)))
+    spun = set()
+    for array in line_arrays(line for line in lines if len(line.reads) == comm.threads):
+        read_mostly = [line for line in array if sum(line.reads) >= SPIN_READS_PER_WRITE * max(1, sum(line.writes))]
+        if sum(line.events for line in read_mostly) >= SPIN_SHARE * total:
+            spun.update(id(line) for line in read_mostly)
+    found = tuple(line for line in lines if id(line) in spun)
     if comm.info.backend != "sample" or comm.threads < 3:
         return found
     # Sampled, a spinning thread's samples fall mostly behind its pause instruction, not on its
@@ -166,18 +205,28 @@ def spin_waits(comm: CommMatrix) -> tuple[HotLine, ...]:
 
 
 def without_lines(comm: CommMatrix, lines: tuple[HotLine, ...]) -> CommMatrix:
-    """``comm`` without the events and the accesses the tracer recorded on ``lines`` (since each
-    became hot; the few before stay)."""
+    """``comm`` without the events and the accesses the tracer recorded on ``lines``. A line's
+    pairs are counted since it became hot; the events it carried before (its whole run's events
+    less those) are taken from its pairs in the same proportions: a flag array's last line to
+    become hot had a fifth of its events before; its accesses before (HotLine.before) from its
+    threads in the proportions of their accesses since. The sampler counts a line's pairs from its
+    first event (its events beyond the pairs are threads born after the line was first seen), so a
+    sampled line's pairs are taken as they are."""
     if not lines:
         return comm
+    sampled = comm.info.backend == "sample"
     matrix = np.array(comm.matrix, dtype=np.float64)
     accesses = None if comm.accesses is None else np.array(comm.accesses, dtype=np.float64)
     for line in lines:
+        since_hot = sum(n for _, _, n in line.pairs)
+        scale = max(1.0, line.events / since_hot) if since_hot and not sampled else 1.0
         for i, j, n in line.pairs:
-            matrix[i, j] = max(0.0, matrix[i, j] - n)
-            matrix[j, i] = max(0.0, matrix[j, i] - n)
+            matrix[i, j] = max(0.0, matrix[i, j] - n * scale)
+            matrix[j, i] = max(0.0, matrix[j, i] - n * scale)
         if accesses is not None:
-            accesses = np.maximum(0.0, accesses - np.add(line.reads, line.writes))
+            since = np.add(line.reads, line.writes).astype(np.float64)
+            before = since / since.sum() * line.before if since.sum() else 0.0
+            accesses = np.maximum(0.0, accesses - since - before)
     return replace(comm, matrix=matrix, accesses=accesses)
 
 
@@ -401,7 +450,25 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
     if doubt:
         reason = f"{reason}; {doubt}"
     return Analysis(found, pattern, evidence, policy, reason, used, spins, tuple(comm.info.hot_lines or ()), costs,
-                    doubt, alternatives, comm.info.unseen)
+                    doubt, alternatives, comm.info.unseen, other_reading(comm, pattern, policy, spins, topology))
+
+
+def other_reading(comm: CommMatrix, pattern: str, policy: str, spins, topology=None) -> dict | None:
+    """How the trace reads under the other sharing model (the matrix the tracer counts beside
+    the one asked for): ``write`` counts an event only when one of the two accesses writes, ``any``
+    every access to a line another thread touched (the paper's). They differ by read sharing: a
+    stencil's halo, which the neighbour reads while its owner reads it too, or a table every thread
+    reads. None when the trace has no other matrix."""
+    if comm.other is None or comm.info.sharing not in ("write", "any"):
+        return None
+    model = "any" if comm.info.sharing == "write" else "write"
+    if spins:
+        return {"sharing": model, "compared": False,
+                "why": "spin-waits were set aside, and the other model's matrix holds their events apart from no pair"}
+    again = analyze(replace(comm, matrix=comm.other, other=None,
+                            info=replace(comm.info, sharing=model, hot_lines=None)), topology)
+    return {"sharing": model, "compared": True, "pattern": again.pattern, "pattern_reason": again.pattern_reason,
+            "policy": again.policy, "agrees": (again.pattern, again.policy) == (pattern, policy)}
 
 
 # -- the labelled corpus ------------------------------------------------------------------------

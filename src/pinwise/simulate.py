@@ -7,10 +7,18 @@ placement, in the same pass. This module writes the machine's description for th
 and reads back per placement: accesses and misses per cache level, invalidations, cache-to-cache
 transfers by distance, local and remote DRAM accesses, and estimated cycles per thread.
 
+Bandwidth (ps_main.c has the model): every cache instance above L1 and every NUMA node's memory
+controller moves at most a number of bytes per cycle (:data:`DEFAULT_BANDWIDTH`, the papers'
+machines' own memory figures in :data:`PRESET_DRAM_BANDWIDTH`, ``--bandwidth`` overrides); over
+each chunk of interleaved accesses a resource's utilisation makes each line through it wait as in
+an M/D/1 queue, and the waits join the cycles. Sequential streams are prefetched (their lines
+cost the L2's latency but still cross the memory controller), so a streaming program is bound by
+bandwidth, not latency.
+
 What the model leaves out (the README says it too): instruction fetches and everything but data
-accesses; out-of-order overlap (each access costs its full latency); bandwidth and queueing; a
-thread's cycles are its memory cycles. Threads run one at a time under Valgrind; the tool buffers
-their accesses and interleaves them in turns of ``quantum`` accesses per thread.
+accesses; out-of-order overlap of misses other than prefetched streams; a thread's cycles are its
+memory cycles. Threads run one at a time under Valgrind; the tool buffers their accesses and
+interleaves them in turns of ``quantum`` accesses per thread.
 """
 
 from __future__ import annotations
@@ -38,6 +46,15 @@ DEFAULT_LINE = 64
 DEFAULT_LATENCY = {"L1d": 4, "L2": 14, "L3": 50, "transfer-L2": 30, "transfer-L3": 80, "transfer-package": 110,
                    "transfer-machine": 300, "dram-local": 200, "dram-remote": 320}
 LEVEL_NAME = {ObjType.L1: "L1d", ObjType.L2: "L2", ObjType.L3: "L3"}
+#: Bytes per cycle: an L2 instance moves (Skylake-SP's sustained L2 bandwidth, half its 64-byte
+#: peak), a shared L3 per core below it (one slice per core, 16 bytes a cycle each), a NUMA
+#: node's memory controller (Skylake-SP: 6 channels of DDR4-2666, 128 GB/s, at 2.5 GHz). L1d: no
+#: limit (a core's own loads). 0 means no limit.
+DEFAULT_BANDWIDTH = {"L1d": 0.0, "L2": 32.0, "L3": 16.0, "dram": 51.0}
+#: The memory controllers of the papers' machines, from their datasheets (channels x transfer
+#: rate x 8 bytes, at the base clock): the NPB study's Xeon E5620 (3 x DDR3-1066, 25.6 GB/s per
+#: socket, 2.40 GHz) and Mazouz's X5570 (3 x DDR3-1333, 32 GB/s, 2.93 GHz).
+PRESET_DRAM_BANDWIDTH = {"e5620": 10.7, "nehalem": 10.9}
 
 
 @dataclass(frozen=True)
@@ -66,7 +83,8 @@ class MachineModel:
 def machine_model(topology: Topology) -> MachineModel:
     """Cache levels of the topology (L1 per core added where it has none, as SPEC says: a
     private L1d per core shared by its SMT siblings), sizes and geometry from the topology or the
-    stated defaults; sets rounded down to a power of two where they are not one."""
+    stated defaults; any number of sets (12 MiB of 16 ways is 12,288), a size that is not whole
+    sets rounded down to whole sets."""
     pus = tuple(topology.logical_order(allowed_only=False))
     position = {pu: i for i, pu in enumerate(pus)}
     levels = []
@@ -93,11 +111,9 @@ def machine_model(topology: Topology) -> MachineModel:
         sets = size // (line * ways)
         if sets < 1:
             raise PinwiseError(f"{LEVEL_NAME[kind]}: {size} bytes cannot hold {ways} ways of {line}-byte lines")
-        if sets & (sets - 1):
-            rounded = 1 << (sets.bit_length() - 1)
-            note = (note + "; " if note else "") + (f"{sets} sets rounded down to {rounded} "
-                                                    f"({format_size(rounded * ways * line)} modelled)")
-            sets = rounded
+        if sets * ways * line != size:
+            note = (note + "; " if note else "") + (f"{format_size(size)} is not a whole number of {ways}-way sets: "
+                                                    f"{sets} sets ({format_size(sets * ways * line)}) modelled")
         instance = [-1] * len(pus)
         for index, obj in enumerate(objects):
             for pu in obj.cpuset:
@@ -154,7 +170,45 @@ def parse_latencies(text: str | None) -> dict[str, int]:
     return latency
 
 
-def config_text(machine: MachineModel, plans: list[Plan], latency: dict[str, int]) -> str:
+def default_bandwidth(topology: Topology, machine: MachineModel) -> dict[str, float]:
+    """Bytes per cycle per instance of each level (an L3's grows with the cores below it) and per
+    memory controller, for ``topology``: DEFAULT_BANDWIDTH, the preset's memory figure where
+    PRESET_DRAM_BANDWIDTH has one."""
+    cores_of = {}
+    for level in machine.levels:
+        cores = sum(1 for i in level.instance_of_pu if i == 0)
+        threads_per_core = max(1, sum(1 for i in machine.levels[0].instance_of_pu if i == 0))
+        cores_of[level.name] = max(1, cores // threads_per_core)
+    bandwidth = {level.name: DEFAULT_BANDWIDTH.get(level.name, 0.0) * (cores_of[level.name] if level.name == "L3" else 1)
+                 for level in machine.levels}
+    bandwidth["dram"] = PRESET_DRAM_BANDWIDTH.get((topology.source or "").lower(), DEFAULT_BANDWIDTH["dram"])
+    return bandwidth
+
+
+def parse_bandwidth(text: str | None, defaults: dict[str, float]) -> dict[str, float]:
+    """``L3=64,dram=10.7`` (bytes per cycle, per instance; 0: no limit) over ``defaults``."""
+    bandwidth = dict(defaults)
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in bandwidth:
+            raise PinwiseError(f"--bandwidth {item.strip()!r}: write NAME=BYTES_PER_CYCLE with NAME one of "
+                               f"{', '.join(bandwidth)}")
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = -1.0
+        if not 0 <= number <= 1e6 or number != number:
+            raise PinwiseError(f"--bandwidth {item.strip()!r}: bytes per cycle must be a number from 0 (no limit) "
+                               "to 1000000")
+        bandwidth[name] = number
+    return bandwidth
+
+
+def config_text(machine: MachineModel, plans: list[Plan], latency: dict[str, int],
+                bandwidth: dict[str, float] | None = None, prefetch: bool = True) -> str:
     """The machine and placements in the tool's --ps-config format (see ps_main.c)."""
     position = {pu: i for i, pu in enumerate(machine.pus)}
     out = ["pinwise-sim-config 1", f"pus {len(machine.pus)}", f"levels {len(machine.levels)}"]
@@ -166,6 +220,10 @@ def config_text(machine: MachineModel, plans: list[Plan], latency: dict[str, int
                + " ".join(str(latency[f"transfer-{name}"]) for name in machine.classes))
     out.append(" ".join(str(c) for row in machine.class_of_pair for c in row))
     out.append(f"dram {latency['dram-local']} {latency['dram-remote']}")
+    bandwidth = bandwidth or {}
+    out.append("bandwidth " + " ".join(str(round(bandwidth.get(level.name, 0.0) * 1000)) for level in machine.levels)
+               + f" {round(bandwidth.get('dram', 0.0) * 1000)}")  # bytes per thousand cycles
+    out.append(f"prefetch {1 if prefetch else 0}")
     out.append(f"placements {len(plans)}")
     for plan in plans:
         slots = [position[min(slot)] for slot in plan.slots]
@@ -183,6 +241,9 @@ class PlacementResult:
     dram: dict[str, int]
     cycles_per_thread: list[int]
     thread_pus: list[int] = field(default_factory=list)  # the PU of each thread (empty: one each)
+    queue_per_thread: list[int] = field(default_factory=list)  # cycles waited on bandwidth (in the cycles)
+    memory_bytes: list[int] = field(default_factory=list)  # per NUMA node, what its controller moved
+    busiest: float = 0.0   # the highest utilisation of a cache's or controller's bandwidth over a chunk
 
     @property
     def cycles(self) -> int:
@@ -212,15 +273,18 @@ class Simulation:
     notes: list[str] = field(default_factory=list)
     program: str = ""
     cache_groups: int = 0   # how many simulated the caches apart (placements sharing their L1s alike share a group)
+    bandwidth: dict[str, float] = field(default_factory=dict)  # bytes per cycle (see DEFAULT_BANDWIDTH)
+    prefetch: bool = True
 
     def to_document(self) -> dict:
         return {
             "program": self.program, "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
-            "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
+            "bandwidth": self.bandwidth, "prefetch": self.prefetch, "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
             "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": p.levels, "invalidations": p.invalidations,
                             "transfers": p.transfers, "dram": p.dram, "cycles": p.cycles,
                             "critical_path": p.critical_path, "cycles_per_thread": p.cycles_per_thread,
-                            "thread_pus": p.thread_pus}
+                            "thread_pus": p.thread_pus, "queue_per_thread": p.queue_per_thread,
+                            "memory_bytes": p.memory_bytes, "busiest": p.busiest}
                            for p in self.placements],
         }
 
@@ -244,9 +308,13 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
             transfers = dict(zip(machine.classes, (int(v) for v in next(lines).split()[1:])))
             _, local, remote = next(lines).split()
             cycles = [int(v) for v in next(lines).split()[1:]]
+            queue = [int(v) for v in next(lines).split()[1:]]
+            memory = [int(v) for v in next(lines).split()[1:]]
+            busiest = int(next(lines).split()[1]) / 1e6
             results.append(PlacementResult(names[k], [min(s) for s in plans[k].slots], levels, invalidations, transfers,
                                            {"local": int(local), "remote": int(remote)}, cycles,
-                                           [min(plans[k].cpus_for_slot(t)) for t in range(len(cycles))]))
+                                           [min(plans[k].cpus_for_slot(t)) for t in range(len(cycles))],
+                                           queue, memory, busiest))
     except (StopIteration, ValueError, IndexError) as err:
         raise PinwiseError(f"the simulator's result cannot be read ({err})") from None
     return threads, accesses, results
@@ -255,7 +323,8 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
 def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Plan]], *, quantum: int = 1,
              inclusive: bool = True, latency: dict[str, int] | None = None, progress: bool | None = None,
              stdout=None, check_groups: bool = False, workers: int | None = None,
-             check_workers: bool = False) -> Simulation:
+             check_workers: bool = False, bandwidth: dict[str, float] | str | None = None,
+             prefetch: bool = True, split: int | None = None) -> Simulation:
     """Run ``argv`` once under the simulator with every placement (name, Plan) on ``topology``;
     ``stdout`` is where the program's output goes (default: pinwise's). ``check_groups``: the
     tool also simulates every placement alone and the counts must agree with the grouped ones
@@ -263,7 +332,12 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     simulate while the program runs, each some of the groups of placements (default: 4, or none
     where pinwise may use a single CPU; 0: none, Valgrind's process simulates); the counts are the same either way,
     and ``check_workers`` makes Valgrind's process simulate every group as well and raises if
-    the workers' counts differ from its own (a self-test)."""
+    the workers' counts differ from its own (a self-test). ``bandwidth``: bytes per cycle per level
+    and ``dram`` (:func:`default_bandwidth` for the topology, which a dict or a ``--bandwidth``
+    string overrides); ``prefetch``: sequential streams are prefetched. ``split``: groups of
+    placements that share their L1s alike are split until there are that many (default: as many as
+    the workers and the CPUs pinwise may use; 0: never), each part simulating the shared levels
+    again so that every worker has some (ps_main.c's split_groups); the counts are the same."""
     from .pinning.launcher import find_program
     from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
@@ -289,16 +363,21 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     program = find_program(argv)
     latency = latency or dict(DEFAULT_LATENCY)
     machine = machine_model(topology)
+    if not isinstance(bandwidth, dict):
+        bandwidth = parse_bandwidth(bandwidth, default_bandwidth(topology, machine))
     names = [name for name, _ in placements]
     plans = [plan for _, plan in placements]
     notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
     with temporary_folder("simulate") as tmp:
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
-        config.write_text(config_text(machine, plans, latency), encoding="utf-8")
+        config.write_text(config_text(machine, plans, latency, bandwidth, prefetch), encoding="utf-8")
         env = tool_environment(Path(tmp))
         command = [valgrind, "--tool=pwsim", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--ps-config={config}", f"--ps-out={out}", f"--ps-quantum={quantum}",
                    f"--ps-inclusive={'yes' if inclusive else 'no'}", f"--ps-workers={workers}",
+                   # as many groups as CPUs to simulate them: placements sharing one grouping of
+                   # L1s are split (each part simulates the L1s again) rather than left to one worker
+                   f"--ps-split={min(workers, len(os.sched_getaffinity(0))) if split is None else split}",
                    *(["--ps-check-groups=yes"] if check_groups else []),
                    *(["--ps-check-workers=yes"] if check_workers else []), program, *argv[1:]]
         show = sys.stderr.isatty() if progress is None else progress
@@ -321,7 +400,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     if returncode != 0:
         notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
     return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes,
-                      " ".join(argv), int(trailer.get("groups", 0)))
+                      " ".join(argv), int(trailer.get("groups", 0)), bandwidth, prefetch)
 
 
 def read_simulation(path: str) -> Simulation:
@@ -337,7 +416,9 @@ def read_simulation(path: str) -> Simulation:
                                       int(p["invalidations"]), {k: int(v) for k, v in p["transfers"].items()},
                                       {"local": int(p["dram"]["local"]), "remote": int(p["dram"]["remote"])},
                                       [int(c) for c in p["cycles_per_thread"]],
-                                      [int(c) for c in p.get("thread_pus", [])])
+                                      [int(c) for c in p.get("thread_pus", [])],
+                                      [int(c) for c in p.get("queue_per_thread", [])],
+                                      [int(b) for b in p.get("memory_bytes", [])], float(p.get("busiest", 0.0)))
                       for p in document["placements"]]
         if not placements:
             raise ValueError("no placement")
@@ -346,7 +427,9 @@ def read_simulation(path: str) -> Simulation:
         return Simulation(str(document["topology"]), int(document["quantum"]), bool(document["inclusive"]),
                           dict(document["latency"]), int(document["threads"]),
                           [int(a) for a in document["accesses_per_thread"]], placements,
-                          [str(n) for n in document.get("notes", [])], str(document.get("program", "")))
+                          [str(n) for n in document.get("notes", [])], str(document.get("program", "")), 0,
+                          {str(k): float(v) for k, v in document.get("bandwidth", {}).items()},
+                          bool(document.get("prefetch", False)))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise PinwiseError(f"{path!r} is not a simulation written by pinwise simulate ({err})") from None
 

@@ -131,13 +131,18 @@ def parse_trace(text: str, source: str) -> CommMatrix:
     try:
         header, matrix, rest = split_dump(text)
         threads = matrix.shape[0]
+        other = None
+        if rest and rest[0].startswith("other-sharing "):  # the other model's matrix
+            rows = [[float(v) for v in line.split()] for line in rest[1:1 + threads]]
+            other = np.array(rows, dtype=np.float64).reshape(threads, threads)
+            rest = rest[1 + threads:]
         accesses = np.array([float(v) for v in header["accv"]])
         instructions = np.array([float(v) for v in header["load"]])
         info = _header_info(header)
         info["hot_lines"] = _hot_lines(rest, threads)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
-    return CommMatrix(matrix, accesses, instructions, TraceInfo(**info))
+    return CommMatrix(matrix, accesses, instructions, TraceInfo(**info), other)
 
 
 def _hot_lines(lines: list[str], threads: int):
@@ -153,13 +158,14 @@ def _hot_lines(lines: list[str], threads: int):
         for line in lines[1 + 7 * k:8 + 7 * k]:
             key, _, value = line.partition(" ")
             record[key] = value
-        address, events = record["hot"].split()
+        address, events, *before = record["hot"].split()  # older tools wrote no count before
         pairs = [int(v) for v in record["hot-pairs"].split()]
         code = {key: None if record[key] in ("", "-") else record[key] for key in ("hot-read", "hot-write")}
         found.append(HotLine(int(address, 16), int(events), record["hot-where"], code["hot-read"], code["hot-write"],
                              tuple(int(v) for v in record["hot-reads"].split()),
                              tuple(int(v) for v in record["hot-writes"].split()),
-                             tuple((pairs[i], pairs[i + 1], pairs[i + 2]) for i in range(0, len(pairs), 3))))
+                             tuple((pairs[i], pairs[i + 1], pairs[i + 2]) for i in range(0, len(pairs), 3)),
+                             int(before[0]) if before else 0))
         if len(found[-1].reads) != threads:
             raise ValueError(f"hot line {address} has {len(found[-1].reads)} threads, not {threads}")
     return tuple(found)
@@ -299,11 +305,16 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         else:
             native = observe_natively(argv, {**(extra_env or {}), **waiting})
         if native is not None:
-            observed["unseen"] = work_the_trace_missed(native, comm.threads)
             found = lifetimes_and_spawns(native) if rounds_possible(comm) else None
-            if found is not None and len(found["lifetimes"]) == comm.threads:
-                observed.update(lifetimes=tuple(map(tuple, found["lifetimes"])),
-                                spawns=tuple(map(tuple, found["spawns"])))
+            rounds = None
+            if found is not None:
+                observed["spawns"] = tuple(map(tuple, found["spawns"]))
+                if len(found["lifetimes"]) == comm.threads:
+                    observed["lifetimes"] = tuple(map(tuple, found["lifetimes"]))
+                rounds = _rounds_seen(replace(comm, info=replace(comm.info, **observed)), argv[0], quiet)
+            # more rounds of the same workers natively (a harness that times its loop) are not work
+            # the trace missed; other threads are
+            observed["unseen"] = work_the_trace_missed(native, comm.threads, rounds.size if rounds else None)
     from types import MappingProxyType
 
     info = replace(comm.info, **observed, command=(program, *argv[1:]), tool=TOOL_VERSION, partial=partial,
@@ -321,6 +332,25 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     if interrupted is not None:  # kept, and the stop goes on: a demo or an auto does not run on
         raise interrupted
     return comm
+
+
+def _rounds_seen(comm: CommMatrix, name: str, quiet: bool):
+    """The rounds of ``comm`` (pinwise.comm.find_rounds); when the native run created its workers
+    in rounds that the traced threads do not make, it says so, and why, and returns None."""
+    from .comm import creation_rounds, find_rounds
+
+    rounds = find_rounds(comm)
+    native = creation_rounds(comm.info.spawns)
+    if rounds is None and native is not None and not quiet:
+        creators = comm.info.creators
+        why = ("the traced threads are not all created by the main thread"
+               if creators is not None and any(c != 0 for c in creators[1:]) else
+               f"{comm.threads - 1} traced workers are not whole rounds of {native.size} (two at least)"
+               if (comm.threads - 1) % native.size or comm.threads - 1 < 2 * native.size else
+               f"the traced workers did not live {native.size} at a time, one round after another")
+        print(f"pinwise: note: natively {name} created its workers in {native.count} rounds of {native.size}, "
+              f"but {why}: the matrix is kept per thread, each thread its own slot of a plan", file=sys.stderr)
+    return rounds
 
 
 def rounds_possible(comm: CommMatrix) -> bool:

@@ -474,6 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--latency", metavar="NAME=CYCLES,...",
                      help="override latencies: L1d, L2, L3, transfer-L2, transfer-L3, transfer-package, "
                           "transfer-machine, dram-local, dram-remote")
+    sim.add_argument("--bandwidth", metavar="NAME=BYTES,...",
+                     help="bytes per cycle that each cache instance (L2, L3) and each NUMA node's memory controller "
+                          "(dram) moves, over the defaults (L2 32, L3 16 per core below it, dram 51; e5620 and "
+                          "nehalem: dram 10.7 and 10.9, their datasheets'); 0: no limit. Lines wait on a busy one "
+                          "as in an M/D/1 queue")
+    sim.add_argument("--prefetch", choices=("yes", "no"), default="yes",
+                     help="yes (default): a thread's sequential streams are prefetched (their lines cost the L2's "
+                          "latency and still use the memory's bandwidth); no: every miss costs its full latency")
     sim.add_argument("--workers", type=_whole(0, 4),
                      help="processes that simulate the placements while the program runs (default: 4, at most one "
                           "per group of placements that share their L1s, and none where pinwise may use only one "

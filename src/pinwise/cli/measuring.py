@@ -302,6 +302,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
                            f"{result.costs[result.policy]:,.0f}, compact {compact:,.0f} (sum of M[i][j] x tree "
                            "distance; pinwise map --compare shows every policy)"))
+    other = result.other_sharing
+    if other is not None:
+        mine = comm.info.sharing
+        if not other["compared"]:
+            console.print(Text(f"sharing models: not compared ({other['why']})"))
+        elif other["agrees"]:
+            console.print(Text(f"sharing models: --sharing {other['sharing']} reads it the same ({other['pattern']} -> "
+                               f"{other['policy']})"))
+        else:
+            console.print(Text(f"sharing models disagree: with --sharing {other['sharing']} this trace reads "
+                               f"{other['pattern']} -> {other['policy']} ({other['pattern_reason']}), with "
+                               f"{mine} {result.pattern} -> {result.policy}. They differ by read sharing (a halo "
+                               "its owner and a neighbour both read, a table every thread reads): any counts it, "
+                               "write only where a write moved the line; bench both (pinwise auto does)"))
     console.print(Text(f"next: pinwise map {args.comm_file} --policy {result.policy} -o mapping.json"))
     if comm.info.partial:
         console.print(Text("note: this matrix is partial (the traced program did not end normally)"))
@@ -471,7 +485,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]
     result = simulate(argv, topology, placements, quantum=args.quantum, inclusive=args.inclusive == "yes",
                       latency=latency, stdout=sys.stderr if args.json else None,  # JSON alone on stdout
-                      workers=args.workers)
+                      workers=args.workers, bandwidth=args.bandwidth, prefetch=args.prefetch == "yes")
     if args.output:
         write_json(result, args.output)
         print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
@@ -503,14 +517,21 @@ def print_simulation(result, argv: list[str] | None = None) -> None:
     table = Table()
     levels = list(first.levels)
     for column in ["placement", "CPUs", *[f"{name} misses" for name in levels], "invalidations", "transfers",
-                   "DRAM local", "DRAM remote", "cycles (busiest PU)", "vs first"]:
+                   "DRAM local", "DRAM remote", "waited", "cycles (busiest PU)", "vs first"]:
         table.add_column(column, justify="left" if column in ("placement", "CPUs") else "right")
     for p in result.placements:
         transfers = sum(p.transfers.values())
         table.add_row(p.policy, _short_list(p.cpus), *[f"{p.levels[name]['misses']:,}" for name in levels],
                       f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
-                      f"{p.critical_path:,}", f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
+                      f"{sum(p.queue_per_thread):,}", f"{p.critical_path:,}",
+                      f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
     console.print(table)
+    if result.bandwidth:
+        limits = ", ".join(f"{name} {value:g}" for name, value in result.bandwidth.items() if value)
+        console.print(Text(f"waited: cycles the threads waited on bandwidth (included in the cycles; bytes per "
+                           f"cycle: {limits}; streams {'prefetched' if result.prefetch else 'not prefetched'}); "
+                           "busiest resource over a chunk: " + ", ".join(f"{p.policy} {p.busiest:.0%}"
+                                                                      for p in result.placements)), soft_wrap=True)
     console.print(Text("ranking (busiest PU's cycles): " + ranking_text(result)), soft_wrap=True)
     for p in result.placements:
         moved = ", ".join(f"{n:,} via {name}" for name, n in p.transfers.items() if n)

@@ -166,12 +166,14 @@ def shown_threads(result: RunResult) -> list[ThreadRecord]:
     return [t for p in found if p in keep for t in p.threads]
 
 
-def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
+def work_the_trace_missed(native: RunResult, traced_threads: int, round_size: int | None = None) -> str | None:
     """What a native run of a program shows that a trace of ``traced_threads`` threads did not see,
     as one sentence; None when the trace saw it all. The tracer follows the first process only: not
     the processes it forks (its matrix is the first process's), nor the programs it execs, in its
     own process or in a child; and a runtime may start fewer threads under it (an unhandled system
-    call). Helper programs of one thread (a shell running mkdir) are not counted as work."""
+    call). Helper programs of one thread (a shell running mkdir) are not counted as work. With
+    ``round_size``, both runs created their workers in rounds of that size (pinwise.comm.find_rounds),
+    and more threads natively are more rounds of the same workers, not missed work."""
     records = list(native.processes)
     first = next((i for i, r in enumerate(records) if r.pid == native.pid), None)
     if first is None:
@@ -179,7 +181,7 @@ def work_the_trace_missed(native: RunResult, traced_threads: int) -> str | None:
     own = len(records[first].threads)
     name = records[first].name
     found = []
-    if own > traced_threads:
+    if own > traced_threads and not (round_size and (own - 1) % round_size == 0):
         found.append(f"natively {name} ran {_threads(own)} in its own process, the trace saw {traced_threads}")
     outside = []
     forks = [r for r in records[first + 1:] if r.how == "fork" and r.threads]
