@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import PINWISE, assert_clean_failure, compile_program, eventually, run_pinwise
@@ -142,3 +143,58 @@ def test_adapt_options_are_checked(tmp_path):
     assert_clean_failure(run_pinwise("run", "--log", str(tmp_path / "l"), "--cpus", "0", "--", "true"), "--adapt")
     assert_clean_failure(run_pinwise("run", "--adapt", "--duration", "1s", "--", "true"), "--duration")
     assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
+
+
+
+def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], idle: tuple[int, ...] = ()):
+    """A window record in which every thread but the ``idle`` ones made 100 address samples, all
+    watchable, and each ordered pair (a, b) of ``hits`` saw that many of a's samples touched by b
+    (all armed)."""
+    import numpy as np
+
+    from pinwise.adapt import Window
+
+    t = len(tids)
+    pairs = [(a, b, 100.0, 100.0, float(hits.get((a, b), 0.0))) for a in range(t) for b in range(t) if a != b]
+    accesses = np.array([0.0 if k in idle else 100.0 for k in range(t)])
+    return Window(end_s, tids, accesses, np.maximum(accesses, 1.0), pairs)
+
+
+def test_contending_pairs_share_a_cpu_until_they_stop_contending():
+    """A creator waiting in join and a pair that spends most of its accesses on one line (two
+    threads hammering one counter): the pair is put on one CPU, where its threads take turns
+    instead of bouncing the line, though the machine has a core for each (read back from /proc);
+    when they stop contending, they are given back to the OS. Threads here are processes that
+    sleep, each last run on CPU k mod 2, where the OS left them (sched_setaffinity treats a thread
+    id and a process id alike)."""
+    from pinwise.adapt import Adapter, contending_pairs
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")  # CPUs 0 and 1, which this machine has
+    sleepers = [subprocess.Popen(["taskset", "-c", str(k % 2), "sleep", "60"]) for k in range(3)]
+    try:
+        tids = [p.pid for p in sleepers]
+        assert eventually(lambda: all(Path(f"/proc/{tid}/comm").read_text().strip() == "sleep" for tid in tids))
+        for tid in tids:  # asleep where taskset put them, free to run anywhere: as the OS places threads
+            os.sched_setaffinity(tid, {0, 1})
+        contend = {(1, 2): 80, (2, 1): 80}
+        said = []
+        adapter = Adapter(machine, None, None, say=said.append)
+        window = _window(0, tids, contend, idle=(0,))
+        assert contending_pairs(window.directed(), window.accesses, [0, 1, 2]) == [(1, 2)]
+        for k in range(4):
+            adapter.feed(_window(0.2 * (k + 1), tids, contend, idle=(0,)))
+        placed = [_affinity(tid) for tid in tids]
+        assert placed[1] == placed[2] and len(placed[1]) == 1, placed
+        assert said and "1 contending pair(s) sharing a CPU each" in said[0]
+        for k in range(4, 8):  # no line shared any more: the pair would take turns at one CPU
+            adapter.feed(_window(0.2 * (k + 1), tids, {}, idle=(0,)))
+        assert _affinity(tids[1]) == _affinity(tids[2]) == {0, 1}
+        assert any("given back to the OS" in line for line in said)
+        loose = {(1, 2): 20, (2, 1): 20}  # partners, but a fifth of their accesses
+        window = _window(0, tids, loose, idle=(0,))
+        assert contending_pairs(window.directed(), window.accesses, [0, 1, 2]) is None
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()

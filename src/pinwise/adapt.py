@@ -42,6 +42,16 @@ INTERVAL = 0.2
 HYSTERESIS = 0.2
 #: Fewer weighted events than this in the windows judged: nothing to decide on.
 MIN_EVENTS = 10.0
+#: Contending pairs (:func:`contending_pairs`): the share of each thread's address samples on
+#: lines its partner touched, and the share of its communication that goes to that partner.
+CONTENDED_SHARE = 0.5
+PARTNER_SHARE = 0.8
+#: A thread with fewer address samples than this share of the busiest thread's is idle (a creator
+#: waiting in join) and has no say in whether the others contend.
+IDLE_SHARE = 0.1
+#: Windows in a row without contention before pairs that share a CPU are given back to the OS:
+#: more than the two a phase change straddles (each judgment sums the last two windows).
+RELEASE_WINDOWS = 3
 
 
 @dataclass
@@ -55,16 +65,20 @@ class Window:
     pairs: list[tuple[int, int, float, float, float]]   # a, b, offered, armed, weighted hits
     monotonic_ns: int = 0               # its end on CLOCK_MONOTONIC (what programs log with)
 
-    def matrix(self) -> np.ndarray:
-        """The window's communication matrix, estimated as the sampler estimates the whole run's."""
+    def directed(self) -> np.ndarray:
+        """D[a][b]: the estimated address samples of thread a whose line thread b touched within
+        the window (the sampler's estimate, ``estimate()`` in pw_sample.c)."""
         t = len(self.tids)
-        m = np.zeros((t, t))
+        d = np.zeros((t, t))
         for a, b, offered, armed, hits in self.pairs:
             if hits > 0 and armed > 0 and self.eligible[a] > 0:
-                value = hits / (armed / offered) * self.accesses[a] / self.eligible[a]
-                m[a, b] += value
-                m[b, a] += value
-        return m
+                d[a, b] += hits / (armed / offered) * self.accesses[a] / self.eligible[a]
+        return d
+
+    def matrix(self) -> np.ndarray:
+        """The window's communication matrix, estimated as the sampler estimates the whole run's."""
+        d = self.directed()
+        return d + d.T
 
 
 def read_windows(text: str) -> tuple[list[Window], int]:
@@ -94,6 +108,36 @@ def read_windows(text: str) -> tuple[list[Window], int]:
         else:
             fields[key] = rest
     return windows, used
+
+
+def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int]) -> list[tuple[int, int]] | None:
+    """The pairs of threads that spend most of their accesses on lines the other touches (two
+    threads hammering one counter, a ping-pong), when every busy thread is in one: each thread's
+    partner is the one it communicates with most, mutually, with at least PARTNER_SHARE of its
+    communication and CONTENDED_SHARE of its address samples. Such a pair runs faster taking turns
+    on one CPU than bouncing the line between two: the thread-affinity blog's hand pinning
+    (benchmarks/programs/creator_pairs.c; on a 16-core Xeon 2.2x the OS's speed, where spreading
+    the pairs over cores that share only an L3 gains nothing). None otherwise; idle threads
+    (IDLE_SHARE) are not counted."""
+    alive = [k for k in alive if k < len(accesses)]
+    if len(alive) < 2:
+        return None
+    busiest = max(accesses[k] for k in alive)
+    busy = [k for k in alive if busiest > 0 and accesses[k] >= IDLE_SHARE * busiest]
+    if len(busy) < 2 or len(busy) % 2:
+        return None
+    comm = directed + directed.T
+    partner = {}
+    for i in busy:
+        others = [j for j in busy if j != i]
+        j = max(others, key=lambda j: comm[i, j])
+        total = sum(comm[i, o] for o in others)
+        if total <= 0 or comm[i, j] < PARTNER_SHARE * total or directed[i, j] < CONTENDED_SHARE * accesses[i]:
+            return None
+        partner[i] = j
+    if any(partner[partner[i]] != i for i in busy):
+        return None
+    return sorted({(min(i, j), max(i, j)) for i, j in partner.items()})
 
 
 @dataclass
@@ -155,6 +199,8 @@ class Adapter:
         self.ran_on: dict[int, set[int]] = {}
         self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
         self.last_pattern: str | None = None
+        self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU each
+        self.unshare_streak = 0                   # windows in a row in which they no longer contend
 
     def _record(self, **event) -> None:
         if self.log is not None:
@@ -178,6 +224,42 @@ class Adapter:
         most = max(on.count(cpu) for cpu in set(on))
         return most > -(-len(on) // max(1, len(self.allowed)))
 
+    def _core(self, cpu: int | None):
+        if cpu is None or not self.topology.has_pu(cpu):
+            return None
+        node = self.topology.pu(cpu)
+        return next((id(a) for a in node.ancestors() if str(a.type) == "core"), id(node))
+
+    def _share_cpus(self, targets: list[int], directed: np.ndarray, accesses: np.ndarray,
+                    alive: list[int]) -> list[tuple[int, int]]:
+        """With the recommended policy, contending pairs (:func:`contending_pairs`) the plan puts
+        on different cores each take the CPU of its first thread; the pairs so placed."""
+        if self.policy is not None:
+            return []
+        pairs = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone])
+        if not pairs or all(self._core(targets[i]) == self._core(targets[j]) and targets[i] != targets[j]
+                            for i, j in pairs):
+            return []  # none, or each already shares a core (SMT siblings share its L1)
+        for i, j in pairs:
+            targets[j] = targets[i]
+        return pairs
+
+    def _release(self, tids: list[int]) -> int:
+        """The threads of the contending pairs pinwise put on one CPU each, given back to the OS
+        (every allowed CPU): they no longer contend."""
+        released = 0
+        for k in sorted({t for pair in self.sharing for t in pair}):
+            if k < len(tids) and tids[k] > 0 and self._own_pinning(k, tids[k]) is not None:
+                try:
+                    os.sched_setaffinity(tids[k], self.allowed)
+                except OSError:
+                    continue
+                self.pinned.pop(k, None)
+                released += 1
+        self.sharing = []
+        self.plan = None
+        return released
+
     def _cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
         from .mapping.cost import mapping_cost
 
@@ -194,21 +276,37 @@ class Adapter:
         self.windows.append(window)
         recent = self.windows[-2:]
         t = len(window.tids)
-        matrix = np.zeros((t, t))
+        directed = np.zeros((t, t))
         for w in recent:
-            m = w.matrix()
-            matrix[:m.shape[0], :m.shape[1]] += m
+            d = w.directed()
+            directed[:d.shape[0], :d.shape[1]] += d
+        matrix = directed + directed.T
+        accesses = np.array([sum(w.accesses[k] if k < len(w.accesses) else 0 for w in recent) for k in range(t)])
         alive = [k for k, tid in enumerate(window.tids) if tid > 0]
         now_cpus = self._where_now(window.tids)
         for k in alive:
             self._own_pinning(k, window.tids[k])
         events = matrix[np.triu_indices(t, 1)].sum()
         record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1)}
+        self.unshare_streak = self.unshare_streak + 1 if self.sharing and \
+            contending_pairs(directed, accesses, alive) is None else 0
+        if self.unshare_streak >= RELEASE_WINDOWS:
+            # the pairs pinwise put on one CPU each no longer contend (a phase of private work):
+            # two threads on one CPU would take turns at it, so they go back to the OS, and the
+            # policy places them from here on as any threads (pairs that change partners are
+            # moved to their new partners instead, as any phase change)
+            self.unshare_streak = 0
+            released = self._release(window.tids)
+            self.streak = 0
+            self._record(t=record["t"], decision="released", released=released,
+                         why="the pairs that shared a CPU no longer contend")
+            self.say(f"pinwise: {window.end_s:.1f} s: the pairs sharing a CPU no longer contend: "
+                     f"{released} thread(s) given back to the OS")
+            now_cpus = self._where_now(window.tids)
         if len(alive) < 2 or events <= 0 or sum(len(w.pairs) for w in recent) == 0:
             self._record(**record, decision="nothing to judge")
             return
-        comm = CommMatrix(matrix, np.array([sum(w.accesses[k] if k < len(w.accesses) else 0 for w in recent)
-                                            for k in range(t)]))
+        comm = CommMatrix(matrix, accesses)
         found = analyze(comm)
         pattern = found.pattern
         # a phase: a pattern two windows in a row (one window alone may straddle two phases)
@@ -223,16 +321,20 @@ class Adapter:
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
         targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
+        sharing = self._share_cpus(targets, directed, accesses, alive)
         current = [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
                    for k in range(t)]
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self._cost(matrix, current), self._cost(matrix, candidate)
-        if cost_now is not None and self._stacked(current, alive):
+        if cost_now is not None and self._stacked(current, alive) and not (sharing and sharing == self.sharing):
             # threads crowded on fewer CPUs than the plan would use cost no hops, and take turns:
-            # any placement the policy gives (one that spreads them as it must) is better
+            # any placement the policy gives (one that spreads them as it must) is better; unless
+            # they are the contending pairs pinwise itself put on one CPU each
             cost_now = float("inf")
         record.update(pattern=pattern, policy=policy, cost_new=cost_new,
                       cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
+        if sharing:
+            record["pairs_sharing_a_cpu"] = [list(pair) for pair in sharing]
         if cost_now is None or cost_new is None or events < MIN_EVENTS:
             self.streak = 0
             self._record(**record, decision="too few events or threads to judge")
@@ -246,6 +348,7 @@ class Adapter:
             return
         moved = self._apply(window.tids, candidate)
         self.streak = 0
+        self.sharing = sharing
         if moved == 0:  # every thread was already there, or is its own
             self._record(**record, decision="nothing to move")
             return
@@ -255,7 +358,8 @@ class Adapter:
                      tids=window.tids, change_seen_at=round(self.pending_since, 3),
                      change_seen_at_monotonic_ns=self.pending_monotonic)
         before = "threads crowded on a CPU" if cost_now == float("inf") else f"cost {cost_now:,.0f}"
-        self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}: {moved} thread(s) moved "
+        shared = f", {len(sharing)} contending pair(s) sharing a CPU each" if sharing else ""
+        self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved "
                  f"({before} -> {cost_new:,.0f})")
 
     def _own_pinning(self, k: int, tid: int) -> set[int] | None:
