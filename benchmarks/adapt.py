@@ -14,7 +14,7 @@
 
 The time is what each program prints; --adapt's includes the sampler, which starts the program.
 
-    python benchmarks/adapt.py [--runs 15] [--rounds 150000000]
+    python benchmarks/adapt.py [--runs 15] [--rounds 150000000] [--increments 30000000] [--interval 200ms]
 """
 
 from __future__ import annotations
@@ -66,8 +66,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=150000000, help="per phase of phase_pairs")
+    parser.add_argument("--increments", type=int, default=30000000, help="per worker of creator_pairs")
+    parser.add_argument("--interval", default=None, help="--adapt's --interval (default: pinwise's)")
     args = parser.parse_args()
     met = True
+    adapt = [PINWISE, "run", "--adapt", *(["--interval", args.interval] if args.interval else [])]
     with tempfile.TemporaryDirectory() as tmp:
         phases = Path(tmp) / "phase_pairs"
         subprocess.run(["gcc", "-O2", "-pthread", "-o", str(phases), str(PROGRAMS / "phase_pairs.c")], check=True)
@@ -81,7 +84,7 @@ def main() -> int:
             "phase 1 best": [PINWISE, "run", "--no-verify", "--cpus", "0,0,1,1", "--", *program],
             f"whole-run trace ({whole})": [PINWISE, "run", "--no-verify", "--cpus", whole, "--", *program],
             "oracle (re-pins)": [str(phases), "-H", "4", str(args.rounds)],
-            "adapt": [PINWISE, "run", "--adapt", "--", *program],
+            "adapt": [*adapt, "--", *program],
         }
         times = interleaved(placements, args.runs)
         base = statistics.median(times["os"])
@@ -116,8 +119,7 @@ def main() -> int:
                     if kind == "os":
                         both["os"].append(program_time(command))
                     else:
-                        both["adapt"].append(program_time([PINWISE, "run", "--adapt", "--log", str(log), "--",
-                                                           *command]))
+                        both["adapt"].append(program_time([*adapt, "--log", str(log), "--", *command]))
                         most = max(most, moves_of(log))
             ratio = statistics.median(both["adapt"]) / statistics.median(both["os"])
             met &= ratio <= 1.02 and most <= 1
@@ -126,8 +128,9 @@ def main() -> int:
         console.print(out)
 
         creator = str(compile_c("creator_pairs.c", Path(tmp)))
-        times = interleaved({"os": [creator, "-i", "30000000"], "hand": [creator, "-i", "30000000", "--hand"],
-                             "adapt": [PINWISE, "run", "--adapt", "--", creator, "-i", "30000000"]}, args.runs)
+        increments = str(args.increments)
+        times = interleaved({"os": [creator, "-i", increments], "hand": [creator, "-i", increments, "--hand"],
+                             "adapt": [*adapt, "--", creator, "-i", increments]}, args.runs)
         base = statistics.median(times["os"])
         hand, adapt = base / statistics.median(times["hand"]), base / statistics.median(times["adapt"])
         reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["hand"]))
