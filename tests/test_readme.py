@@ -10,6 +10,10 @@ pages' outputs were captured on one host, and the host changes (an Intel Xeon on
 EPYC the next): where a line names the machine (a report's ``machine:`` header), the page's
 facts and the live output's are each replaced by a token, and the live output must name the
 facts read from this machine itself (CPU model, host name, kernel, shape).
+
+The pages themselves: README.md stays short (a newcomer reads it top to bottom), every page under
+docs/ is linked from it or from docs/README.md, and every relative link leads to a file that exists
+(and, into a page, to one of its headings).
 """
 
 from __future__ import annotations
@@ -162,3 +166,59 @@ def test_the_python_apis_first_lines_run_as_printed():
     from pinwise.topology import load_topology
 
     assert result.stdout.splitlines()[0] == load_topology(None).summary()
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def prose(text: str) -> str:
+    """``text`` without its code (fenced and indented blocks, code spans), where brackets are not links."""
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith("    "):
+            kept.append(re.sub(r"`[^`]*`", "", line))
+    return "\n".join(kept)
+
+
+def links(page: Path) -> list[str]:
+    return LINK.findall(prose(page.read_text()))
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated one numbered."""
+    seen: dict[str, int] = {}
+    found, fenced = set(), False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_the_readme_is_short():
+    assert len(README.read_text().splitlines()) < 200
+
+
+def test_every_docs_page_is_linked_from_the_readme_or_the_index():
+    linked = {(page.parent / target.partition("#")[0]).resolve()
+              for page in (README, DOCS / "README.md") for target in links(page)}
+    assert set(DOCS.glob("*.md")) - linked == set()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_relative_link_leads_to_a_file_and_heading(page):
+    path = ROOT / page
+    for target in links(path):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        destination = (path.parent / file).resolve() if file else path
+        assert destination.exists(), f"{page}: {target} leads nowhere"
+        if anchor and destination.suffix == ".md":
+            assert anchor in anchors(destination), f"{page}: {target}: no such heading in {destination.name}"
