@@ -12,8 +12,8 @@ facts and the live output's are each replaced by a token, and the live output mu
 facts read from this machine itself (CPU model, host name, kernel, shape).
 
 The pages themselves: README.md stays short (a newcomer reads it top to bottom), every page under
-docs/ is linked from it or from docs/README.md, and every relative link leads to a file that exists
-(and, into a page, to one of its headings).
+docs/ is linked from it or from docs/README.md, every relative link leads to a file that exists
+(and, into a page, to one of its headings), and every benchmark figure names its machine and day.
 """
 
 from __future__ import annotations
@@ -222,3 +222,14 @@ def test_every_relative_link_leads_to_a_file_and_heading(page):
         assert destination.exists(), f"{page}: {target} leads nowhere"
         if anchor and destination.suffix == ".md":
             assert anchor in anchors(destination), f"{page}: {target}: no such heading in {destination.name}"
+
+
+def test_every_benchmark_figure_names_its_machine_and_day():
+    """Benchmark figures are one host's and go stale when the host changes: each script's entry
+    says the CPU it was measured on and the day."""
+    text = (DOCS / "benchmarks.md").read_text()
+    entries = [" ".join(entry.split()) for entry in re.split(r"^- ", text, flags=re.M)[1:]]
+    assert entries
+    for entry in entries:
+        assert re.search(r"[Mm]easured on an? [^,:]*(Intel|AMD|Arm|Ampere|IBM)[^,:]*, \d{4}-\d{2}-\d{2}", entry), \
+            entry[:100]
