@@ -26,7 +26,7 @@ if os.environ.get("CI"):
 
 PINWISE = str(Path(sys.executable).parent / "pinwise")
 
-#: The tiers (README, "Tests"): a module here runs Valgrind, MPI, Slurm, the sampler, real benches
+#: The tiers (docs/development.md, "Tests"): a module here runs Valgrind, MPI, Slurm, the sampler, real benches
 #: or whole pipelines (the full suite, `make test`); every other test is of the unit tier
 #: (`pytest -m unit`, under 2 minutes), marked so by pytest_collection_modifyitems below.
 SYSTEM_MODULES = {"test_auto", "test_bench", "test_database", "test_faults", "test_memory", "test_mpi", "test_mpich",

@@ -42,7 +42,7 @@ from .comm import CommMatrix, HotLine
 from .errors import PinwiseError
 from .metrics import Metrics, communication, metrics, sampling_noise
 
-#: Thresholds of the recommendation (documented in the README).
+#: Thresholds of the recommendation (documented in docs/analyze.md).
 HETEROGENEITY_HIGH = 300.0   # off-diagonal HComm on the 0..100 scale (max 2500)
 BCOMM_HIGH = 30.0            # percent
 COMM_SHARE_LOW = 0.01        # communication events per memory access

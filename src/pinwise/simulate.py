@@ -15,7 +15,7 @@ an M/D/1 queue, and the waits join the cycles. Sequential streams are prefetched
 cost the L2's latency but still cross the memory controller), so a streaming program is bound by
 bandwidth, not latency.
 
-What the model leaves out (the README says it too): instruction fetches and everything but data
+What the model leaves out (docs/simulate.md says it too): instruction fetches and everything but data
 accesses; out-of-order overlap of misses other than prefetched streams; a thread's cycles are its
 memory cycles. Threads run one at a time under Valgrind; the tool buffers their accesses and
 interleaves them in turns of ``quantum`` accesses per thread.
