@@ -13,7 +13,11 @@ recommends for them) against where the threads run now (the plan pinwise applied
 the CPUs the OS has them on, read from /proc). The threads move only when the new placement
 costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
 never moves them back and forth: a phase change is named at the first of those windows. They
-move from outside, with ``sched_setaffinity`` on their thread ids.
+move from outside, with ``sched_setaffinity`` on their thread ids. Contending pairs
+(:func:`contending_pairs`: most of each thread's accesses on a line its partner touches) take one
+CPU per pair under the recommended policy, and go back to the OS when they stop contending
+(RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
+apart as any other, the cost model alone never moves them (docs/run.md).
 
 What it respects: the cpuset (the plan is made for the PUs this process may use); the memory
 policy the program was started with (pages stay where they are: a moved thread may leave its
