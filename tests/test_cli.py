@@ -181,3 +181,15 @@ def test_no_option_is_taken_without_a_word(tmp_path):
     assert_clean_failure(run_pinwise("map", str(matrix), "--compare", "-o", str(tmp_path / "c.json")),
                          "drop --output")
     assert not (tmp_path / "p.txt").exists() and not (tmp_path / "c.json").exists()
+
+
+def test_this_machine_is_named_in_any_case_by_every_command(tmp_path):
+    """live, this and sysfs name this machine for every command that takes --topology, in any
+    case (bench once refused -t LIVE where run took it)."""
+    from pinwise.topology import is_this_machine
+
+    assert all(is_this_machine(word) for word in (None, "live", "LIVE", " This ", "sysfs"))
+    assert not is_this_machine("x7550")
+    result = run_pinwise("bench", "-t", "LIVE", "--policies", "os,compact", "-r", "2", "--db", str(tmp_path / "r.db"),
+                         "--", "true")
+    assert result.returncode == 0 and "drop --topology" not in result.stderr, result.stderr

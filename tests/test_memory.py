@@ -185,11 +185,3 @@ def test_node_lists_as_the_kernel_and_hwloc_write_them(nodes):
     done = subprocess.run([need("hwloc-calc"), "-i", "numa:4 pack:1 core:1 pu:1", "-p",
                            *hwloc_locations(nodes).split(), "--nodeset-output"], capture_output=True, text=True, check=True)
     assert int(done.stdout.strip(), 16) == sum(1 << n for n in nodes), done
-
-
-def test_the_cpu_kind_preferences_are_one_vocabulary():
-    """Kept in two modules so that a plain run does not import the topology model."""
-    from pinwise.placement import KIND_PREFERENCES as offered
-    from pinwise.topology.model import KIND_PREFERENCES as understood
-
-    assert offered == understood

@@ -21,8 +21,6 @@ from .frozen import Frozen
 from .plan import Machine, Plan, parse_skip_mask, read_plan
 
 CREATOR_MODES = ("auto", "last", "policy")
-#: Which CPU kind of a hybrid machine orders fill first (pinwise.topology.Topology.preferring).
-KIND_PREFERENCES = ("performance", "efficiency", "any")
 
 
 class PlacementWarning(UserWarning):

@@ -21,7 +21,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not argv:
         raise PinwiseError("no program given: write it after --, e.g. pinwise bench -r 35 -- ./prog args")
-    if args.topology not in (None, "live", "this", "sysfs"):
+    if not topo_mod.is_this_machine(args.topology):
         raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
     topology = topo_mod.load_topology(None)
     comm = read_comm_file(args.comm) if args.comm else None

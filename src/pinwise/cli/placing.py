@@ -8,6 +8,7 @@ import sys
 from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
+from ..topology import is_this_machine
 
 
 def read_comm_file(path: str):
@@ -230,7 +231,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _adapt(args, argv, None)
     if args.log or args.interval:
         raise PinwiseError("--log and --interval belong to --adapt")
-    here = args.topology is None or args.topology.strip().lower() in ("live", "this", "sysfs")
+    here = is_this_machine(args.topology)
     if not args.print and not here:
         raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
     # Running here: the resolver reads this machine only if the placement needs it.
@@ -290,7 +291,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         return _adapt(args, None, args.pid)
     if args.log or args.interval or args.duration:
         raise PinwiseError("--log, --interval and --duration belong to --adapt")
-    if args.topology is not None and args.topology.strip().lower() not in ("live", "this", "sysfs"):
+    if not is_this_machine(args.topology):
         raise PinwiseError(f"pin moves the threads of a process on this machine, so it plans for this machine, not "
                            f"{args.topology!r}: drop --topology (pinwise run --print -t T shows a plan for T)")
     topology = _load_topology(None)

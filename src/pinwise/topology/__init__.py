@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import PinwiseError
 from ..files import read_document, read_input
+from ..vocabulary import THIS_MACHINE
 from .model import (LEVEL_ORDER, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology,
                     walk, walk_all)
 from .render import render
@@ -21,7 +22,7 @@ from .._stage import make_callable
 
 __all__ = [
     "LEVEL_ORDER", "PRESETS", "CpuKind", "Distances", "ObjType", "ObjectSpec", "Topology", "TopoObject",
-    "build_topology", "from_json", "walk_all",
+    "build_topology", "from_json", "is_this_machine", "walk_all",
     "live_topology", "load_topology", "parse_synthetic", "parse_xml", "preset", "read_sysfs",
     "read_xml", "render", "to_json", "to_synthetic", "to_xml", "walk",
 ]
@@ -43,10 +44,15 @@ def live_topology() -> Topology:
     return read_sysfs()
 
 
+def is_this_machine(spec: str | None) -> bool:
+    """Whether a ``--topology`` value names this machine (nothing, or live/this/sysfs in any case)."""
+    return spec is None or spec.strip().lower() in THIS_MACHINE
+
+
 def load_topology(spec: str | None = None) -> Topology:
     """Resolve a ``--topology`` value: nothing or ``live`` (this machine), a path ending in .xml
     (hwloc XML) or .json (pinwise JSON), a preset name, or a synthetic string."""
-    if spec is None or spec.strip().lower() in ("live", "this", "sysfs"):
+    if is_this_machine(spec):
         return live_topology()
     if not spec.strip():  # most often an unset variable in a script: not "this machine" in silence
         raise PinwiseError("the topology is empty: give live (this machine), a preset, an .xml or .json file, "

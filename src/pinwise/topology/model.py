@@ -27,6 +27,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from ..errors import PinwiseError
+from ..vocabulary import KIND_PREFERENCES
 
 
 class ObjType(StrEnum):
@@ -77,8 +78,6 @@ _RANK = {t: rank for rank, t in enumerate(LEVEL_ORDER)}
 LEVEL_RANK = {str(t): rank for t, rank in _RANK.items()}
 CACHE_TYPES = (ObjType.L3, ObjType.L2, ObjType.L1)
 MEMORY_TYPES = (ObjType.NUMA, ObjType.MEMCACHE)
-#: How orders treat the CPU kinds of a hybrid machine (see Topology.preferring).
-KIND_PREFERENCES = ("performance", "efficiency", "any")  # the same names as pinwise.placement's
 _LABEL = {ObjType.MACHINE: "Machine", ObjType.GROUP: "Group", ObjType.PACKAGE: "Package", ObjType.DIE: "Die",
           ObjType.NUMA: "NUMA", ObjType.MEMCACHE: "MemCache", ObjType.L3: "L3", ObjType.L2: "L2", ObjType.L1: "L1d", ObjType.CORE: "Core",
           ObjType.PU: "PU"}
