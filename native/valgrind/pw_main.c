@@ -954,6 +954,7 @@ static void repeat_accesses(LineEntry* e, ULong reads, ULong writes, UShort t)
    HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
    if (h) { h->reads[t] += reads; h->writes[t] += writes; }
    else e->before = approximate_add(e->before, reads + writes);
+   if (events == 0 && (comm_other == NULL || e->n < 2)) return;  /* no other sharer: no event in either model */
    ULong* row = comm + (SizeT)t * cap;
    ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
