@@ -274,3 +274,20 @@ def test_analyze_says_when_the_other_sharing_model_reads_the_trace_otherwise(tmp
     same = analyze(replace(comm, other=flat))
     assert same.other_sharing["agrees"] and "sharing models disagree" not in str(same.to_document())
     assert analyze(comm_of(flat)).other_sharing is None  # no other matrix: nothing said
+
+
+def test_a_spin_waits_accesses_before_it_became_hot_come_out_of_its_threads():
+    """A hot line's accesses before it became hot (HotLine.before) are the line's, not per thread:
+    they come out of its threads in the proportions seen since, none below zero, the rest from the
+    others, so the total is right (it decides whether communication is a share worth placing)."""
+    from pinwise.comm import HotLine, TraceInfo
+    from pinwise.patterns import without_lines
+
+    line = HotLine(0x1000, 900, "variable flag+0", None, None, (600, 300, 0), (10, 0, 0), ((0, 1, 900),), before=400)
+    comm = CommMatrix(np.array([[0, 1000, 0], [1000, 0, 50], [0, 50, 0]], float), np.array([700.0, 700.0, 200.0]),
+                      None, TraceInfo(hot_lines=(line,)))
+    left = without_lines(comm, (line,)).accesses
+    # 90 and 400 left after the accesses since; of the 400 before, thread 0 can take 90, thread 1 the
+    # other 310; thread 2 never touched the line
+    assert left.tolist() == [0.0, 90.0, 200.0]
+    assert without_lines(comm, (line,)).matrix[0, 1] == 100  # 900 events since hot, none before

@@ -30,12 +30,13 @@
      --ps-inclusive=no keeps levels independent, as cachegrind does.
    - Cost: each access adds the latency of where it was served (a level's hit, a transfer by its
      class, local or remote DRAM) to its thread's cycles.
-   - Prefetched streams (--ps-config's `prefetch 1`): an access to the line next to one of the 16
-     lines its thread last opened a stream at (one more or one less, in the same 4 KiB page, as
-     the L2 streamer of Intel's cores follows them) is marked when the chunk is filled, whatever
-     the placement; marked, a line served beyond the second level (a third level's hit, DRAM)
-     costs the second level's latency: the streamer fetched it ahead of use. Its line still
-     crosses every level and memory controller it came through, below.
+   - Prefetched streams (--ps-config's `prefetch 1`): an L1 miss on the line next to one of the
+     16 lines its thread's last L1 misses opened streams at (one more or one less, in the same 4
+     KiB page, as the L2 streamer of Intel's cores follows them) is prefetched: served beyond the
+     second level (a third level's hit, DRAM), it costs the second level's latency, the streamer
+     having fetched it ahead of use. Its line still crosses every level and memory controller it
+     came through, below. The L1 misses are the group's (placements of a group share their L1s
+     alike), so every member sees the same streams.
    - Bandwidth and queueing: each cache instance above L1 and each NUMA node's memory controller
      moves at most B bytes a cycle (--ps-config's `bandwidth`, per level and for DRAM; 0: no
      limit). Every access that reaches a level moves a line through the thread's instance there;
@@ -230,6 +231,7 @@ typedef struct {
    Int worker;                           /* the worker process that simulates it (--ps-workers), -1: none */
    const Int* one_path;                  /* all its threads under one L1: their path (see one_path_access) */
    Bool unlisted;                        /* its directory lists no L1 (see unlisted) */
+   UWord* streams;                       /* per thread: its STREAMS stream heads and the next to replace */
 } Group;
 
 typedef struct {
@@ -491,10 +493,7 @@ static void grow_doubles(double** values, Int cap)
    *values = grown;
 }
 
-static UWord* stream_heads;   /* per thread, STREAMS lines: where its streams are (see stream_of) */
-static UWord* last_line;      /* per thread: the line of its last access */
-static UWord* next_stream;    /* per thread: the head replaced next */
-#define STREAMS 16
+#define STREAMS 16            /* streams followed per thread (see stream_of) */
 
 static void grow_threads(Int needed)
 {
@@ -525,9 +524,8 @@ static void grow_threads(Int needed)
       grow_cycles(&groups[g]->counts.cycles, cap);
       grow_wide(&groups[g]->counts.reach, MAX_LEVELS, cap);
    }
-   grow_wide((ULong**)&stream_heads, STREAMS, cap);
-   grow_wide((ULong**)&last_line, 1, cap);
-   grow_wide((ULong**)&next_stream, 1, cap);
+   for (Int g = 0; g < n_groups; g++)
+      if (groups[g]->streams) grow_wide((ULong**)&groups[g]->streams, STREAMS + 1, cap);
    if (buffer) {
       VG_(free)(buffer); VG_(free)(buffered); VG_(free)(buffer_cap);
    }
@@ -907,6 +905,25 @@ typedef struct {
    Bool streamed;       /* prefetched (see the top of the file) */
 } Lookup;
 
+/* Whether thread t's L1 miss on `line` in group g continues one of its streams (the line next to
+   a stream's last, either way, in the same 4 KiB page); the stream moves on to it. Otherwise the
+   line starts a stream in place of the oldest. */
+static Bool stream_of(Group* g, Int t, UWord line)
+{
+   if (!prefetch) return False;
+   if (g->streams == NULL) g->streams = zeroed("ps.streams", (SizeT)threads_cap * (STREAMS + 1), sizeof(UWord));
+   UWord* heads = g->streams + (SizeT)t * (STREAMS + 1);
+   for (Int k = 0; k < STREAMS; k++)
+      if (heads[k] + 1 == line || heads[k] == line + 1) {
+         Bool same_page = (heads[k] >> (12 - line_shift)) == (line >> (12 - line_shift));
+         heads[k] = line;
+         return same_page;
+      }
+   heads[heads[STREAMS]] = line;
+   heads[STREAMS] = (heads[STREAMS] + 1) % STREAMS;
+   return False;
+}
+
 /* The latency of a line served at `level` (-1: DRAM, at `dram` cycles): a prefetched one costs at
    most the second level's. */
 static inline ULong served(Int level, ULong dram, Bool streamed)
@@ -1091,6 +1108,10 @@ static Group* split_off(Int k, Int resume)
    SizeT size = group_tags(g->levels);
    h->tags = VG_(malloc)("ps.tags", size * sizeof(UWord));
    VG_(memcpy)(h->tags, g->tags, size * sizeof(UWord));
+   if (g->streams) {
+      h->streams = VG_(malloc)("ps.streams", (SizeT)threads_cap * (STREAMS + 1) * sizeof(UWord));
+      VG_(memcpy)(h->streams, g->streams, (SizeT)threads_cap * (STREAMS + 1) * sizeof(UWord));
+   }
    h->dir = g->dir;
    h->dir.entries = VG_(malloc)("ps.dir", g->dir.cap * dir_stride * sizeof(UWord));
    VG_(memcpy)(h->dir.entries, g->dir.entries, g->dir.cap * dir_stride * sizeof(UWord));
@@ -1158,9 +1179,10 @@ static __attribute__((noinline)) Bool members_take(Group* g, const Lookup* a, In
 
 /* Access `index` of the chunk (thread t, line, write?) in group g and its members, when it is not
    the common case of run_group. */
-static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1, Bool streamed)
+static void simulate(Int gi, Int index, Int t, UWord line, Bool is_write, Bool in_l1)
 {
    Group* g = groups[gi];
+   Bool streamed = !in_l1 && stream_of(g, t, line);
    Lookup a;
    a.t = t;
    a.line = line;
@@ -1280,8 +1302,7 @@ static void allocate_groups(Bool all)
    off that stream. */
 #define ENTRY_LINE 17
 #define ENTRY_THREAD(entry) ((Int)(((entry) >> 1) & (MAX_THREADS - 1)))
-#define ENTRY_STREAM (1UL << 63)         /* the top bit: a prefetched stream's line (see stream_of) */
-#define ENTRY_LINE_OF(entry) (((entry) & ~ENTRY_STREAM) >> ENTRY_LINE)
+#define ENTRY_LINE_OF(entry) ((entry) >> ENTRY_LINE)
 STATIC_ASSERT(MAX_THREADS == 1 << (ENTRY_LINE - 1));  /* the thread's bits, between the write bit and the line */
 static UWord* chunk_entry;
 static Int chunk_used = 0;
@@ -1292,7 +1313,7 @@ static Int chunk_used = 0;
    its set, as cachegrind does. Same counts as simulate (the tests check it against the general
    case with --ps-check-groups). `ways`, `w`: the thread's L1 set and the way holding the line
    (w == l1_assoc: none), which run_group found. */
-static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w, Bool streamed)
+static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* ways, Int w)
 {
    const Int* mine = g->one_path;
    Counts* c = &g->counts;
@@ -1305,6 +1326,7 @@ static void one_path_access(Group* g, Int t, UWord line, Bool is_write, UWord* w
       return;
    }
    c->misses[0]++;
+   Bool streamed = stream_of(g, t, line);
    Int hit = -1;
    for (Int j = 1; j < n_levels && hit < 0; j++) {
       c->accesses[j]++;
@@ -1379,6 +1401,7 @@ static void run_group(Int gi)
          Int v = 0;
          while (v < l2_assoc && (l2[v] >> 2) != want) v++;
          if (v < l2_assoc) {
+            stream_of(g, t, line);  /* an L1 miss: the streams follow it, as every other group's do */
             UWord found = l2[v];
             for (; v > 0; v--) l2[v] = l2[v - 1];
             l2[0] = found;
@@ -1392,8 +1415,8 @@ static void run_group(Int gi)
             continue;
          }
       }
-      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w, (entry & ENTRY_STREAM) != 0);
-      else simulate(gi, i, t, line, entry & 1, w < assoc, (entry & ENTRY_STREAM) != 0);
+      if (g->one_path) one_path_access(g, t, line, entry & 1, ways, w);
+      else simulate(gi, i, t, line, entry & 1, w < assoc);
    }
    g->counts.accesses[0] += hits;
 }
@@ -1945,32 +1968,9 @@ static void ps_client_forked(ThreadId tid)
    n_workers = 0;
 }
 
-/* Whether thread t's access to `line`, another line than its last, continues one of its streams
-   (the line next to a stream's last, either way, in the same 4 KiB page); the stream moves on to
-   it. Otherwise the line starts a stream in place of the oldest. Only the thread's own accesses
-   decide: every placement sees the same marks. */
-static Bool stream_of(Int t, UWord line)
-{
-   UWord* heads = stream_heads + (SizeT)t * STREAMS;
-   for (Int k = 0; k < STREAMS; k++)
-      if (heads[k] + 1 == line || heads[k] == line + 1) {
-         Bool same_page = (heads[k] >> (12 - line_shift)) == (line >> (12 - line_shift));
-         heads[k] = line;
-         return same_page;
-      }
-   heads[next_stream[t]] = line;
-   next_stream[t] = (next_stream[t] + 1) % STREAMS;
-   return False;
-}
-
 static inline void feed(Int t, UWord entry)
 {
-   UWord line = entry >> 1, streamed = 0;
-   if (prefetch && line != last_line[t]) {
-      streamed = stream_of(t, line) ? ENTRY_STREAM : 0;
-      last_line[t] = line;
-   }
-   chunk_entry[chunk_used] = (line << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1) | streamed;
+   chunk_entry[chunk_used] = ((entry >> 1) << ENTRY_LINE) | ((UWord)t << 1) | (entry & 1);
    if (++chunk_used == CHUNK) flush_chunk();
 }
 

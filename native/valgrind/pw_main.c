@@ -954,6 +954,7 @@ static void repeat_accesses(LineEntry* e, ULong reads, ULong writes, UShort t)
    HotLine* h = e->hot ? &hot[e->hot - 1] : NULL;
    if (h) { h->reads[t] += reads; h->writes[t] += writes; }
    else e->before = approximate_add(e->before, reads + writes);
+   if (events == 0 && (comm_other == NULL || e->n < 2)) return;  /* no other sharer: no event in either model */
    ULong* row = comm + (SizeT)t * cap;
    ULong* other = comm_other ? comm_other + (SizeT)t * cap : NULL;
    for (Int k = 0; k < e->n; k++) {
@@ -1259,12 +1260,24 @@ static void count_line_miss(Site* site, Bool private)
    window, when no other thread has touched the line since (SLOT_PRIVATE): streaming through a
    private working set larger than a window does this for every line in every window. Those
    earlier accesses added no events, and which of them wrote no longer matters, so their pending
-   count is dropped; the slot takes the new stamp and notes the window and the first access, which
-   settle_slot writes into the line's entry before anything reads it (every access to the line by
-   another thread, and every access outside the fast path, settles its slot first). The line's
+   count is dropped (but for a count of thousands, a thread spinning alone on a flag, which the
+   line's count of accesses takes, or its hot record); the slot takes the new stamp and notes the
+   window and the first access, which settle_slot writes into the line's entry before anything
+   reads it (every access to the line by another thread, and every access outside the fast path,
+   settles its slot first). The line's
    entry, in memory the streaming thread no longer has in its caches, is not touched. */
 static void renew_private(UInt slot, Addr first, Bool first_write, ULong pending)
 {
+   ULong old = line_cache[slot].pending, reads = old & 0xFFFFFFFF, writes = old >> 32;
+   LineEntry* e = cache_side[slot].line;
+   if (reads + writes >= 4096 && e != NULL) {  /* a thread spinning alone on a flag, not a stream: counted */
+      if (e->hot) {
+         hot[e->hot - 1].reads[cache_side[slot].owner] += reads;
+         hot[e->hot - 1].writes[cache_side[slot].owner] += writes;
+      } else {
+         e->before = approximate_add(e->before, reads + writes);
+      }
+   }
    line_cache[slot].key = first | key_bits;
    line_cache[slot].pending = pending;
    cache_side[slot].window = window;

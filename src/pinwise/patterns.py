@@ -209,9 +209,9 @@ def without_lines(comm: CommMatrix, lines: tuple[HotLine, ...]) -> CommMatrix:
     pairs are counted since it became hot; the events it carried before (its whole run's events
     less those) are taken from its pairs in the same proportions: a flag array's last line to
     become hot had a fifth of its events before; its accesses before (HotLine.before) from its
-    threads in the proportions of their accesses since. The sampler counts a line's pairs from its
-    first event (its events beyond the pairs are threads born after the line was first seen), so a
-    sampled line's pairs are taken as they are."""
+    threads in the proportions of their accesses since, none past what it has left. The sampler
+    counts a line's pairs from its first event (its events beyond the pairs are threads born after
+    the line was first seen), so a sampled line's pairs are taken as they are."""
     if not lines:
         return comm
     sampled = comm.info.backend == "sample"
@@ -225,9 +225,25 @@ def without_lines(comm: CommMatrix, lines: tuple[HotLine, ...]) -> CommMatrix:
             matrix[j, i] = max(0.0, matrix[j, i] - n * scale)
         if accesses is not None:
             since = np.add(line.reads, line.writes).astype(np.float64)
-            before = since / since.sum() * line.before if since.sum() else 0.0
-            accesses = np.maximum(0.0, accesses - since - before)
+            accesses = np.maximum(0.0, accesses - since)
+            accesses -= _shared_out(line.before, since, accesses)
     return replace(comm, matrix=matrix, accesses=accesses)
+
+
+def _shared_out(amount: float, weights: np.ndarray, room: np.ndarray) -> np.ndarray:
+    """``amount`` split over the threads in proportion to ``weights``, none past its ``room``: what
+    one cannot take goes to the others in the same proportions (the tracer counts a hot line's
+    accesses before it became hot for the line, not per thread)."""
+    taken = np.zeros_like(room)
+    left = min(float(amount), float(room.sum()))
+    open_ = (room > 0) & (weights > 0)
+    while left > 1e-9 and open_.any():
+        share = np.where(open_, weights, 0.0) / weights[open_].sum() * left
+        step = np.minimum(share, room - taken)
+        taken += step
+        left -= step.sum()
+        open_ &= room - taken > 1e-9
+    return taken
 
 
 def _structures(t: int, m: np.ndarray) -> list[tuple[str, list[tuple[int, int]]]]:

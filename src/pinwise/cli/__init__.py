@@ -481,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "nehalem: dram 10.7 and 10.9, their datasheets'); 0: no limit. Lines wait on a busy one "
                           "as in an M/D/1 queue")
     sim.add_argument("--prefetch", choices=("yes", "no"), default="yes",
-                     help="yes (default): a thread's sequential streams are prefetched (their lines cost the L2's "
-                          "latency and still use the memory's bandwidth); no: every miss costs its full latency")
+                     help="yes (default): a thread's sequential streams of L1 misses are prefetched (their lines cost "
+                          "the L2's latency and still use the memory's bandwidth); no: every miss costs its full "
+                          "latency")
     sim.add_argument("--workers", type=_whole(0, 4),
                      help="processes that simulate the placements while the program runs (default: 4, at most one "
                           "per group of placements that share their L1s, and none where pinwise may use only one "
