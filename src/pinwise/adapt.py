@@ -28,6 +28,7 @@ program or its user, and is left alone for the rest of the run.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -203,7 +204,7 @@ class Adapter:
         self.ran_on: dict[int, set[int]] = {}
         self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
         self.last_pattern: str | None = None
-        self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU each
+        self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
         self.unshare_streak = 0                   # windows in a row in which they no longer contend
 
     def _record(self, **event) -> None:
@@ -237,16 +238,17 @@ class Adapter:
     def _share_cpus(self, targets: list[int], directed: np.ndarray, accesses: np.ndarray,
                     alive: list[int]) -> list[tuple[int, int]]:
         """With the recommended policy, contending pairs (:func:`contending_pairs`) the plan puts
-        on different cores each take the CPU of its first thread; the pairs so placed."""
+        on different cores each take the CPU of its first thread; the pairs so placed, whose
+        threads are given back to the OS when they stop contending (RELEASE_WINDOWS)."""
         if self.policy is not None:
             return []
         pairs = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone])
-        if not pairs or all(self._core(targets[i]) == self._core(targets[j]) and targets[i] != targets[j]
-                            for i, j in pairs):
-            return []  # none, or each already shares a core (SMT siblings share its L1)
-        for i, j in pairs:
+        # those the plan puts on one CPU already (more threads than CPUs), or on two of one core
+        # (SMT siblings share its L1), stay as the plan has them
+        apart = [(i, j) for i, j in pairs or () if self._core(targets[i]) != self._core(targets[j])]
+        for i, j in apart:
             targets[j] = targets[i]
-        return pairs
+        return apart
 
     def _release(self, tids: list[int]) -> int:
         """The threads of the contending pairs pinwise put on one CPU each, given back to the OS
@@ -292,8 +294,8 @@ class Adapter:
             self._own_pinning(k, window.tids[k])
         events = matrix[np.triu_indices(t, 1)].sum()
         record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1)}
-        self.unshare_streak = self.unshare_streak + 1 if self.sharing and \
-            contending_pairs(directed, accesses, alive) is None else 0
+        contending = set(contending_pairs(directed, accesses, alive) or ()) if self.sharing else set()
+        self.unshare_streak = self.unshare_streak + 1 if self.sharing and not set(self.sharing) <= contending else 0
         if self.unshare_streak >= RELEASE_WINDOWS:
             # the pairs pinwise put on one CPU each no longer contend (a phase of private work):
             # two threads on one CPU would take turns at it, so they go back to the OS, and the
@@ -424,6 +426,11 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     if pid is not None:
         check_pid(pid)
     program = find_program(argv) if argv is not None else None
+    # the deciding stages loaded now, before the program starts: loading them at the first window
+    # (numpy's linear algebra, the mapping kernels) took CPU time while the program ran
+    for stage in ("pinwise.mapping", "pinwise.patterns"):
+        importlib.import_module(stage)
+
     log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
     adapter = Adapter(topology, policy, log, say, memory)
     started = time.perf_counter()
@@ -453,10 +460,10 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
     """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
     adapter.sampler_cpu = 0.0
-    offset = 0
+    pending = ""  # what the sampler wrote that is not yet a whole window record
     from .sample import pass_stop, start_sampler
 
-    with GroupGuard() as guard:
+    with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
         process = start_sampler(command, guard, attached)
         try:
             while True:
@@ -471,9 +478,9 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
                 cpu = _cpu_seconds(process.pid)
                 if cpu >= 0:
                     adapter.sampler_cpu = cpu
-                text = stream_path.read_text(errors="replace")[offset:]
-                windows, used = read_windows(text)
-                offset += used
+                pending += stream.read()  # only what was appended since the last read
+                windows, used = read_windows(pending)
+                pending = pending[used:]
                 for window in windows:
                     try:
                         adapter.feed(window)
@@ -546,21 +553,27 @@ class BackgroundAdapter:
         self.thread.start()
 
     def _follow(self) -> None:
-        offset = 0
-        while True:
-            finished = self.done.wait(self.interval / 2)
-            try:
-                windows, used = read_windows(self.stream.read_text(errors="replace")[offset:])
-            except OSError:
-                return
-            offset += used
-            for window in windows:
+        pending = ""
+        try:
+            stream = open(self.stream, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except OSError:
+            return
+        with stream:
+            while True:
+                finished = self.done.wait(self.interval / 2)
                 try:
-                    self.adapter.feed(window)
-                except PinwiseError:
-                    pass  # no plan for this window: the threads stay where they are
-            if finished:
-                return
+                    pending += stream.read()  # only what was appended since the last read
+                except OSError:
+                    return
+                windows, used = read_windows(pending)
+                pending = pending[used:]
+                for window in windows:
+                    try:
+                        self.adapter.feed(window)
+                    except PinwiseError:
+                        pass  # no plan for this window: the threads stay where they are
+                if finished:
+                    return
 
     def stop(self) -> None:
         self.done.set()
