@@ -31,6 +31,8 @@ from pathlib import Path
 from common import PINWISE, compile_c, console, native_dir, table
 from scipy.stats import mannwhitneyu
 
+from pinwise.adapt import PLACED
+
 PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "programs"
 
 
@@ -59,7 +61,7 @@ def share_of_speedup(os_time: float, ours: float, best: float) -> float | None:
 
 
 def moves_of(log: Path) -> int:
-    return sum(1 for line in log.read_text().splitlines() if json.loads(line).get("decision") == "moved")
+    return sum(1 for line in log.read_text().splitlines() if json.loads(line).get("decision") in PLACED)
 
 
 def main() -> int:

@@ -12,8 +12,12 @@ policy gives for them (``--policy``, by default the one :func:`pinwise.patterns.
 recommends for them) against where the threads run now (the plan pinwise applied, or, before any,
 the CPUs the OS has them on, read from /proc). The threads move only when the new placement
 costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
-never moves them back and forth: a phase change is named at the first of those windows. They
-move from outside, with ``sched_setaffinity`` on their thread ids. Contending pairs
+never moves them back and forth: a phase change is named at the first of those windows. Threads
+the OS places have no placement made for any pattern: where it has them is chance, and it may move
+them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
+CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
+them costs as little, they are pinned where they run). They move from outside, with ``sched_setaffinity`` on
+their thread ids. Contending pairs
 (:func:`contending_pairs`: most of each thread's accesses on a line its partner touches) take one
 CPU per pair under the recommended policy, and go back to the OS when they stop contending
 (RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
@@ -57,6 +61,8 @@ IDLE_SHARE = 0.1
 #: Windows in a row without contention before pairs that share a CPU are given back to the OS:
 #: more than the two a phase change straddles (each judgment sums the last two windows).
 RELEASE_WINDOWS = 3
+#: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
+PLACED = ("moved", "pinned where they ran")
 
 
 @dataclass
@@ -204,6 +210,7 @@ class Adapter:
         self.ran_on: dict[int, set[int]] = {}
         self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
         self.last_pattern: str | None = None
+        self.pattern_since = (0.0, 0)             # the older window's end (s, monotonic ns) when it was first seen
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
         self.unshare_streak = 0                   # windows in a row in which they no longer contend
 
@@ -275,9 +282,22 @@ class Adapter:
         sub = matrix[np.ix_(alive, alive)]
         return mapping_cost(sub, self.topology, [cpus[k] for k in alive]).hops
 
+    def _cost_by_chance(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
+        """What ``cpus`` would cost with the threads dealt to them at random: each pair's
+        communication times the mean distance between two of these CPUs."""
+        from .mapping.cost import mapping_cost
+
+        alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
+        n = len(alive)
+        if n < 2:
+            return None
+        sub = matrix[np.ix_(alive, alive)]
+        every_pair = mapping_cost(np.ones((n, n)), self.topology, [cpus[k] for k in alive]).hops
+        return float(sub[np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
+
     def feed(self, window: Window) -> None:
         from .mapping import compute_mapping
-        from .patterns import analyze
+        from .patterns import LOCALITY_POLICIES, analyze
 
         self.windows.append(window)
         recent = self.windows[-2:]
@@ -315,11 +335,15 @@ class Adapter:
         comm = CommMatrix(matrix, accesses)
         found = analyze(comm)
         pattern = found.pattern
-        # a phase: a pattern two windows in a row (one window alone may straddle two phases)
-        if pattern == self.last_pattern and (not self.phases or self.phases[-1][1] != pattern):
-            self.phases.append((recent[0].end_s, pattern))
-            self._record(t=round(window.end_s, 3), event="phase", pattern=pattern, since=round(recent[0].end_s, 3),
-                         since_monotonic_ns=recent[0].monotonic_ns)
+        # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which
+        # began by the end of the older window of the first (the two it summed showed it already)
+        if pattern != self.last_pattern:
+            self.pattern_since = (recent[0].end_s, recent[0].monotonic_ns)
+        elif not self.phases or self.phases[-1][1] != pattern:
+            since_s, since_ns = self.pattern_since
+            self.phases.append((since_s, pattern))
+            self._record(t=round(window.end_s, 3), event="phase", pattern=pattern, since=round(since_s, 3),
+                         since_monotonic_ns=since_ns)
         self.last_pattern = pattern
         policy = self.policy or found.policy
         plan = compute_mapping(policy, comm, self.topology) if policy != "os" else None
@@ -346,26 +370,38 @@ class Adapter:
             self._record(**record, decision="too few events or threads to judge")
             return
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
+        by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
+        if not better and by_os and policy in LOCALITY_POLICIES and cost_new <= cost_now:
+            # the OS has these threads where it does by chance (module docstring)
+            by_chance = self._cost_by_chance(matrix, candidate)
+            better = by_chance is not None and cost_new < (1 - HYSTERESIS) * by_chance
+            if better:
+                record["cost_by_chance"] = by_chance
+                if cost_now <= cost_new:  # as good as the plan: pinned where they are, none moved
+                    candidate, cost_new = list(current), cost_now
+                    record["cost_new"] = cost_new
         self.streak = self.streak + 1 if better else 0
         if better and self.streak == 1:  # the change began in the newest window at the latest
             self.pending_since, self.pending_monotonic = recent[0].end_s, recent[0].monotonic_ns
         if self.streak < 2:
             self._record(**record, decision="moving if the next window agrees" if better else "stay")
             return
-        moved = self._apply(window.tids, candidate)
+        moved, pinned = self._apply(window.tids, candidate)
         self.streak = 0
         self.sharing = sharing
-        if moved == 0:  # every thread was already there, or is its own
+        if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
             self._record(**record, decision="nothing to move")
             return
         self.moves.append(Move(window.end_s, policy, tuple(c if c is not None else -1 for c in candidate), moved,
                                cost_now, cost_new))
-        self._record(**record, decision="moved", moved=moved, cpus=[c if c is not None else -1 for c in candidate],
-                     tids=window.tids, change_seen_at=round(self.pending_since, 3),
-                     change_seen_at_monotonic_ns=self.pending_monotonic)
+        self._record(**record, decision=PLACED[0] if moved else PLACED[1], moved=moved, pinned=pinned,
+                     cpus=[c if c is not None else -1 for c in candidate], tids=window.tids,
+                     change_seen_at=round(self.pending_since, 3), change_seen_at_monotonic_ns=self.pending_monotonic)
         before = "threads crowded on a CPU" if cost_now == float("inf") else f"cost {cost_now:,.0f}"
         shared = f", {len(sharing)} contending pair(s) sharing a CPU each" if sharing else ""
-        self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved "
+        in_place = pinned - moved
+        stayed = f", {in_place} pinned where the OS had them" if in_place else ""
+        self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved{stayed} "
                  f"({before} -> {cost_new:,.0f})")
 
     def _own_pinning(self, k: int, tid: int) -> set[int] | None:
@@ -385,24 +421,27 @@ class Adapter:
             return None
         return now
 
-    def _apply(self, tids: list[int], cpus: list[int | None]) -> int:
-        moved = 0
+    def _apply(self, tids: list[int], cpus: list[int | None]) -> tuple[int, int]:
+        """Each thread pinned to its CPU: how many changed CPU, and how many pinwise pinned now
+        (those moved, and those it pins where they ran)."""
+        moved = pinned = 0
         for k, (tid, cpu) in enumerate(zip(tids, cpus)):
             if tid <= 0 or cpu is None:
                 continue
             now = self._own_pinning(k, tid)
-            if now is None:
+            if now is None or now == {cpu}:
+                if now is not None:
+                    self.pinned[k] = {cpu}
                 continue
-            if now == {cpu}:
-                self.pinned[k] = {cpu}
-                continue
+            ran_there = _current_cpu(tid) == cpu
             try:
                 os.sched_setaffinity(tid, {cpu})
             except OSError:
                 continue
             self.pinned[k] = {cpu}
-            moved += 1
-        return moved
+            pinned += 1
+            moved += not ran_there
+        return moved, pinned
 
 
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,

@@ -4,8 +4,11 @@
    pins itself beside its partner (pair p on CPU p mod ncpus) and pins itself again when the phase
    changes: the oracle an adaptive placement is measured against. Prints to stderr when phase 2
    began (CLOCK_MONOTONIC ns), and "Time in seconds = T" with the sum of the counters (always
-   threads x rounds, whatever the schedule).
-   Usage: phase_pairs [-H] [threads (a multiple of 4) [rounds per phase]]. */
+   threads x rounds, whatever the schedule). With -A each thread starts on a CPU away from its
+   phase-1 partner (thread i on the i-th allowed CPU, modulo their number) and at once gives its
+   affinity back as it was: where the OS would otherwise start them is chance, and partners it
+   happened to start together would leave an adaptive placement nothing to do in phase 1.
+   Usage: phase_pairs [-H | -A] [threads (a multiple of 4) [rounds per phase]]. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -17,7 +20,8 @@
 #include <unistd.h>
 
 static struct { _Alignas(64) atomic_long value; } counters[2][64];  /* [phase][pair], a line each */
-static int threads = 4, hand;
+static int threads = 4, hand, apart;
+static cpu_set_t given;  /* the affinity the program was started with */
 static long rounds = 20000000;
 static pthread_barrier_t middle;
 
@@ -36,9 +40,27 @@ static void pin_beside_partner(int pair)
     sched_setaffinity(0, sizeof set, &set);
 }
 
+/* -A: run a moment on the me-th allowed CPU (so the OS keeps the thread there), then take back
+   every CPU it was given */
+static void start_apart(int me)
+{
+    int allowed = CPU_COUNT(&given), seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &given) && seen++ == me % allowed) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            sched_setaffinity(0, sizeof one, &one);
+            break;
+        }
+    sched_setaffinity(0, sizeof given, &given);
+}
+
 static void *work(void *arg)
 {
     int me = (int)(long)arg;
+    if (apart)
+        start_apart(me);
     for (int phase = 0; phase < 2; phase++) {
         /* phase 1: pairs {i, i^1}, numbered i/2; phase 2: pairs {i, i^2}, numbered by (i/4, i&1) */
         int pair = phase == 0 ? me / 2 : (me / 4) * 2 + (me & 1);
@@ -59,15 +81,20 @@ int main(int argc, char **argv)
     if (at < argc && strcmp(argv[at], "-H") == 0) {
         hand = 1;
         at++;
+    } else if (at < argc && strcmp(argv[at], "-A") == 0) {
+        apart = 1;
+        at++;
     }
     if (at < argc)
         threads = atoi(argv[at++]);
     if (at < argc)
         rounds = atol(argv[at++]);
     if (threads < 4 || threads > 64 || threads % 4 || rounds < 1 || at != argc) {
-        fprintf(stderr, "usage: phase_pairs [-H] [threads (4, 8, ... 64) [rounds per phase]]\n");
+        fprintf(stderr, "usage: phase_pairs [-H | -A] [threads (4, 8, ... 64) [rounds per phase]]\n");
         return 2;
     }
+    if (sched_getaffinity(0, sizeof given, &given) != 0)
+        return 1;
     pthread_barrier_init(&middle, NULL, (unsigned)threads);
     long start = now_ns();
     pthread_t ids[64];
