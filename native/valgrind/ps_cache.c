@@ -14,7 +14,7 @@ static inline Int pu_of_slot(const Int* slots, Int nslots, Int repeat_from, Int 
 
 static inline UWord hash_of(const Dir* d, UWord key)
 {
-   UWord start = (UWord)(((key >> d->run) * 0x9E3779B97F4A7C15ULL) >> (d->shift + d->run));
+   UWord start = (UWord)(((key >> d->run) * FIBONACCI_MULTIPLIER) >> (d->shift + d->run));
    return (start << d->run) | (key & (((UWord)1 << d->run) - 1));
 }
 

@@ -35,7 +35,8 @@ static Long number(Long low, Long high)
 
 static void group_models(Int limit);
 
-static void read_config(void)
+/* The whole file into `text`. */
+static void load_config(void)
 {
    if (clo_config == NULL) fail("--ps-config is required");
    SysRes res = VG_(open)(clo_config, VKI_O_RDONLY, 0);
@@ -55,7 +56,12 @@ static void read_config(void)
    }
    VG_(close)(fd);
    text_pos = 0;
+}
 
+/* The PUs and the cache levels, L1 first: each level's geometry, latency and instances, and each
+   PU's instance at every level (its path). */
+static void read_levels(void)
+{
    expect("pinwise-sim-config"); number(1, 1);
    expect("pus"); n_pus = (Int)number(1, MAX_PUS);
    expect("levels"); n_levels = (Int)number(1, MAX_LEVELS);
@@ -83,6 +89,12 @@ static void read_config(void)
       for (Int p = 0; p < n_pus; p++) path[p * n_levels + j] = level_base[j] + (Int)number(0, instances_of[j] - 1);
    }
    level_base[n_levels] = n_instances;
+}
+
+/* Memory and distances: each PU's NUMA node, the distance classes between PUs and their transfer
+   latencies, DRAM's latencies, every level's and the memory controllers' bandwidth, prefetching. */
+static void read_costs(void)
+{
    expect("nodes"); n_nodes = (Int)number(1, MAX_NODES - 1);
    node_of_pu = zeroed("ps.nodes", n_pus, sizeof(Int));
    for (Int p = 0; p < n_pus; p++) node_of_pu[p] = (Int)number(0, n_nodes - 1);
@@ -95,6 +107,12 @@ static void read_config(void)
    for (Int j = 0; j < n_levels; j++) bandwidth_of[j] = (double)number(0, 1LL << 40) / 1000.0;
    dram_bandwidth = (double)number(0, 1LL << 40) / 1000.0;
    expect("prefetch"); prefetch = number(0, 1) == 1;
+}
+
+/* The placements: each a PU per slot, and the slot threads past the last wrap round to. Under
+   --ps-check-groups each once more, to be simulated alone. */
+static void read_placements(void)
+{
    expect("placements"); n_placements = n_models = (Int)number(1, MAX_MODELS);
    if (clo_check && 2 * n_models > MAX_MODELS) fail("too many placements for --ps-check-groups");
    for (Int k = 0; k < n_models; k++) {
@@ -112,8 +130,12 @@ static void read_config(void)
          models[n_models] = models[k];
          models[n_models++].alone = True;
       }
+}
 
-   /* Instances: their level, a PU below each, the instances of lower levels under each. */
+/* Instances: their level, a PU below each, where their tags start, the instances of lower levels
+   under each. */
+static void derive_instances(void)
+{
    level_of_instance = zeroed("ps.inst", n_instances, sizeof(Int));
    pu_of_instance = zeroed("ps.inst", n_instances, sizeof(Int));
    tags_offset = zeroed("ps.inst", n_instances, sizeof(SizeT));
@@ -145,6 +167,12 @@ static void read_config(void)
       if (pu_of_instance[i] < 0) fail("a cache instance with no PU below it");
    }
    VG_(free)(seen);
+}
+
+/* Paths: each PU's instances as a mask (the directory's terms), each L1's L2 and, where every L2
+   has one L1 below it, each L2's L1. */
+static void derive_paths(void)
+{
    mask_words = (n_instances + 63) / 64;
    dir_stride = 2 + mask_words;
    l1_set_mask = (UWord)(sets_of[0] - 1);
@@ -165,12 +193,27 @@ static void read_config(void)
       l1_below[l2] = l1;
       l2_above[l1] = l2;
    }
+}
 
+/* Each placement's first-touch table (page -> node), grown as pages are touched. */
+static void allocate_page_tables(void)
+{
    for (Int k = 0; k < n_models; k++) {
       Model* m = &models[k];
       m->page_cap = 1024;
       m->page_keys = zeroed("ps.pages", m->page_cap, sizeof(UWord));
       m->page_node = zeroed("ps.pages", m->page_cap, 1);
    }
+}
+
+static void read_config(void)
+{
+   load_config();
+   read_levels();
+   read_costs();
+   read_placements();
+   derive_instances();
+   derive_paths();
+   allocate_page_tables();
    group_models(n_models);
 }

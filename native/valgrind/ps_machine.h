@@ -14,6 +14,11 @@
 #define MAX_THREADS 65536
 #define MAX_WORKERS 4           /* each takes two of the few file descriptors Valgrind keeps for itself */
 
+/* The multiplier of Fibonacci hashing (Knuth, TAOCP 6.4): 2^64 divided by the golden ratio, odd;
+   the high bits of key * it spread keys that differ in their low bits. The directory and the
+   first-touch page table take them. */
+#define FIBONACCI_MULTIPLIER 0x9E3779B97F4A7C15ULL
+
 /*------------------------------------------------------------*/
 /*--- The machine                                          ---*/
 /*------------------------------------------------------------*/

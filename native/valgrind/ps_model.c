@@ -75,7 +75,7 @@ static UChar first_touch(Model* m, UWord page, Int node)
       m->page_node = zeroed("ps.pages", m->page_cap, 1);
       for (UWord i = 0; i < old_cap; i++)
          if (old_keys[i]) {
-            UWord j = (UWord)((old_keys[i] * 0x9E3779B97F4A7C15ULL) >> 20) & (m->page_cap - 1);
+            UWord j = (UWord)((old_keys[i] * FIBONACCI_MULTIPLIER) >> 20) & (m->page_cap - 1);
             while (m->page_keys[j]) j = (j + 1) & (m->page_cap - 1);
             m->page_keys[j] = old_keys[i];
             m->page_node[j] = old_node[i];
@@ -84,7 +84,7 @@ static UChar first_touch(Model* m, UWord page, Int node)
       VG_(free)(old_node);
    }
    UWord key = page + 1;
-   UWord j = (UWord)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (m->page_cap - 1);
+   UWord j = (UWord)((key * FIBONACCI_MULTIPLIER) >> 20) & (m->page_cap - 1);
    while (m->page_keys[j]) {
       if (m->page_keys[j] == key) return m->page_node[j];
       j = (j + 1) & (m->page_cap - 1);
