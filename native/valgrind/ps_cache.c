@@ -64,6 +64,7 @@ static Int dir_insert(Dir* d, UWord line)
    if (found >= 0) return found;
    if (2 * (d->count + 1) > d->cap) dir_grow(d);
    d->count++;
+   tl_assert(2 * d->count <= d->cap);  /* half full at most: every probe ends at an empty entry */
    UWord key = line + 1, mask = d->cap - 1;
    UWord i = hash_of(d, key);
    while (KEY(d, i) != 0) i = (i + 1) & mask;
@@ -88,6 +89,7 @@ static void dir_delete(Dir* d, UWord i)
       }
    }
    KEY(d, i) = 0;
+   tl_assert(d->count > 0);
    d->count--;
    dir_deleted = True;
 }

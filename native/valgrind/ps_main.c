@@ -258,6 +258,8 @@ static void ps_thread_create(ThreadId parent, ThreadId child)
    if (n_threads >= MAX_THREADS) return;
    index_of_tid[child] = n_threads++;
    grow_threads(n_threads);
+   /* a thread's index fits the per-thread arrays and an entry's thread bits (ENTRY_THREAD) */
+   tl_assert(n_threads <= threads_cap && n_threads <= MAX_THREADS);
 }
 
 static void sync_current(void);
@@ -269,6 +271,7 @@ static void ps_start_client_code(ThreadId tid, ULong blocks)
    if (cur == index_of_tid[tid]) return;
    sync_current();
    cur = index_of_tid[tid];
+   tl_assert(cur >= 0 && cur < n_threads);
    aim_current();
 }
 
@@ -290,8 +293,12 @@ static void drain(void)
    Int* active = zeroed("ps.drain", n_threads, sizeof(Int));
    SizeT* done = zeroed("ps.drain", n_threads, sizeof(SizeT));
    Int n_active = 0;
-   for (Int t = 0; t < n_threads; t++)
+   SizeT pending = 0;
+   for (Int t = 0; t < n_threads; t++) {
       if (buffered[t]) active[n_active++] = t;
+      pending += buffered[t];
+   }
+   tl_assert(pending == total_buffered);  /* record and sync_current keep the two in step */
    const UWord** from = zeroed("ps.drain", n_threads, sizeof(UWord*));
    while (n_active > 0) {
       /* Turns in which no thread runs out keep the rotation as it is: as many as the thread with
@@ -366,10 +373,12 @@ static UWord* synced_at;      /* rec_pos when buffered[cur] was last brought up 
 static void sync_current(void)
 {
    if (rec_pos == NULL) return;
+   tl_assert(synced_at <= rec_pos && rec_pos <= rec_end);
    SizeT added = (SizeT)(rec_pos - synced_at);
    buffered[cur] += added;
    total_buffered += added;
    synced_at = rec_pos;
+   tl_assert(buffered[cur] <= buffer_cap[cur]);  /* the inline path stopped at rec_end */
 }
 
 static void aim_current(void)

@@ -27,6 +27,7 @@ static Int owed_used, owed_cap;
 
 static void owe(Int instance, UWord line)
 {
+   tl_assert(instance >= 0 && instance < n_instances);
    if (owed_used == owed_cap) {
       owed_cap = owed_cap ? owed_cap * 2 : 256;
       owed_instance = VG_(realloc)("ps.owed", owed_instance, owed_cap * sizeof(Int));
@@ -89,6 +90,7 @@ static UChar first_touch(Model* m, UWord page, Int node)
       if (m->page_keys[j] == key) return m->page_node[j];
       j = (j + 1) & (m->page_cap - 1);
    }
+   tl_assert(node >= 0 && node < n_nodes);  /* fits page_node's byte: n_nodes < MAX_NODES */
    m->page_keys[j] = key;
    m->page_node[j] = (UChar)node;
    m->page_count++;
@@ -321,11 +323,13 @@ static Group* split_off(Int k, Int resume)
    h->n_members = 1;
    h->resume = resume;
    h->worker = g->worker;
+   Int members_before = g->n_members;
    for (Int i = 0; i < g->n_members; i++)
       if (g->members[i] == k) {
          g->members[i] = g->members[--g->n_members];
          break;
       }
+   tl_assert(g->n_members == members_before - 1);  /* k was a member of its group, once */
    m->group = index;
    VG_(memset)(m->settled.accesses, 0, sizeof m->settled.accesses);
    VG_(memset)(m->settled.misses, 0, sizeof m->settled.misses);

@@ -84,6 +84,7 @@ static void use_buffer(Int b)
    wait until they are done with the oldest (the next: they take them in turn). */
 static void hand_over(void)
 {
+   tl_assert(outstanding < RING && chunk_used <= CHUNK);
    Handover h = {filling, chunk_used, n_threads};
    for (Int w = 0; w < n_workers; w++) write_all(to_worker[w], &h, sizeof h);
    if (++outstanding == RING) {
@@ -125,9 +126,12 @@ static void worker_loop(void)
    for (;;) {
       Handover h;
       if (!read_all(worker_in, &h, sizeof h)) VG_(exit)(0);  /* Valgrind's process is gone */
+      /* threads are only ever added (grow_threads keeps what it has) */
+      tl_assert(h.threads >= n_threads && h.threads <= MAX_THREADS);
       grow_threads(h.threads);  /* the counts below go for as many threads as Valgrind's process has */
       n_threads = h.threads;
       if (h.count < 0) break;
+      tl_assert(h.buffer >= 0 && h.buffer < RING && h.count <= CHUNK);
       use_buffer(h.buffer);
       chunk_used = h.count;
       run_groups(False);
