@@ -379,7 +379,9 @@ static void pw_thread_create(ThreadId parent, ThreadId child)
    index_of_tid[child] = index;
    live_threads++;
    grow_threads(n_threads);
+   tl_assert(index < cap);  /* its row and column of the matrix, and a UShort sharer id */
    creator_of[index] = index_of_tid[parent];
+   tl_assert(creator_of[index] >= 0 && creator_of[index] < index);  /* created before it */
    born[index] = total_accesses;
    ended[index] = 0;
 }
@@ -401,6 +403,7 @@ static void pw_start_client_code(ThreadId tid, ULong blocks)
    (void)blocks;
    Int next = index_of_tid[tid];
    if (next != cur) {
+      tl_assert(next >= 0 && next < n_threads);
       credit_slice();
       cur = next;
       set_stamp();
@@ -787,6 +790,7 @@ static void promote(LineEntry* e)
       h->line->hot = 0;
       h->line->events = h->events > 0xFFFFFFFFULL ? 0xFFFFFFFFU : (UInt)h->events;
       h->line->before = 0;
+      tl_assert(page_of(h->line)->hot_lines > 0);
       page_of(h->line)->hot_lines--;
    }
    if (h->reads == NULL) hot_arrays(h, cap, 0);
@@ -800,6 +804,7 @@ static void promote(LineEntry* e)
    h->read_ip = h->write_ip = 0;
    e->hot = (UChar)(h - hot + 1);
    page_of(e)->hot_lines++;  /* at most HOT_LINES, which a UChar holds */
+   tl_assert(page_of(e)->hot_lines <= HOT_LINES);
    if (n_hot == HOT_LINES) {
       coldest_events = ~0ULL;
       for (Int i = 0; i < HOT_LINES; i++)
@@ -851,6 +856,8 @@ static void add_sharer(LineEntry* e, UShort t, Bool wrote)
       e->sharer[SHARERS - 1] = t;
       e->wrote = (UChar)((e->wrote >> 1) | (wrote << (SHARERS - 1)));
    }
+   /* callers add only a thread that is not a sharer yet: the sharers are distinct threads */
+   tl_assert(e->n <= n_threads && t < n_threads);
 }
 
 /* Thread `t` touched line `e` in window `w` (as known later than the access: no events are due,
@@ -983,6 +990,7 @@ static void settle_slot(UInt slot)
       side->flags = SLOT_PRIVATE;
    }
    if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
+   tl_assert(side->owner < n_threads);  /* the pending accesses are a thread's */
    if (side->line != NULL) repeat_accesses(side->line, c->pending & 0xFFFFFFFF, c->pending >> 32, side->owner);
    c->pending = 0;
 }
@@ -1137,6 +1145,8 @@ static void set_stamp(void)
       }
       stamp_of[cur] = (UInt)next_stamp++;
       stamp_window[cur] = window;
+      /* 0 is an empty slot's key; above the limit the stamp would not fit above a line's bits */
+      tl_assert(stamp_of[cur] >= 1 && stamp_of[cur] <= (ULong)clo_max_stamp);
    }
    key_bits = (ULong)stamp_of[cur] << KEY_SHIFT;
 }
@@ -1144,6 +1154,7 @@ static void set_stamp(void)
 static void close_window(void)
 {
    window++;
+   tl_assert(window != 0);  /* 0 is a line never touched; entries compare windows as times */
    window_started_at = total_accesses;
    set_stamp();
    if (clo_dump_ms > 0 && !clo_mazouz) {
@@ -1326,7 +1337,10 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    side->line = e;
    side->owner = (UShort)cur;
    side->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
-   if (shared) shared_slots[n_shared_slots++] = slot;
+   if (shared) {
+      tl_assert(n_shared_slots < 1U << clo_cache_bits);  /* settle_all(True) above made room */
+      shared_slots[n_shared_slots++] = slot;
+   }
    if (site) count_line_miss(site, side->flags == SLOT_PRIVATE);
 }
 
