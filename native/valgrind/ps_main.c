@@ -74,6 +74,22 @@
    Valgrind's process only collects the accesses (see Workers below); same counts, which
    --ps-check-workers=yes checks (Valgrind's process simulates every group as well).
 
+   Limitations: what the models do not see, or see approximately (docs/simulate.md says the same).
+   - Data accesses only: no instruction fetches, hence no instruction caches and no code in the
+     unified levels. An access that spans more than two lines (a wide dirty helper's, fxsave's)
+     counts its first and last lines only (ps_access).
+   - Time is counted, not simulated: each access costs its full latency, one after the other (no
+     overlap of misses but the prefetched streams, no out-of-order core); an L1 hit costs its
+     latency too. Bandwidth is a queueing estimate per chunk (above), not a timed model of the
+     interconnect; a line brought by a read and written later is no write-back.
+   - The interleaving is made up: Valgrind runs one thread at a time, so the threads' buffered
+     accesses are interleaved by --ps-quantum; how often a contended line moves depends on it.
+   - SMT siblings run side by side at full speed, sharing only their caches and bandwidth. Sets
+     that are not a power of two take the line modulo the sets, where a real sliced cache hashes
+     it: the same capacity, another mapping. Replacement is exact LRU; prefetching follows only
+     the L2 streamer's next-line streams in a 4 KiB page.
+   - Threads past MAX_THREADS are not told apart; a process the program forks is not simulated.
+
    Output (--ps-out=FILE), plain text:
       pinwise-sim 1
       threads T

@@ -37,6 +37,24 @@
    pair of threads, an instruction that reads and one that writes it. They name the variable behind
    false sharing and spin-waits, and let the analysis take a spin-waited line out of the matrix.
 
+   Limitations: what the matrix does not see, or sees approximately.
+   - Data accesses only: instruction fetches are not traced. Accesses addressed from the stack
+     pointer (SP plus a constant, within the superblock) are skipped unless --pw-stack=yes; a stack
+     variable reached through another register (a frame pointer, a pointer handed to another
+     thread) is traced like any other memory.
+   - One line is 64 bytes (LINE_SHIFT), whatever the machine's line size.
+   - "Together" means in the same window, not at the same time: Valgrind runs one thread at a time,
+     so a window is a span of accesses (--pw-window per live thread) or of milliseconds, and two
+     threads that touch a line a window apart make no event however close they ran natively.
+   - A line remembers SHARERS (8) threads per window: a ninth evicts the oldest, whose later events
+     with the line in that window are lost; with --pw-model=mazouz a line counts the accesses of its
+     first 8 threads only.
+   - Lines past --pw-max-lines are not tracked (their accesses are counted as dropped); a line's own
+     event count stops at 2^32 - 1 (it only decides when the line becomes hot); pairs of a hot line
+     are kept up to HOT_PAIR_THREADS threads, the other sharing model's matrix up to OTHER_THREADS.
+   - Threads past MAX_THREADS get no number of their own. pinwise keeps the matrix of the program's
+     first process: copies it forks and programs it execs are not in it (docs/trace.md).
+
    Output (--pw-out=FILE), plain text, rewritten every --pw-dump-ms while running (marked partial)
    and at exit:
       pinwise-trace 1
