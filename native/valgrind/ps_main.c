@@ -171,6 +171,12 @@ static void ps_print_usage(void)
 
 static void ps_print_debug_usage(void) { VG_(printf)("    (none)\n"); }
 
+/* The tool's parts, one translation unit as cachegrind includes cg_sim.c into cg_main.c (the
+   per-access paths stay inlined across them): ps_machine.h the machine and the models' types,
+   ps_config.c reads --ps-config; then, after the threads' state below, ps_cache.c the caches and
+   directories, ps_model.c an access through a group and its members, ps_bandwidth.c the queueing
+   over a chunk, ps_workers.c the worker processes; this file records the accesses, instruments
+   and writes the result. */
 #include "ps_config.c"
 
 /*------------------------------------------------------------*/
