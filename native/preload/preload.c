@@ -709,29 +709,19 @@ static int read_plan_options(void)
     return 0;
 }
 
-/* Read the environment once per program image: from our constructor, or earlier from the first
-   pthread_create if another library's constructor starts threads before ours runs. */
-static void load(void)
+/* The functions we wrap, as the next object in the search order defines them. */
+static void find_real_functions(void)
 {
     real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
     real_execv = (execv_fn)dlsym(RTLD_NEXT, "execv");
     real_execvp = (execv_fn)dlsym(RTLD_NEXT, "execvp");
-    const char *text = getenv("PINWISE_PLAN");
-    static char rank_plan[8192];
-    long rank = -1;
-    const char *by_rank = getenv("PINWISE_PLAN_BY_RANK");
-    if (by_rank != NULL)
-        text = plan_of_rank(by_rank, rank_plan, sizeof rank_plan, &rank);
-    const char *observe_text = getenv("PINWISE_OBSERVE");
-    int observe = observe_text != NULL && strcmp(observe_text, "1") == 0;
-    if (text == NULL && !observe)
-        return;
-    const char *follow_text = getenv("PINWISE_FOLLOW");
-    follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
+}
 
-    /* The first process to load us owns the plan; without PINWISE_FOLLOW the programs started
-       from it get the original affinity back, and are only observed. */
+/* The first process to load us owns the plan; without PINWISE_FOLLOW the programs started
+   from it get the original affinity back, and are only observed. Sets `original` and `followed`. */
+static void claim_or_inherit_plan(void)
+{
     char own_pid[24];
     snprintf(own_pid, sizeof own_pid, "%d", (int)getpid());
     const char *owner = getenv("PINWISE_OWNER");
@@ -746,17 +736,15 @@ static void load(void)
         setenv("PINWISE_ORIGINAL", cpus, 1);
     }
     followed = owner == NULL || strcmp(owner, own_pid) == 0 || follow;
-    read_log_path(rank);
-    if (!followed) {
-        sched_setaffinity(0, sizeof(cpu_set_t), &original);
-        if (!log_path[0])
-            return;
-        observe = 1;
-    }
+}
 
+/* The plan this process pins by (`text`), or, observing, the whole original affinity as one
+   slot; 0 when there is one, -1 (said once) when the program runs unpinned. */
+static int take_plan(const char *text, int observe)
+{
     const char *memory_text = getenv("PINWISE_MEMPOLICY");
     if (followed && memory_text != NULL && *memory_text && parse_memory_policy(memory_text) != 0)
-        return;
+        return -1;
     char err[160];
     if (observe) { /* no plan: record where the OS puts each thread (policy "os") */
         plan.slots = &plan.all;
@@ -764,10 +752,40 @@ static void load(void)
         plan.all = original;
     } else if (pinwise_plan_parse(text, &plan, err, sizeof err) != 0) {
         warn_once("unusable plan: %s; the program runs unpinned", err);
-        return;
+        return -1;
     } else if (read_plan_options() != 0) {
-        return;
+        return -1;
     }
+    return 0;
+}
+
+/* Read the environment once per program image: from our constructor, or earlier from the first
+   pthread_create if another library's constructor starts threads before ours runs. */
+static void load(void)
+{
+    find_real_functions();
+    const char *text = getenv("PINWISE_PLAN");
+    static char rank_plan[8192];
+    long rank = -1;
+    const char *by_rank = getenv("PINWISE_PLAN_BY_RANK");
+    if (by_rank != NULL)
+        text = plan_of_rank(by_rank, rank_plan, sizeof rank_plan, &rank);
+    const char *observe_text = getenv("PINWISE_OBSERVE");
+    int observe = observe_text != NULL && strcmp(observe_text, "1") == 0;
+    if (text == NULL && !observe)
+        return;
+    const char *follow_text = getenv("PINWISE_FOLLOW");
+    follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
+    claim_or_inherit_plan();
+    read_log_path(rank);
+    if (!followed) {
+        sched_setaffinity(0, sizeof(cpu_set_t), &original);
+        if (!log_path[0])
+            return;
+        observe = 1;
+    }
+    if (take_plan(text, observe) != 0)
+        return;
     mode = observe ? MODE_OBSERVE : MODE_PIN;
     exit_key_ready = pthread_key_create(&exit_key, thread_ended) == 0;
     pthread_atfork(before_fork, NULL, after_fork_in_child);

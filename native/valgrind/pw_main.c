@@ -37,6 +37,24 @@
    pair of threads, an instruction that reads and one that writes it. They name the variable behind
    false sharing and spin-waits, and let the analysis take a spin-waited line out of the matrix.
 
+   Limitations: what the matrix does not see, or sees approximately.
+   - Data accesses only: instruction fetches are not traced. Accesses addressed from the stack
+     pointer (SP plus a constant, within the superblock) are skipped unless --pw-stack=yes; a stack
+     variable reached through another register (a frame pointer, a pointer handed to another
+     thread) is traced like any other memory.
+   - One line is 64 bytes (LINE_SHIFT), whatever the machine's line size.
+   - "Together" means in the same window, not at the same time: Valgrind runs one thread at a time,
+     so a window is a span of accesses (--pw-window per live thread) or of milliseconds, and two
+     threads that touch a line a window apart make no event however close they ran natively.
+   - A line remembers SHARERS (8) threads per window: a ninth evicts the oldest, whose later events
+     with the line in that window are lost; with --pw-model=mazouz a line counts the accesses of its
+     first 8 threads only.
+   - Lines past --pw-max-lines are not tracked (their accesses are counted as dropped); a line's own
+     event count stops at 2^32 - 1 (it only decides when the line becomes hot); pairs of a hot line
+     are kept up to HOT_PAIR_THREADS threads, the other sharing model's matrix up to OTHER_THREADS.
+   - Threads past MAX_THREADS get no number of their own. pinwise keeps the matrix of the program's
+     first process: copies it forks and programs it execs are not in it (docs/trace.md).
+
    Output (--pw-out=FILE), plain text, rewritten every --pw-dump-ms while running (marked partial)
    and at exit:
       pinwise-trace 1
@@ -379,7 +397,9 @@ static void pw_thread_create(ThreadId parent, ThreadId child)
    index_of_tid[child] = index;
    live_threads++;
    grow_threads(n_threads);
+   tl_assert(index < cap);  /* its row and column of the matrix, and a UShort sharer id */
    creator_of[index] = index_of_tid[parent];
+   tl_assert(creator_of[index] >= 0 && creator_of[index] < index);  /* created before it */
    born[index] = total_accesses;
    ended[index] = 0;
 }
@@ -401,6 +421,7 @@ static void pw_start_client_code(ThreadId tid, ULong blocks)
    (void)blocks;
    Int next = index_of_tid[tid];
    if (next != cur) {
+      tl_assert(next >= 0 && next < n_threads);
       credit_slice();
       cur = next;
       set_stamp();
@@ -787,6 +808,7 @@ static void promote(LineEntry* e)
       h->line->hot = 0;
       h->line->events = h->events > 0xFFFFFFFFULL ? 0xFFFFFFFFU : (UInt)h->events;
       h->line->before = 0;
+      tl_assert(page_of(h->line)->hot_lines > 0);
       page_of(h->line)->hot_lines--;
    }
    if (h->reads == NULL) hot_arrays(h, cap, 0);
@@ -800,6 +822,7 @@ static void promote(LineEntry* e)
    h->read_ip = h->write_ip = 0;
    e->hot = (UChar)(h - hot + 1);
    page_of(e)->hot_lines++;  /* at most HOT_LINES, which a UChar holds */
+   tl_assert(page_of(e)->hot_lines <= HOT_LINES);
    if (n_hot == HOT_LINES) {
       coldest_events = ~0ULL;
       for (Int i = 0; i < HOT_LINES; i++)
@@ -851,6 +874,8 @@ static void add_sharer(LineEntry* e, UShort t, Bool wrote)
       e->sharer[SHARERS - 1] = t;
       e->wrote = (UChar)((e->wrote >> 1) | (wrote << (SHARERS - 1)));
    }
+   /* callers add only a thread that is not a sharer yet: the sharers are distinct threads */
+   tl_assert(e->n <= n_threads && t < n_threads);
 }
 
 /* Thread `t` touched line `e` in window `w` (as known later than the access: no events are due,
@@ -983,6 +1008,7 @@ static void settle_slot(UInt slot)
       side->flags = SLOT_PRIVATE;
    }
    if (c->pending == 0) return;  /* the common case of streaming: nothing to count */
+   tl_assert(side->owner < n_threads);  /* the pending accesses are a thread's */
    if (side->line != NULL) repeat_accesses(side->line, c->pending & 0xFFFFFFFF, c->pending >> 32, side->owner);
    c->pending = 0;
 }
@@ -1137,6 +1163,8 @@ static void set_stamp(void)
       }
       stamp_of[cur] = (UInt)next_stamp++;
       stamp_window[cur] = window;
+      /* 0 is an empty slot's key; above the limit the stamp would not fit above a line's bits */
+      tl_assert(stamp_of[cur] >= 1 && stamp_of[cur] <= (ULong)clo_max_stamp);
    }
    key_bits = (ULong)stamp_of[cur] << KEY_SHIFT;
 }
@@ -1144,6 +1172,7 @@ static void set_stamp(void)
 static void close_window(void)
 {
    window++;
+   tl_assert(window != 0);  /* 0 is a line never touched; entries compare windows as times */
    window_started_at = total_accesses;
    set_stamp();
    if (clo_dump_ms > 0 && !clo_mazouz) {
@@ -1326,7 +1355,10 @@ static VG_REGPARM(3) void pw_miss(Addr address, ULong packed, Addr ip)
    side->line = e;
    side->owner = (UShort)cur;
    side->flags = c->key != 0 && e != NULL && !clo_mazouz && e->n == 1 && e->hot == 0 ? SLOT_PRIVATE : 0;
-   if (shared) shared_slots[n_shared_slots++] = slot;
+   if (shared) {
+      tl_assert(n_shared_slots < 1U << clo_cache_bits);  /* settle_all(True) above made room */
+      shared_slots[n_shared_slots++] = slot;
+   }
    if (site) count_line_miss(site, side->flags == SLOT_PRIVATE);
 }
 
