@@ -27,7 +27,7 @@ from .. import __version__
 from ..errors import PinwiseError, interrupted_status
 from ..numbers import duration_seconds, real_number, whole_number
 from .. import policies
-from ..placement import CREATOR_MODES
+from ..policies import CREATOR_MODES
 from ..vocabulary import KIND_PREFERENCES
 from ..plan import MAX_SLOTS
 from ..processes import clean_leftovers, own_settings, received, stop_on_termination
