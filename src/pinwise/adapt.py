@@ -44,6 +44,8 @@ import numpy as np
 
 from .comm import CommMatrix
 from .errors import PinwiseError
+from . import policies
+from .pinning.launcher import find_program, program_environment
 from .processes import GroupGuard, kill_group, temporary_folder
 
 INTERVAL = 0.2
@@ -449,7 +451,6 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
                  memory=None, extra_env: dict[str, str] | None = None, say=print) -> AdaptResult:
     """Run ``argv`` (or attach to process ``pid``) and place its threads while it runs (module
     docstring); returns what happened. ``policy`` None: what analyze recommends for each phase."""
-    from .pinning.launcher import find_program, program_environment
     from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, program_part, \
         sampler_failure
 
@@ -458,8 +459,6 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     if not 0.01 <= interval <= 600:
         raise PinwiseError(f"the interval must be between 10 ms and 10 min, not {interval:g} s")
     if policy is not None:
-        from . import policies
-
         policy = policies.lookup(policy).name
     check_sampler()
     if pid is not None:
@@ -573,7 +572,6 @@ class BackgroundAdapter:
                  interval: float = INTERVAL, policy: str | None = None):
         import threading
 
-        from .pinning.launcher import find_program
         from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_sampler, program_part
 
         check_sampler()

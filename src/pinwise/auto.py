@@ -18,6 +18,7 @@ from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .bench.runner import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
+from .pinning.launcher import find_program
 from .processes import temporary_folder
 from . import policies as registry
 from .plan import Plan
@@ -131,7 +132,6 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
     """``auto`` for a machine one does not have: trace, analyze, choose the candidates as auto does
     (``os`` aside: it places nothing), plan them on ``target`` and rank them by cache simulation
     (:func:`pinwise.simulate.simulate`) instead of benchmarks. Returns the Simulation."""
-    from .pinning.launcher import find_program
     from .simulate import simulate
 
     find_program(argv)
@@ -181,8 +181,6 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     """
     if budget_minutes <= 0:
         raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
-    from .pinning.launcher import find_program
-
     find_program(argv)
     for name in policies or []:  # before the long trace, not after it
         if name.strip().lower() != registry.AUTO:

@@ -19,9 +19,7 @@ from .cpulist import parse_cpulist
 from .errors import PinwiseError
 from .frozen import Frozen
 from .plan import Machine, Plan, parse_skip_mask, read_plan
-
-CREATOR_MODES = ("auto", "last", "policy")
-
+from .policies import CREATOR_MODES, simple_plan
 
 class PlacementWarning(UserWarning):
     """Something about the placement the user should know before the program runs."""
@@ -210,14 +208,3 @@ def _openmp_plan(policy: policies.Policy, spec: Placement, topology) -> Plan:
         chosen = distribute(len(places), threads)
     return Plan(tuple(places[p] for p in chosen), source=f"policy {policy.name} over OMP_PLACES={spec.places}",
                 policy=policy.name, machine=Machine.of(topology))
-
-
-def simple_plan(policy: policies.Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:
-    """An application-independent policy's plan for ``threads`` threads (a random one draws a new
-    seed unless given one, and keeps it)."""
-    if policy.name == "random":
-        seed = seed if seed is not None else policies.draw_seed()
-        fields.update(seed=seed, source=f"policy random (seed {seed})")
-    return Plan.from_cpus(policy.order(topology, threads, seed), **{"source": f"policy {policy.name}", **fields,
-                                                                     "policy": policy.name,
-                                                                     "machine": Machine.of(topology)})

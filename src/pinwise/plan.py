@@ -17,6 +17,7 @@ from __future__ import annotations
 from .cpulist import format_cpulist
 from .errors import PinwiseError
 from .frozen import Frozen
+from .numbers import hex_number
 
 MAX_SKIP_BITS = 64
 MAPPING_FORMAT = "pinwise-mapping"
@@ -327,8 +328,6 @@ def parse_skip_mask(text: str | None) -> int:
     """likwid-pin's skip mask: a hex number (0x prefix optional), one bit per created thread."""
     if text is None:
         return 0
-    from .numbers import hex_number
-
     value = hex_number(text, "skip mask")
     if value >= 1 << MAX_SKIP_BITS:
         raise PinwiseError(f"skip mask {text!r} is beyond {MAX_SKIP_BITS} bits (one bit per created thread)")

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from .errors import PinwiseError
 from .frozen import Frozen
+from .plan import Machine, Plan
 
 #: The kernel of a matrix policy: (matrix, SlotTree) -> PU of each thread.
 Kernel = Callable[..., list[int]]
@@ -215,3 +216,19 @@ def help_text() -> str:
     matrix = [p.name for p in REGISTRY.values() if p.needs_matrix]
     return (f"{', '.join(simple)}; with the matrix (--comm): {', '.join(matrix)}, or {AUTO} "
             "(the one 'pinwise analyze' recommends)")
+
+
+#: Where a communication-aware policy puts thread 0, the thread that creates the others
+#: (:func:`pinwise.mapping.compute_mapping`).
+CREATOR_MODES = ("auto", "last", "policy")
+
+
+def simple_plan(policy: Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:
+    """An application-independent policy's plan for ``threads`` threads (a random one draws a new
+    seed unless given one, and keeps it)."""
+    if policy.name == "random":
+        seed = seed if seed is not None else draw_seed()
+        fields.update(seed=seed, source=f"policy random (seed {seed})")
+    return Plan.from_cpus(policy.order(topology, threads, seed), **{"source": f"policy {policy.name}", **fields,
+                                                                     "policy": policy.name,
+                                                                     "machine": Machine.of(topology)})

@@ -32,7 +32,9 @@ from pathlib import Path
 
 from .errors import PinwiseError
 from .optional import require
+from .pinning.launcher import find_program
 from .plan import Plan
+from .processes import run_in_group, temporary_folder
 from .topology import Topology
 from .topology.model import ObjType, format_size
 
@@ -338,8 +340,6 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     placements that share their L1s alike are split until there are that many (default: as many as
     the workers and the CPUs pinwise may use; 0: never), each part simulating the shared levels
     again so that every worker has some (ps_main.c's split_groups); the counts are the same."""
-    from .pinning.launcher import find_program
-    from .processes import run_in_group, temporary_folder
     from .trace import SIM_TOOL, check_tracer, tool_environment
 
     if not placements:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
 from .processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder, user_environment
-from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable
+from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable, lifetimes_and_spawns, observe_natively
 from ._stage import make_callable
 
 if TYPE_CHECKING:
@@ -294,7 +294,6 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     if native_run and not partial:
         if show:
             print("tracing done; one native run to compare its threads and see its rounds ...", file=sys.stderr)
-        from .pinning.launcher import lifetimes_and_spawns, observe_natively
         from .pinning.readback import work_the_trace_missed
 
         native = None

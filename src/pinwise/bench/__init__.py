@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import policies
 from .._stage import make_callable
+from ..topology import load_topology
 from .db import open_db
 from .runner import (
     BenchOptions,
@@ -22,10 +24,8 @@ def bench(argv: list[str], placements=("os", "compact", "scatter"), db_path: str
     Speedup-Test's decisions against ``baseline``. A placement is a policy name or ``NAME=SPEC``
     (SPEC a CPU list, likwid-pin expression or mapping file); ``comm`` (a CommMatrix or a file)
     serves the policies that read the matrix."""
-    from .. import policies
     from ..comm import CommMatrix, read_comm
-    from ..report import summarize
-    from ..topology import load_topology
+    from ..report.summary import summarize
 
     topology = topology if topology is not None else load_topology(None)
     if comm is not None and not isinstance(comm, CommMatrix):

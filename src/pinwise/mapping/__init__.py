@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import policies
+from ..policies import CREATOR_MODES, simple_plan
 from ..comm import CommMatrix, find_rounds, fold_rounds
 from ..errors import PinwiseError
-from ..placement import CREATOR_MODES, simple_plan
 from ..plan import Machine, Plan, Rounds
 from ..topology import Topology
 from .cost import CostReport, mapping_cost

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
-from ..processes import user_environment
+from ..processes import GroupGuard, become, controlling_terminal, die_with_parent, foreground_job, kill_group, \
+    signals_held, temporary_folder, user_environment
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, a tenth of `pinwise run`'s start-up
 if TYPE_CHECKING:
@@ -201,8 +202,6 @@ def program_environment(plan: Plan | None, log_path: str | None, follow: bool = 
 def exec_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp: bool = False, memory=None):
     """Become the program, pinned, as taskset and hwloc-bind do: nothing to wait for and no log,
     so its exit status and signals reach the caller unchanged. Returns only if it cannot start."""
-    from ..processes import become
-
     program = launchable_program(argv, omp)
     env = program_environment(plan, None, follow, omp, memory=memory)  # before the mask: PINWISE_ORIGINAL
     with whole_plan_mask(None if omp else plan):
@@ -220,8 +219,6 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
     """
     import subprocess
 
-    from ..processes import GroupGuard, controlling_terminal, die_with_parent, foreground_job, kill_group, \
-        signals_held, temporary_folder
     from .log import RunResult, parse_spawns, read_log, unloaded_programs
 
     program = launchable_program(argv, omp)

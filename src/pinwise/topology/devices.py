@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import PinwiseError
+from .objects import walk
 
 #: hwloc 2's OS device types (osdev_type) and hwloc 3's bits, as words.
 _V2_KINDS = {0: "storage", 1: "gpu", 2: "network", 3: "openfabrics", 4: "dma", 5: "coproc", 6: "memory"}
@@ -100,8 +101,6 @@ class Device:
 def devices_by_holder(topology) -> dict[int, list[Device]]:
     """Each device under the highest object of the CPU tree with its PUs (where lstopo hangs it),
     by the object's id (the machine's where none has them)."""
-    from .model import walk
-
     holders: dict[frozenset[int], object] = {}
     for node in walk(topology.root):
         holders.setdefault(node.cpuset, node)

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .devices import devices_by_holder
-from .model import TYPE_LABEL, ObjType, Topology, TopoObject, format_size, walk
+from .devices import devices_by_holder, numbered
+from .objects import TYPE_LABEL, ObjType, TopoObject, format_size, walk
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, as the launcher does
+if TYPE_CHECKING:
+    from .model import Topology  # the model draws itself with render(): the import runs one way
 
 LINE_PUS = 16
 MAX_LINES = 80
@@ -73,8 +77,6 @@ def _spans_domains(node: TopoObject) -> bool:
 
 def device_label(topology: Topology, device) -> str:
     """lstopo's name of a device, with the name a placement gives it (gpu:1, nic:0)."""
-    from .devices import numbered
-
     if device.kind in ("gpu", "nic"):
         return f"{device.label()}  = {device.kind}:{numbered(topology.devices, device.kind).index(device)}"
     return device.label()
