@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import policies
 from .. import topology as topo_mod
 from ..errors import PinwiseError, interrupted_status
 from .placing import reads_matrix, read_comm_file
@@ -235,7 +236,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     latency = parse_latencies(args.latency)
     comm = read_comm_file(args.comm) if args.comm else None
     names = [p for p in args.policies.split(",") if p.strip()]
-    if any(p.strip().lower() == "os" for p in names):
+    if any(p.strip().lower() == policies.BASELINE for p in names):
         raise PinwiseError("policy os places nothing, so it cannot be simulated: name the placements to compare")
     candidates = build_candidates(names, args.placement or [], topology, args.threads, comm)
     placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]

@@ -210,7 +210,7 @@ def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) ->
     from ..adapt import INTERVAL, run_adaptive, summary_lines
 
     topology = _load_topology(None)
-    policy = args.policy if args.policy and args.policy.strip().lower() != "auto" else None
+    policy = args.policy if args.policy and args.policy.strip().lower() != policies.AUTO else None
     memory = _memory_policy(args, topology) if pid is None else None
     result = run_adaptive(argv, topology, pid=pid, policy=policy, interval=args.interval or INTERVAL,
                           log_path=args.log, duration=getattr(args, "duration", None), memory=memory,
