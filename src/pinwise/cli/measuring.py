@@ -8,6 +8,7 @@ import sys
 from .. import policies
 from .. import topology as topo_mod
 from ..errors import PinwiseError, interrupted_status
+from .options import no_program, program_of
 from .placing import reads_matrix, read_comm_file
 
 
@@ -16,9 +17,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..policies import REGISTRY
     from ..report import print_report, summarize
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise bench -r 35 -- ./prog args")
+        raise no_program("bench -r 35")
     if not topo_mod.is_this_machine(args.topology):
         raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
     topology = topo_mod.load_topology(None)
@@ -178,9 +179,9 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
     from ..auto import run_auto
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
+        raise no_program("auto")
     try:
         trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     except ValueError as err:
@@ -229,9 +230,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from ..bench import build_candidates
     from ..simulate import parse_latencies, save_png, simulate, write_json
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise simulate -t x7550 -- ./prog args")
+        raise no_program("simulate -t x7550")
     topology = topo_mod.load_topology(args.topology)
     latency = parse_latencies(args.latency)
     comm = read_comm_file(args.comm) if args.comm else None

@@ -194,3 +194,13 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         print(f"pinwise: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def program_of(args: argparse.Namespace) -> list[str]:
+    """The program and its arguments, as given after ``--``."""
+    return args.program[1:] if args.program[:1] == ["--"] else args.program
+
+
+def no_program(example: str, alternative: str = "") -> PinwiseError:
+    """The one error for a command given no program: where to write it, with ``example``."""
+    return PinwiseError(f"no program given: write it after --, e.g. pinwise {example} -- ./prog args{alternative}")

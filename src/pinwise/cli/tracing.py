@@ -12,6 +12,7 @@ from .. import topology as topo_mod
 from ..errors import PinwiseError
 from ..topology.model import format_size
 from ..vocabulary import HEAT_MAPS
+from .options import no_program, program_of
 from .placing import read_comm_file
 
 
@@ -21,13 +22,12 @@ _SAMPLE_ONLY = {"pid": "--pid", "duration": "--duration", "period": "--period", 
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     backend = args.backend or ("sample" if args.pid is not None else "valgrind")
     if args.pid is not None and argv:
         raise PinwiseError("--pid attaches to a running process: give no program after --")
     if args.pid is None and not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args "
-                           "(or --pid PID to sample a running process)")
+        raise no_program("trace -o comm.json", " (or --pid PID to sample a running process)")
     if args.pid is not None and backend == "valgrind":
         raise PinwiseError("--pid samples a running process, which Valgrind cannot attach to: drop --backend valgrind")
     wrong = _VALGRIND_ONLY if backend == "sample" else _SAMPLE_ONLY
