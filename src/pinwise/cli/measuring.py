@@ -8,6 +8,7 @@ import sys
 from .. import policies
 from .. import topology as topo_mod
 from ..errors import PinwiseError, interrupted_status
+from ..vocabulary import AUTO_COMMAND
 from .options import no_program, program_of
 from .placing import reads_matrix, read_comm_file
 
@@ -181,7 +182,7 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
     argv = program_of(args)
     if not argv:
-        raise no_program("auto")
+        raise no_program(AUTO_COMMAND)
     try:
         trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     except ValueError as err:
