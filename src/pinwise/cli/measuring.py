@@ -229,7 +229,8 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from ..bench import build_candidates
-    from ..simulate import parse_latencies, save_png, simulate, write_json
+    from ..report.plots import save_simulation_png
+    from ..simulate import parse_latencies, simulate, write_json
 
     argv = program_of(args)
     if not argv:
@@ -249,7 +250,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         write_json(result, args.output)
         print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
     if args.png:
-        save_png(result, args.png)
+        save_simulation_png(result, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         write_json(result, None)
