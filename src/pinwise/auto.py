@@ -87,15 +87,11 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
     return variants
 
 
-#: A sample with fewer events than this, or whose pattern its bootstrap does not confirm, is
-#: traced again under Valgrind (every access) before auto chooses anything from it.
-MIN_SAMPLED_EVENTS = 100
-
-
 def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, progress=None, say=print):
     """``auto``'s first step: the communication matrix of ``argv``, by the sampling tracer where
     the kernel permits it (at the program's own speed), else under Valgrind, saying which and why.
-    A sample too thin to be sure of its pattern is traced again under Valgrind. ``backend``:
+    A sample too thin to be sure of its pattern (:func:`pinwise.confidence.pattern_confidence`: too
+    few traps, or a bootstrap that does not confirm it) is traced again under Valgrind. ``backend``:
     auto, sample or valgrind."""
     from .sample import sampling_permitted
 
@@ -115,7 +111,7 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
             return comm
         sureness = pattern_confidence(comm, analyze(comm))
         events = comm.info.sampling["events"]
-        if backend == "sample" or (events >= MIN_SAMPLED_EVENTS and sureness is not None and sureness.sure):
+        if backend == "sample" or (sureness is not None and sureness.sure):
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
