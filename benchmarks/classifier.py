@@ -4,7 +4,7 @@ Every pattern of the workloads (native/workloads/patterns.c) at 4, 8, 16 and 64 
 noise (each pair's weight jittered by a log-normal factor, background communication among all pairs
 of 0-50 % of the pattern's) and, for half the samples, a busy thread 0 (serial set-up: more
 instructions, done alone, and 10-20 % more communication with everyone): see
-pinwise.patterns.labelled_corpus. Target: >= 95 % right. Prints the accuracy by thread count, by
+pinwise.corpus.labelled_corpus. Target: >= 95 % right. Prints the accuracy by thread count, by
 pattern and with/without the busy thread, over several corpus seeds, and every miss.
 
     python benchmarks/classifier.py [--seeds 13,1,2,3] [--samples 10]
@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from common import console, table
 
-from pinwise.patterns import CORPUS_PATTERNS, accuracy, labelled_corpus
+from pinwise.corpus import CORPUS_PATTERNS, accuracy, labelled_corpus
 
 
 def main() -> int:

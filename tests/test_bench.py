@@ -319,7 +319,7 @@ def test_all_policies_keep_every_placement_whose_cpus_differ():
     """On x7550 with 8 threads spread is 0,8,16,... and scatter 0,16,32,48,2,...: both run. On one
     package of two cores, policies that give the same CPUs run once, under the first name."""
     from pinwise.bench import build_candidates
-    from pinwise.bench.runner import unique_candidates
+    from pinwise.bench.candidates import unique_candidates
     from pinwise.topology import load_topology, preset
 
     names = ["os", "compact", "scatter", "close", "spread", "random"]

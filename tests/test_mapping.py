@@ -445,3 +445,22 @@ def test_map_of_a_program_in_rounds_plans_one_round(tmp_path, build_dir):
     slots = {int(r[0]): int(r[1]) for r in rows}
     assert slots == {0: 0, **{k: 1 + (k - 1) % 4 for k in range(1, 13)}}
     assert {int(r[0]): int(r[3]) for r in rows} == {k: cpus[slot] for k, slot in slots.items()}
+
+
+def test_auto_is_decided_above_the_mapping():
+    """compute_mapping takes a registry policy only; auto goes through the analysis first
+    (placement.matrix_plan, which pinwise.map calls), and its plan says what auto chose and why."""
+    from pinwise.placement import matrix_plan
+
+    pairs = np.zeros((4, 4))
+    for i in range(0, 4, 2):
+        pairs[i, i + 1] = pairs[i + 1, i] = 100.0
+    with pytest.raises(PinwiseError, match="matrix_plan"):
+        compute_mapping("auto", pairs, preset("nehalem"))
+    plan = matrix_plan("auto", pairs, "nehalem")
+    found = analyze(CommMatrix.from_array(pairs), preset("nehalem"))
+    assert plan.policy == found.policy and f"auto: {found.pattern} pattern" in plan.source
+    assert plan.pus == compute_mapping(found.policy, pairs, preset("nehalem")).pus
+    import pinwise
+
+    assert pinwise.map(pairs, machine="nehalem").pus == plan.pus

@@ -86,7 +86,7 @@ def test_classifier_on_the_labelled_corpus(seed):
     """Every pattern of the workloads with noise (0-50 % background, jittered weights) at 4, 8, 16
     and 64 threads, half with a busy thread 0 (serial set-up): at least 95 % right in all, and at
     each thread count."""
-    from pinwise.patterns import accuracy, labelled_corpus
+    from pinwise.corpus import accuracy, labelled_corpus
 
     corpus = labelled_corpus(seed)
     assert len(corpus) == 4 * 7 * 10
@@ -139,7 +139,7 @@ def test_recommendations_never_cost_more_than_compact_unexplained():
     assert checked.policy == "locality" and "balanced-locality would cost 4.46x compact's" in checked.reason
     flat = analyze(comm_of(np.ones((8, 8)) - np.eye(8)), x7550)
     assert flat.policy == "scatter" and ("compact's" in flat.reason or flat.costs["scatter"] <= flat.costs["compact"])
-    for sample, comm, _ in __import__("pinwise.patterns", fromlist=["x"]).labelled_corpus(3, 1, (8,)):
+    for sample, comm, _ in __import__("pinwise.corpus", fromlist=["x"]).labelled_corpus(3, 1, (8,)):
         result = analyze(comm, x7550)
         if result.policy in ("locality", "balanced-locality", "compact"):
             assert result.costs[result.policy] <= result.costs["compact"] * 1.02, sample
@@ -234,7 +234,7 @@ def test_a_weak_pattern_says_how_sure_it_is_and_never_contradicts_its_cost(tmp_p
 def test_every_recommendation_that_costs_more_than_compact_says_so():
     """Over the labelled corpus on x7550: a recommendation whose policy costs more than compact's
     says by how much, in the words of the cost it prints; a weak one says it is weak."""
-    from pinwise.patterns import labelled_corpus
+    from pinwise.corpus import labelled_corpus
     from pinwise.topology import preset
 
     x7550 = preset("x7550")

@@ -13,7 +13,7 @@ from conftest import FakeProgram, assert_clean_failure, compile_program, need, r
 from pinwise import policies
 from pinwise.auto import run_auto
 from pinwise.bench import db
-from pinwise.bench.runner import build_candidates, unique_candidates
+from pinwise.bench.candidates import build_candidates, unique_candidates
 from pinwise.cli.placing import reads_matrix
 from pinwise.comm import CommMatrix
 from pinwise.errors import PinwiseError

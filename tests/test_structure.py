@@ -1,5 +1,6 @@
 """The package's shape (issue 35): its stages import one way, so the import graph of
-`src/pinwise` has no cycle, and a module imports what it needs at its top, where a reader looks.
+`src/pinwise` has no cycle, a module imports what it needs at its top, where a reader looks, and
+no module is longer than a reader takes in.
 An import inside a function is kept only where it buys start-up time: the module it loads pulls
 in a heavy library (numpy, scipy, matplotlib, networkx, pymetis) or one of the standard modules a
 plain `pinwise run` must not load (tests/test_frozen.py), or it sits in an entry point: a
@@ -26,10 +27,12 @@ HANDLERS = "pinwise.cli"
 API = "pinwise"
 #: The compiled modules (CMakeLists.txt): leaves of the graph, with no Python source.
 NATIVE = {"pinwise._kernels"}
-#: Left open (issue 35): compute_mapping("auto") asks pinwise.patterns for the recommendation,
-#: which is checked against the cost of mappings (pinwise.mapping.compare). Deciding ``auto``
-#: above mapping means compute_mapping stops taking "auto", a change of its public behaviour.
-OPEN_CYCLE_EDGES = {("pinwise.mapping", "pinwise.patterns")}
+#: Edges a cycle may use, each named with why it is left open: none. (compute_mapping("auto")
+#: once asked pinwise.patterns for the recommendation; auto is decided above the mapping now, in
+#: pinwise.placement.matrix_plan.)
+OPEN_CYCLE_EDGES: set[tuple[str, str]] = set()
+#: "~500 lines" (STYLE.md), with the slack of a docstring.
+MAX_LINES = 520
 
 
 def module_name(path: Path) -> str:
@@ -154,3 +157,67 @@ def test_an_import_inside_a_function_buys_start_up_time(graph):
              for name, (_, inner) in found.items() if name != API and not (name == HANDLERS or name.startswith(HANDLERS + "."))
              for target, line in inner if target in known and not loads_heavy(target)]
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_is_over_the_size_a_reader_takes_in():
+    """STYLE.md: a module that passes ~500 lines is asking to be split along a seam."""
+    long = {name: lines for name, path in modules().items() if (lines := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+#: Where a policy's or a pattern's name may be spelled: its registry (pinwise.policies for the
+#: policies; pinwise.vocabulary for the patterns and the command line's shared words;
+#: pinwise.workloads for the workloads, several named after the pattern they make).
+REGISTRIES = {"pinwise.policies", "pinwise.vocabulary", "pinwise.workloads"}
+#: The same spelling in another vocabulary: (module, word) -> what it is there.
+OTHER_VOCABULARIES = {
+    ("pinwise.topology", "os"): "hwloc's OS devices, a field of the topology's JSON",
+    ("pinwise.topology.hwloc_xml", "os"): "hwloc's OS devices and its 'os' indexing of a distance matrix",
+    ("pinwise.topology.hwloc_xml", "gp"): "hwloc's 'gp' (global persistent) indexing",
+    ("pinwise.comm", "pairs"): "a field of the comm file's hot lines",
+    ("pinwise.sample", "pairs"): "a field of the sampler's records",
+    ("pinwise.confidence", "pairs"): "a field of the sampler's records",
+    ("pinwise.stats", "none"): "no test was possible (MeanTest.test)",
+    ("pinwise.pinning.likwid", "scatter"): "likwid-pin's scatter method",
+    ("pinwise.mpi.recording", "scatter"): "MPI_Scatter, a collective",
+    ("pinwise.plan", "close"): "OMP_PROC_BIND's value",
+    ("pinwise.placement", "close"): "OpenMP's proc_bind kinds (OPENMP_BINDS)",
+    ("pinwise.placement", "spread"): "OpenMP's proc_bind kinds (OPENMP_BINDS)",
+    ("pinwise.placement", "primary"): "OpenMP's proc_bind kinds (OPENMP_BINDS)",
+}
+
+
+def names_spelled(path: Path, words: set[str]) -> list[tuple[str, int]]:
+    """The string literals of ``path`` that are one of ``words`` (docstrings aside): (word, line)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.value, node.lineno) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words
+            and id(node) not in docstrings]
+
+
+def test_policy_and_pattern_names_are_spelled_only_in_their_registry():
+    """Issue 35: a policy or pattern name drives behaviour through its registry's name for it
+    (policies.LOCALITY, Pattern.PAIRS), never a string of its own that a rename would miss."""
+    from pinwise import policies
+    from pinwise.vocabulary import Pattern
+
+    words = {*policies.REGISTRY, policies.AUTO, *(p.value for p in Pattern)}
+    spelled = [f"{path.relative_to(SOURCE.parent)}:{line} spells {word!r}"
+               for name, path in modules().items() if name not in REGISTRIES
+               for word, line in names_spelled(path, words) if (name, word) not in OTHER_VOCABULARIES]
+    assert not spelled, "\n".join(spelled)
+
+
+def test_the_other_vocabularies_are_still_where_they_are_said_to_be():
+    """Each exception above names a word its module still spells (none outlives its reason)."""
+    from pinwise import policies
+    from pinwise.vocabulary import Pattern
+
+    words = {*policies.REGISTRY, policies.AUTO, *(p.value for p in Pattern)}
+    known = modules()
+    stale = [(name, word) for name, word in OTHER_VOCABULARIES
+             if word not in {w for w, _ in names_spelled(known[name], words)}]
+    assert not stale, stale

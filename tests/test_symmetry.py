@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from pinwise.bench.runner import Candidate, unique_candidates
+from pinwise.bench.candidates import Candidate, unique_candidates
 from pinwise.plan import Plan
 from pinwise.topology import load_topology, walk_all
 from pinwise.topology.symmetry import placement_form

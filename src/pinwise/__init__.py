@@ -65,13 +65,14 @@ def analyze(comm, machine=None):
     return analyze_matrix(_comm(comm), None if machine is None else _machine(machine))
 
 
-def map(comm, policy: str = "auto", machine=None, **options):  # noqa: A001 - the stage's name
-    """The :class:`Plan` of ``policy`` for the threads of ``comm`` on ``machine`` (a Topology or
+def map(comm, policy: str | None = None, machine=None, **options):  # noqa: A001 - the stage's name
+    """The :class:`Plan` of ``policy`` (None: the one analyze recommends) for the threads of ``comm`` on ``machine`` (a Topology or
     what ``--topology`` accepts; default: this one); None for ``os``. ``options``: ``seed``, ``threads``, ``creator`` (see
     :func:`pinwise.mapping.compute_mapping`)."""
-    from .mapping import compute_mapping
+    from .placement import matrix_plan
+    from .policies import AUTO
 
-    return compute_mapping(policy, _comm(comm), _machine(machine), **options)
+    return matrix_plan(policy or AUTO, _comm(comm), _machine(machine), **options)
 
 
 def run(argv: list[str], placement, **options):

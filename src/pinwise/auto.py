@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 from .patterns import Analysis, analyze
 from .bench import BenchOptions, build_candidates, open_db, run_bench
-from .bench.runner import Candidate, unique_candidates
+from .bench.candidates import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
 from .pinning.launcher import find_program
 from .processes import temporary_folder
 from . import policies as registry
 from .plan import Plan
+from .vocabulary import AUTO_BACKEND, BACKENDS, Pattern
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
 from .stats import format_interval, format_level
@@ -59,14 +60,14 @@ def candidate_policies(analysis: Analysis) -> list[str]:
     trace that missed part of the program's work (``analysis.withheld``) points at nothing: only the
     placements that need no matrix are benched."""
     if analysis.withheld:
-        return ["os", "compact", "scatter"]
-    policies = ["os", "compact", "scatter", analysis.policy]
-    if analysis.pattern != "none" or analysis.alternatives:
-        policies.append("locality")
+        return [registry.OS, registry.COMPACT, registry.SCATTER]
+    policies = [registry.OS, registry.COMPACT, registry.SCATTER, analysis.policy]
+    if analysis.pattern != Pattern.NONE or analysis.alternatives:
+        policies.append(registry.LOCALITY)
     policies += [policy for _, policy in analysis.alternatives]  # a weak reading: what it reads across a threshold
     other = analysis.other_sharing
     if other and other["compared"] and not other["agrees"]:  # the other sharing model reads it otherwise
-        policies += ["locality", other["policy"]] if other["pattern"] != "none" else [other["policy"]]
+        policies += [registry.LOCALITY, other["policy"]] if other["pattern"] != Pattern.NONE else [other["policy"]]
     return list(dict.fromkeys(policies))
 
 
@@ -86,20 +87,16 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
     return variants
 
 
-#: A sample with fewer events than this, or whose pattern its bootstrap does not confirm, is
-#: traced again under Valgrind (every access) before auto chooses anything from it.
-MIN_SAMPLED_EVENTS = 100
-
-
-def measure_sharing(argv: list[str], path: str, backend: str = "auto", *, progress=None, say=print):
+def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, progress=None, say=print):
     """``auto``'s first step: the communication matrix of ``argv``, by the sampling tracer where
     the kernel permits it (at the program's own speed), else under Valgrind, saying which and why.
-    A sample too thin to be sure of its pattern is traced again under Valgrind. ``backend``:
+    A sample too thin to be sure of its pattern (:func:`pinwise.confidence.pattern_confidence`: too
+    few traps, or a bootstrap that does not confirm it) is traced again under Valgrind. ``backend``:
     auto, sample or valgrind."""
     from .sample import sampling_permitted
 
-    if backend not in ("auto", "sample", "valgrind"):
-        raise PinwiseError(f"unknown backend {backend!r}: use auto, sample or valgrind")
+    if backend not in BACKENDS:
+        raise PinwiseError(f"unknown backend {backend!r}: use {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}")
     permitted, why = sampling_permitted()
     if backend == "sample" and not permitted:
         raise PinwiseError(f"cannot sample here: {why}; use --backend valgrind")
@@ -114,12 +111,12 @@ def measure_sharing(argv: list[str], path: str, backend: str = "auto", *, progre
             return comm
         sureness = pattern_confidence(comm, analyze(comm))
         events = comm.info.sampling["events"]
-        if backend == "sample" or (events >= MIN_SAMPLED_EVENTS and sureness is not None and sureness.sure):
+        if backend == "sample" or (sureness is not None and sureness.sure):
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
             + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead")
-    elif backend == "auto":
+    elif backend == AUTO_BACKEND:
         say(f"    sampling is not possible here ({why}): tracing every access under Valgrind")
     from .trace import trace
 
@@ -128,7 +125,7 @@ def measure_sharing(argv: list[str], path: str, backend: str = "auto", *, progre
 
 def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,
                    placements: list[str] | None = None, say=print, tracer=None, quantum: int = 1,
-                   backend: str = "auto"):
+                   backend: str = AUTO_BACKEND):
     """``auto`` for a machine one does not have: trace, analyze, choose the candidates as auto does
     (``os`` aside: it places nothing), plan them on ``target`` and rank them by cache simulation
     (:func:`pinwise.simulate.simulate`) instead of benchmarks. Returns the Simulation."""
@@ -137,7 +134,7 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
     find_program(argv)
     if placements:
         build_candidates([], placements, target, None)
-    with temporary_folder("auto") as tmp:
+    with temporary_folder("auto-run") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/2 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
@@ -153,7 +150,7 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
                            "program that does the work (not its launcher)")
     say(f"    {comm.threads} threads, pattern {analysis.pattern} ({analysis.pattern_reason})")
     say(f"    recommended on {target.source or 'the target'}: {analysis.policy} ({analysis.reason})")
-    chosen = [name for name in candidate_policies(analysis) if name != "os"]
+    chosen = [name for name in candidate_policies(analysis) if name != registry.BASELINE]
     candidates = build_candidates(chosen, placements or [], target, None, comm)
     candidates += creator_variants(candidates, comm, target)
     unique, aliases = unique_candidates(candidates, target)
@@ -169,7 +166,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
              confidence: float = 0.95, db_path: str | None = None, time_regex: str | None = None,
              progress: bool | None = None, say=print, tracer=None, runner=None,
              policies: list[str] | None = None, placements: list[str] | None = None,
-             backend: str = "auto") -> AutoResult:
+             backend: str = AUTO_BACKEND) -> AutoResult:
     """Trace ``argv`` (or ``trace_argv``), choose candidates from the analysis, bench them against
     the OS with early stopping, and name the winner.
 
@@ -188,7 +185,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     if placements:  # checked before the long trace too
         build_candidates([], placements, topology, None)
     started = time.perf_counter()
-    with temporary_folder("auto") as tmp:
+    with temporary_folder("auto-run") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
@@ -207,7 +204,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
                 "no matrix")
         else:
             say(f"    recommended: {analysis.policy} ({analysis.reason})")
-        chosen = list(dict.fromkeys(["os", *policies])) if policies else candidate_policies(analysis)
+        chosen = list(dict.fromkeys([registry.BASELINE, *policies])) if policies else candidate_policies(analysis)
         candidates = build_candidates(chosen, placements or [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
         unique, aliases = unique_candidates(candidates, topology)  # one placement under several names runs once
@@ -237,10 +234,10 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             runs = look
             connection = open_db(db_file, create=False)
             try:
-                summary = summarize(connection, experiment, "os", 1 - alpha, correction=correction)
+                summary = summarize(connection, experiment, registry.BASELINE, 1 - alpha, correction=correction)
             finally:
                 connection.close()
-            base = summary.result("os")
+            base = summary.result(registry.BASELINE)
             if summary.winner() is not None or not len(base.times):
                 break  # a winner; or a baseline that never ran well, which no further look can compare with
         assert summary is not None
@@ -255,7 +252,7 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
 
     summary, winner = result.summary, result.winner
     lines = noise_lines(summary)
-    base = summary.result("os")
+    base = summary.result(registry.BASELINE)
     if base is None or len(base.times) < 2:
         lines.append(f"no verdict: the OS placement, the baseline, {_ran_well(base, result.runs)}: nothing to "
                      "compare the candidates with")
@@ -281,7 +278,7 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
     m, ci = winner.median, winner.median_ci
     mean = (f"mean {winner.mean.speedup:.2f}x, p={winner.mean.pvalue:.2g}" if winner.mean.concluded
             else "mean: no conclusion")
-    base = summary.result("os")
+    base = summary.result(registry.BASELINE)
     variance = (f", variance {winner.spread.variance / base.spread.variance:.2g}x the OS's"
                 if base and base.spread and base.spread.variance > 0 else "")
     lines.append(f"winner: {winner.label}")

@@ -6,7 +6,10 @@ hundred or thousand watchpoint traps. The sampler keeps the traps of each time b
 be redrawn: resample the blocks with replacement (Efron's bootstrap; blocks rather than single
 traps, because traps close in time are not independent), rebuild the matrix, classify it again.
 The share of redraws that give the pattern (and the policy) of the whole matrix says how much the
-verdict rests on the luck of the draw. With fewer than MIN_BLOCKS blocks it cannot say.
+verdict rests on the luck of the draw. With fewer than MIN_BLOCKS blocks, or fewer than
+MIN_EVENTS traps in all, it cannot say: a few dozen traps spread over few blocks redraw into the
+same handful of pairs every time, and agree on whatever those pairs look like (a 4-thread stencil
+on 2 CPUs, 8 traps on two of its three boundaries: "pairs" in 94 % of redraws).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from .sample import unwatched_threads
 
 RESAMPLES = 200
 MIN_BLOCKS = 4
+#: Fewer traps than this in the whole sample: too few to be sure of any pattern.
+MIN_EVENTS = 100
 #: Below this share of redraws agreeing, a pattern is called uncertain.
 SURE = 0.9
 
@@ -98,6 +103,10 @@ def pattern_confidence(comm: CommMatrix, analysis, resamples: int = RESAMPLES, s
         return PatternConfidence(None, None, 0, len(used), events,
                                  f"only {len(used)} time block(s) saw events (at least {MIN_BLOCKS} needed): sample "
                                  "longer or at a higher --watch-rate")
+    if events < MIN_EVENTS:
+        return PatternConfidence(None, None, 0, len(used), events,
+                                 f"only {events:,} event(s) sampled (at least {MIN_EVENTS} needed to be sure of a "
+                                 "pattern): sample longer or at a higher --watch-rate")
     whole = sum(used)
     # the analysis took spin-waits out: each redraw loses the same share of each pair
     with np.errstate(divide="ignore", invalid="ignore"):

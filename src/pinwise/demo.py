@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from . import policies as registry
 from .patterns import analyze
 from .report.plots import save_heat_map
 from .bench import BenchOptions, build_candidates, open_db, run_bench
@@ -27,12 +28,16 @@ from .report.terminal import summary_table
 from .report.wide import wide_console
 from .topology import live_topology, preset, render
 from .trace import trace
-from .workloads import TIME_REGEX, workload_command
+from .vocabulary import Pattern
+from .workloads import TIME_REGEX, WORKLOAD_OF, workload_command
 
-#: workload -> (trace iterations, bench iterations); sized for this project's 2-core test machine.
-QUICK = {"pairs": (2000, 3000), "neighbour": (2000, None), "master": (2000, None), "private": (2000, 3000)}
-FULL = {"pairs": (2000, 4000), "neighbour": (2000, 4000), "far-pairs": (2000, None), "master": (2000, None),
-        "pipeline": (2000, None), "all-to-all": (2000, 3000), "private": (2000, 4000)}
+#: pattern -> (trace iterations, bench iterations) of the workload that makes it (None: not
+#: benched); sized for this project's 2-core test machine.
+QUICK = {Pattern.PAIRS: (2000, 3000), Pattern.NEIGHBOUR: (2000, None), Pattern.MASTER: (2000, None),
+         Pattern.NONE: (2000, 3000)}
+FULL = {Pattern.PAIRS: (2000, 4000), Pattern.NEIGHBOUR: (2000, 4000), Pattern.FAR_PAIRS: (2000, None),
+        Pattern.MASTER: (2000, None), Pattern.PIPELINE: (2000, None), Pattern.ALL_TO_ALL: (2000, 3000),
+        Pattern.NONE: (2000, 4000)}
 
 
 #: Marks a folder as the demo's own: only there does it replace what a demo wrote before.
@@ -58,7 +63,7 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     console = console or wide_console()
     out = _own_folder(out_dir)
     start = time.perf_counter()
-    plan = QUICK if quick else FULL
+    plan = {WORKLOAD_OF[pattern]: sizes for pattern, sizes in (QUICK if quick else FULL).items()}
     threads = 4
     runs = 10 if quick else 25
     machine = live_topology()
@@ -99,7 +104,8 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
     paper = preset("x7550")
     table = Table(title=Text("cost = sum of M[i][j] x tree distance; lower keeps communicating threads closer"),
                   title_justify="left")
-    policies = ["compact", "scatter", "lp-compact", "gp", "locality", "balance", "balanced-locality"]
+    policies = [registry.COMPACT, registry.SCATTER, registry.LP_COMPACT, registry.GP, registry.LOCALITY, registry.BALANCE,
+                registry.BALANCED_LOCALITY]
     table.add_column("workload")
     for p in policies:
         table.add_column(p, justify="right")
@@ -124,7 +130,7 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
         with console.status(f"  tracing {name} with {threads} threads for its mapping ..."):
             trace(workload_command(name, threads, plan[name][0]), comm_path, progress=False, quiet=True)
         comm = read_comm(comm_path)
-        chosen = ["os", result.policy] + (["scatter"] if result.policy != "scatter" else ["compact"])
+        chosen = [registry.BASELINE, result.policy] + ([registry.SCATTER] if result.policy != registry.SCATTER else [registry.COMPACT])
         candidates = build_candidates(list(dict.fromkeys(chosen)), [], machine, None, comm)
         command = workload_command(name, threads, bench_iterations)
         console.print(Text(f"  {name}: {len(candidates)} placements x {runs} runs ...", style="dim"))

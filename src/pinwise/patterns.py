@@ -41,6 +41,8 @@ import numpy as np
 from .comm import CommMatrix, HotLine
 from .errors import PinwiseError
 from .metrics import Metrics, communication, metrics, sampling_noise
+from .policies import BALANCE, BALANCED_LOCALITY, COMPACT, LOCALITY, LOCALITY_POLICIES, SCATTER
+from .vocabulary import Pattern
 
 #: Thresholds of the recommendation (documented in docs/analyze.md).
 HETEROGENEITY_HIGH = 300.0   # off-diagonal HComm on the 0..100 scale (max 2500)
@@ -77,13 +79,10 @@ LIMITS = Limits()
 #: crossed 1% with the number of events), so its recommendation is weak and says so.
 MARGINS = {"comm_share_low": ("factor", 2.0), "structure_lift": ("amount", 0.1), "flat_cv": ("factor", 1.5),
            "heterogeneity_high": ("factor", 1.5), "bcomm_high": ("factor", 1.5)}
-#: Policies that aim at locality: the cost model judges them.
-LOCALITY_POLICIES = ("locality", "balanced-locality", "compact")
 #: How much above compact's cost a recommendation may be before it is replaced (rounding).
 COST_TOLERANCE = 1.02
 
-PATTERNS = ("none", "pairs", "far pairs", "neighbour", "pipeline", "master/reduction", "all-to-all", "clustered",
-            "irregular")
+PATTERNS = tuple(Pattern)
 
 
 @dataclass(frozen=True)
@@ -252,13 +251,13 @@ def _structures(t: int, m: np.ndarray) -> list[tuple[str, list[tuple[int, int]]]
 
     found = []
     if t >= 4 and t % 2 == 0:
-        found.append(("far pairs", [(i, i + t // 2) for i in range(t // 2)]))
+        found.append((Pattern.FAR_PAIRS, [(i, i + t // 2) for i in range(t // 2)]))
     matching = [(min(g), max(g)) for g in max_weight_matching(m) if len(g) == 2]
     if matching:
-        found.append(("pairs", matching))
-    found.append(("neighbour", [(i, i + 1) for i in range(t - 1)] + ([(0, t - 1)] if t >= 4 else [])))
+        found.append((Pattern.PAIRS, matching))
+    found.append((Pattern.NEIGHBOUR, [(i, i + 1) for i in range(t - 1)] + ([(0, t - 1)] if t >= 4 else [])))
     for centre in range(t):
-        found.append(("master/reduction", [(min(centre, j), max(centre, j)) for j in range(t) if j != centre]))
+        found.append((Pattern.MASTER, [(min(centre, j), max(centre, j)) for j in range(t) if j != centre]))
     return found
 
 
@@ -286,9 +285,9 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
     total = m.sum() / 2  # over pairs i < j
     if total <= 0 or (found.comm_share is not None and found.comm_share < limits.comm_share_low):
         share = "no communication" if total <= 0 else f"{percent(found.comm_share)} of accesses communicate"
-        return "none", f"{share} (like EP: private data only)"
+        return Pattern.NONE, f"{share} (like EP: private data only)"
     if t == 2:
-        return "pairs", "two threads: one pair"
+        return Pattern.PAIRS, "two threads: one pair"
     # What every pair shares alike (a barrier, a lock, a counter all threads update) says nothing
     # about who should sit beside whom: structures are also looked for above that floor, and the
     # reading above it wins when it finds a structure that carries a real share of all events.
@@ -311,21 +310,21 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
         close = [s for s in scored if s[2] >= best - LIFT_TIE]
         name, pairs, lift = min(close, key=lambda s: len(set(s[1])))
         share = sum(m[i, j] for i, j in set(pairs)) / total
-        if name == "neighbour":
+        if name == Pattern.NEIGHBOUR:
             # A busy inner stage; not a busy end (thread 0's serial set-up, say).
             work = _working(comm)
             busiest = 1 + int(np.argmax(work[1:-1])) if work is not None else 0
             imbalance = (work[busiest] / np.median(work[1:]) - 1) * 100 if work is not None else 0.0
             if work is not None and imbalance >= limits.bcomm_high:
-                return "pipeline", (f"{share:.0%} between neighbours and stage {busiest} works harder (load imbalance "
+                return Pattern.PIPELINE, (f"{share:.0%} between neighbours and stage {busiest} works harder (load imbalance "
                                     f"{imbalance:.0f} %): stages handing data on (like ferret){beside}")
-            return "neighbour", f"{share:.0%} of communication is between i and i+1 (like NPB UA){beside}"
-        if name == "far pairs":
-            return "far pairs", f"{share:.0%} of communication is between i and i+{t // 2} (like NPB LU){beside}"
-        if name == "pairs":
-            return "pairs", f"each thread has one partner: a matching carries {share:.0%} of communication{beside}"
+            return Pattern.NEIGHBOUR, f"{share:.0%} of communication is between i and i+1 (like NPB UA){beside}"
+        if name == Pattern.FAR_PAIRS:
+            return Pattern.FAR_PAIRS, f"{share:.0%} of communication is between i and i+{t // 2} (like NPB LU){beside}"
+        if name == Pattern.PAIRS:
+            return Pattern.PAIRS, f"each thread has one partner: a matching carries {share:.0%} of communication{beside}"
         centre = max(range(t), key=lambda i: sum(i in pair for pair in pairs))
-        return "master/reduction", f"thread {centre} takes part in {share:.0%} of all communication{beside}"
+        return Pattern.MASTER, f"thread {centre} takes part in {share:.0%} of all communication{beside}"
     # Flat among the threads other than the busiest communicator (thread 0's serial set-up, say),
     # when that leaves pairs to compare (three threads leave one: then all of them).
     busiest = int(np.argmax(m.sum(axis=1))) if t >= 4 else t
@@ -340,28 +339,28 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
     if off.mean() > 0 and cv < limits.flat_cv:
         whole = m[np.triu_indices(t, 1)]
         but = f" without thread {busiest}" if t >= 4 and whole.std() / whole.mean() >= limits.flat_cv else ""
-        return "all-to-all", f"every pair communicates about as much (CV {cv:.2f}{but}, like swaptions)"
+        return Pattern.ALL_TO_ALL, f"every pair communicates about as much (CV {cv:.2f}{but}, like swaptions)"
     if found.heterogeneity >= limits.heterogeneity_high:
-        return "clustered", "groups of threads communicate mostly among themselves"
-    return "irregular", "no pattern of the papers"
+        return Pattern.CLUSTERED, "groups of threads communicate mostly among themselves"
+    return Pattern.IRREGULAR, "no pattern of the papers"
 
 
 def recommend(found: Metrics, pattern: str, limits: Limits = LIMITS) -> tuple[str, str]:
     """High heterogeneity -> locality; high BComm -> balance; both -> balanced-locality;
     little communication -> scatter (Diener et al., section 4)."""
-    if pattern == "none":
-        return "scatter", "threads hardly communicate: spread them so each gets more cache and bandwidth"
-    hetero = found.heterogeneity >= limits.heterogeneity_high and pattern not in ("all-to-all", "master/reduction")
+    if pattern == Pattern.NONE:
+        return SCATTER, "threads hardly communicate: spread them so each gets more cache and bandwidth"
+    hetero = found.heterogeneity >= limits.heterogeneity_high and pattern not in (Pattern.ALL_TO_ALL, Pattern.MASTER)
     imbalanced = found.bcomm >= limits.bcomm_high
     if hetero and imbalanced:
-        return "balanced-locality", (f"groups communicate (heterogeneity {found.heterogeneity:.0f}) but unevenly "
+        return BALANCED_LOCALITY, (f"groups communicate (heterogeneity {found.heterogeneity:.0f}) but unevenly "
                                      f"(BComm {found.bcomm:.0f}): keep groups close without piling load on one cache")
     if hetero:
-        return "locality", f"threads communicate in groups (heterogeneity {found.heterogeneity:.0f}): place them close"
+        return LOCALITY, f"threads communicate in groups (heterogeneity {found.heterogeneity:.0f}): place them close"
     if imbalanced:
-        return "balance", (f"communication is imbalanced (BComm {found.bcomm:.0f}) with no groups to exploit: "
+        return BALANCE, (f"communication is imbalanced (BComm {found.bcomm:.0f}) with no groups to exploit: "
                            "spread the heavy communicators")
-    return "scatter", "communication is flat: no placement improves locality, so spread threads for cache capacity"
+    return SCATTER, "communication is flat: no placement improves locality, so spread threads for cache capacity"
 
 
 def weak_reading(comm: CommMatrix, found: Metrics, pattern: str, policy: str) -> tuple[str, tuple]:
@@ -423,8 +422,8 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
 
     names = sorted({policy, *LOCALITY_POLICIES})
     rows = {r.policy: r.cost.hops for r in compare(comm, topology, names) if r.cost is not None}
-    compact = rows["compact"]
-    costs = {"topology": topology.source, "compact": compact, policy: rows.get(policy)}
+    compact = rows[COMPACT]
+    costs = {"topology": topology.source, COMPACT: compact, policy: rows.get(policy)}
     cost = rows.get(policy)
     if cost is None or compact <= 0 or cost <= compact * COST_TOLERANCE:
         return policy, reason, costs
@@ -434,8 +433,8 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
         costs[cheapest] = rows[cheapest]
         return cheapest, (f"{reason}; but on {topology.source} {policy} would cost {ratio:.2f}x compact's, and "
                           f"{cheapest} costs {rows[cheapest] / compact:.2f}x: {cheapest} instead"), costs
-    why = {"scatter": "it trades locality for cache and bandwidth, which is what this matrix needs",
-           "balance": "it trades locality for an even load on the caches"}.get(policy, "it does not aim at locality")
+    why = {SCATTER: "it trades locality for cache and bandwidth, which is what this matrix needs",
+           BALANCE: "it trades locality for an even load on the caches"}.get(policy, "it does not aim at locality")
     share = found.comm_share if found is not None else None
     if weak:
         why = (f"by the cost model compact places these threads better; whether {policy}'s trade pays, a reading "
@@ -485,84 +484,3 @@ def other_reading(comm: CommMatrix, pattern: str, policy: str, spins, topology=N
                             info=replace(comm.info, sharing=model, hot_lines=None)), topology)
     return {"sharing": model, "compared": True, "pattern": again.pattern, "pattern_reason": again.pattern_reason,
             "policy": again.policy, "agrees": (again.pattern, again.policy) == (pattern, policy)}
-
-
-# -- the labelled corpus ------------------------------------------------------------------------
-
-#: The patterns of the workloads (native/workloads/patterns.c) and the label each must get.
-CORPUS_PATTERNS = {"pairs": "pairs", "neighbour": "neighbour", "far-pairs": "far pairs", "master": "master/reduction",
-                   "pipeline": "pipeline", "all-to-all": "all-to-all", "private": "none"}
-
-
-def _template(pattern: str, t: int) -> np.ndarray:
-    m = np.zeros((t, t))
-
-    def link(i, j, weight=1.0):
-        if i != j and 0 <= j < t:
-            m[i, j] = m[j, i] = weight
-
-    for i in range(t):
-        if pattern == "pairs":
-            link(i, i ^ 1)
-        elif pattern in ("neighbour", "pipeline"):
-            link(i, i + 1)
-        elif pattern == "far-pairs" and i < t // 2:
-            link(i, i + t // 2)
-        elif pattern == "master" and i > 0:
-            link(0, i)
-        elif pattern in ("all-to-all", "private"):
-            for j in range(i + 1, t):
-                link(i, j)
-    if pattern == "pipeline":  # the busy middle stage makes more accesses on both its lines
-        m[t // 2, :] *= 2
-        m[:, t // 2] *= 2
-    return m
-
-
-def labelled_corpus(seed: int = 13, samples: int = 10, threads=(4, 8, 16, 64)) -> list[tuple[str, CommMatrix, str]]:
-    """Generated matrices with known labels: every pattern of the workloads at each thread count,
-    with ``samples`` draws each of noise (each pair's weight jittered by a log-normal factor, and
-    background communication among all pairs of 0-50 % of the pattern's), half of them with a busy
-    thread 0 (serial set-up: 2-4x the instructions, done alone, and 10-20 % more communication
-    with every thread). Returns (description, matrix, expected label)."""
-    rng = np.random.default_rng(seed)
-    corpus = []
-    for t in threads:
-        for pattern, label in CORPUS_PATTERNS.items():
-            for k in range(samples):
-                busy = k % 2 == 1
-                m = _template(pattern, t) * rng.lognormal(0.0, 0.3, (t, t))
-                m = np.triu(m, 1)
-                noise = rng.uniform(0, 0.5)
-                background = np.triu(rng.uniform(0, 1, (t, t)), 1)
-                m += background / background.sum() * m.sum() * noise
-                if busy:
-                    m[0, 1:] += m.sum() * rng.uniform(0.10, 0.20) / (t - 1)
-                m = m + m.T
-                events = m.sum() / 2
-                share = rng.uniform(0.0005, 0.005) if pattern == "private" else rng.uniform(0.03, 0.5)
-                accesses = np.full(t, events / share / t)
-                work = np.full(t, 1e6) * rng.lognormal(0.0, 0.05, t)
-                if pattern == "pipeline":
-                    work[t // 2] *= 2.0
-                together = work.copy()
-                instructions = work.copy()
-                if busy:
-                    instructions[0] += work[0] * rng.uniform(1.0, 3.0)
-                info = {"instructions_together": tuple(int(v) for v in together)} if k % 4 < 2 else {}
-                from .comm import TraceInfo
-
-                comm = CommMatrix(m, accesses, instructions, TraceInfo(**info))
-                description = f"{pattern} T={t} noise={noise:.2f}{' busy thread 0' if busy else ''}"
-                corpus.append((description, comm, label))
-    return corpus
-
-
-def accuracy(corpus) -> tuple[float, list[tuple[str, str, str]]]:
-    """The share of the corpus classified as labelled, and the misses (description, expected, got)."""
-    misses = []
-    for description, comm, label in corpus:
-        got = classify(comm, metrics(comm))[0]
-        if got != label:
-            misses.append((description, label, got))
-    return 1 - len(misses) / len(corpus), misses

@@ -38,7 +38,7 @@ class Placement(Frozen):
     skip: str | None = None
     seed: int | None = None
     #: Where a communication-aware policy puts thread 0 (pinwise.mapping.compute_mapping).
-    creator: str = "auto"
+    creator: str = policies.CREATOR_AUTO
     repeat_from: int = 0
     #: Run a mapping file made for a machine of another structure anyway.
     any_machine: bool = False
@@ -79,7 +79,7 @@ def resolve(spec: Placement | str, topology=None, comm=None) -> Plan | None:
             raise PinwiseError(f"--near goes with a --policy (or alone: compact), not with {given[0]}, which names "
                                "the CPUs itself")
         topology = near(spec.near, topology if topology is not None else _this_machine())
-        plan = resolve(spec.replace(policy=spec.policy or "compact", near=None), topology, comm)
+        plan = resolve(spec.replace(policy=spec.policy or policies.COMPACT, near=None), topology, comm)
         return None if plan is None else plan.replace(source=f"{plan.source} near {spec.near}")
     if not given:
         raise PinwiseError("no placement given: use --cpus LIST, --expr EXPR, --policy NAME or --mapping FILE")
@@ -171,13 +171,31 @@ def _this_machine():
     return load_topology(None)
 
 
+def matrix_plan(policy: str, comm, topology, **options) -> Plan | None:
+    """The plan of ``policy`` for the threads of ``comm`` (a CommMatrix, an array or a scipy
+    sparse matrix) on ``topology`` (a Topology, or what ``--topology`` accepts). ``auto`` is
+    decided here, above the mapping stage: the policy :func:`pinwise.patterns.analyze` recommends,
+    checked against the cost model on ``topology``. ``options``: those of
+    :func:`pinwise.mapping.compute_mapping` (seed, threads, creator)."""
+    from .mapping import as_comm, compute_mapping
+    from .topology import Topology, load_topology
+
+    if not isinstance(topology, Topology):
+        topology = load_topology(topology)
+    if policy.strip().lower() != policies.AUTO:
+        return compute_mapping(policy, comm, topology, **options)
+    from .patterns import analyze
+
+    found = analyze(as_comm(comm), topology)
+    return compute_mapping(found.recommended(), comm, topology, **options,
+                           source=f"policy {found.policy} (auto: {found.pattern} pattern)")
+
+
 def _policy_plan(spec: Placement, topology, comm) -> Plan | None:
     name = spec.policy.strip().lower()
     topology = topology.preferring(spec.cpu_kinds)
     if comm is not None:
-        from .mapping import compute_mapping
-
-        return compute_mapping(name, comm, topology, seed=spec.seed, threads=spec.threads, creator=spec.creator)
+        return matrix_plan(name, comm, topology, seed=spec.seed, threads=spec.threads, creator=spec.creator)
     if name == policies.AUTO:
         raise PinwiseError("policy auto is chosen from the program's communication matrix: add --comm FILE "
                            "(from 'pinwise trace')")

@@ -32,6 +32,10 @@ class Policy(Frozen):
     #: "module:function" of the kernel of a policy that reads the matrix.
     kernel: str | None = None
     aliases: tuple[str, ...] = ()
+    #: The OS's placement, against which the others are measured (bench, auto, report).
+    baseline: bool = False
+    #: A new placement for every run of a bench (random), never one plan.
+    redrawn: bool = False
 
     @property
     def needs_matrix(self) -> bool:
@@ -157,37 +161,49 @@ def primary(topology, threads: int, seed: int | None = None) -> list[int]:
 
 _MAPPING = "pinwise.mapping"
 
+# Every policy's name, spelled here only: the other modules name a policy by these (a test
+# greps, tests/test_structure.py).
+OS, RANDOM, COMPACT, SCATTER = "os", "random", "compact", "scatter"
+CLOSE, SPREAD, PRIMARY, DISTRIB = "close", "spread", "primary", "distrib"
+LP_COMPACT, LP_SCATTER, GP, LPGP, GPLP = "lp-compact", "lp-scatter", "gp", "lpgp", "gplp"
+LOCALITY, DISTANCE, BALANCE, BALANCED_LOCALITY = "locality", "distance", "balance", "balanced-locality"
+#: Chosen from the matrix's metrics by ``pinwise analyze`` (any command with a matrix accepts it).
+AUTO = "auto"
+
 #: Every policy, in the order ``map --compare`` and ``bench --policies all`` show them.
 REGISTRY: dict[str, Policy] = {p.name: p for p in (
-    Policy("os", "independent", "no pinning: the OS places threads (baseline)"),
-    Policy("random", "independent", "a random permutation of the PUs, new for every seed", order=random),
-    Policy("compact", "independent", "depth-first PU order, like KMP_AFFINITY=compact", order=compact),
-    Policy("scatter", "independent", "one PU per package first, like KMP_AFFINITY=scatter", order=scatter),
-    Policy("close", "OpenMP", "OpenMP proc_bind close over PU places", order=close),
-    Policy("spread", "OpenMP", "OpenMP proc_bind spread over PU places", order=spread),
-    Policy("primary", "OpenMP", "OpenMP proc_bind primary: every thread on the first PU", order=primary,
+    Policy(OS, "independent", "no pinning: the OS places threads (baseline)", baseline=True),
+    Policy(RANDOM, "independent", "a random permutation of the PUs, new for every seed", order=random, redrawn=True),
+    Policy(COMPACT, "independent", "depth-first PU order, like KMP_AFFINITY=compact", order=compact),
+    Policy(SCATTER, "independent", "one PU per package first, like KMP_AFFINITY=scatter", order=scatter),
+    Policy(CLOSE, "OpenMP", "OpenMP proc_bind close over PU places", order=close),
+    Policy(SPREAD, "OpenMP", "OpenMP proc_bind spread over PU places", order=spread),
+    Policy(PRIMARY, "OpenMP", "OpenMP proc_bind primary: every thread on the first PU", order=primary,
            aliases=("master",)),
-    Policy("distrib", "independent", "hwloc-distrib's answer: each level's threads shared among its objects in "
+    Policy(DISTRIB, "independent", "hwloc-distrib's answer: each level's threads shared among its objects in "
            "proportion to their PUs", order=distrib),
-    Policy("lp-compact", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order",
+    Policy(LP_COMPACT, "Mazouz", "exact matching pairs threads; pairs on sharing PUs, compact order",
            kernel=f"{_MAPPING}.pairing:lp_compact"),
-    Policy("lp-scatter", "Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order",
+    Policy(LP_SCATTER, "Mazouz", "exact matching pairs threads; pairs on sharing PUs, scatter order",
            kernel=f"{_MAPPING}.pairing:lp_scatter"),
-    Policy("gp", "Mazouz", "balanced k-way partition (METIS), one part per package", kernel=f"{_MAPPING}.pairing:gp"),
-    Policy("lpgp", "Mazouz", "pairs first, then the pairs partitioned onto packages", kernel=f"{_MAPPING}.pairing:lpgp"),
-    Policy("gplp", "Mazouz", "packages first (partition), then pairs inside each package",
+    Policy(GP, "Mazouz", "balanced k-way partition (METIS), one part per package", kernel=f"{_MAPPING}.pairing:gp"),
+    Policy(LPGP, "Mazouz", "pairs first, then the pairs partitioned onto packages", kernel=f"{_MAPPING}.pairing:lpgp"),
+    Policy(GPLP, "Mazouz", "packages first (partition), then pairs inside each package",
            kernel=f"{_MAPPING}.pairing:gplp"),
-    Policy("locality", "Diener", "hierarchical grouping maximising communication inside each object (EagerMap)",
+    Policy(LOCALITY, "Diener", "hierarchical grouping maximising communication inside each object (EagerMap)",
            kernel=f"{_MAPPING}.grouping:locality"),
-    Policy("distance", "Diener", "locality on the inverted matrix max(M) - M", kernel=f"{_MAPPING}.grouping:distance"),
-    Policy("balance", "Diener", "threads by decreasing CommV, each where the least communication is so far",
+    Policy(DISTANCE, "Diener", "locality on the inverted matrix max(M) - M", kernel=f"{_MAPPING}.grouping:distance"),
+    Policy(BALANCE, "Diener", "threads by decreasing CommV, each where the least communication is so far",
            kernel=f"{_MAPPING}.grouping:balance"),
-    Policy("balanced-locality", "Diener", "locality, no object above its level's average communication",
+    Policy(BALANCED_LOCALITY, "Diener", "locality, no object above its level's average communication",
            kernel=f"{_MAPPING}.grouping:balanced_locality"),
 )}
 
-#: Chosen from the matrix's metrics by ``pinwise analyze`` (any command with a matrix accepts it).
-AUTO = "auto"
+#: The placement every other is measured against: the OS's.
+BASELINE = next(p.name for p in REGISTRY.values() if p.baseline)
+#: The policies that aim at locality, which the cost model judges (pinwise.patterns.checked_on),
+#: the first preferred on a tie.
+LOCALITY_POLICIES = (LOCALITY, BALANCED_LOCALITY, COMPACT)
 
 _BY_ALIAS = {alias: policy for policy in REGISTRY.values() for alias in (policy.name, *policy.aliases)}
 
@@ -220,13 +236,13 @@ def help_text() -> str:
 
 #: Where a communication-aware policy puts thread 0, the thread that creates the others
 #: (:func:`pinwise.mapping.compute_mapping`).
-CREATOR_MODES = ("auto", "last", "policy")
+CREATOR_MODES = (CREATOR_AUTO, CREATOR_LAST, CREATOR_POLICY) = (AUTO, "last", "policy")
 
 
 def simple_plan(policy: Policy, topology, threads: int, seed: int | None = None, **fields) -> Plan:
     """An application-independent policy's plan for ``threads`` threads (a random one draws a new
     seed unless given one, and keeps it)."""
-    if policy.name == "random":
+    if policy.redrawn:
         seed = seed if seed is not None else draw_seed()
         fields.update(seed=seed, source=f"policy random (seed {seed})")
     return Plan.from_cpus(policy.order(topology, threads, seed), **{"source": f"policy {policy.name}", **fields,

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -375,3 +375,61 @@ def unwatched_threads(comm: CommMatrix) -> list[int]:
     sampling = comm.info.sampling or {}
     limit = SWITCH_LIMIT if sampling.get("mode") != "system-wide" else RATIONED_ABOVE
     return [t for t, rate in enumerate(sampling.get("switch_rates") or []) if rate > limit]
+
+
+# -- the stream of windows (--stream), read while the program runs (pinwise.adapt) ---------------
+
+@dataclass
+class Window:
+    """One window record of the sampler's stream (pw_sample.c, emit_window)."""
+
+    end_s: float                        # since the sampler started
+    tids: list[int]                     # -1 for a thread that has ended
+    accesses: np.ndarray
+    eligible: np.ndarray
+    pairs: list[tuple[int, int, float, float, float]]   # a, b, offered, armed, weighted hits
+    monotonic_ns: int = 0               # its end on CLOCK_MONOTONIC (what programs log with)
+
+    def directed(self) -> np.ndarray:
+        """D[a][b]: the estimated address samples of thread a whose line thread b touched within
+        the window (the sampler's estimate, ``estimate()`` in pw_sample.c)."""
+        t = len(self.tids)
+        d = np.zeros((t, t))
+        for a, b, offered, armed, hits in self.pairs:
+            if hits > 0 and armed > 0 and self.eligible[a] > 0:
+                d[a, b] += hits / (armed / offered) * self.accesses[a] / self.eligible[a]
+        return d
+
+    def matrix(self) -> np.ndarray:
+        """The window's communication matrix, estimated as the sampler estimates the whole run's."""
+        d = self.directed()
+        return d + d.T
+
+
+def read_windows(text: str) -> tuple[list[Window], int]:
+    """The complete window records in ``text`` and how many characters they took (a record the
+    sampler is still writing is left for the next read)."""
+    windows, used, fields = [], 0, {}
+    at = 0
+    for line in text.splitlines(keepends=True):
+        at += len(line)
+        if not line.endswith("\n"):
+            break
+        key, _, rest = line.strip().partition(" ")
+        if key == "end":
+            try:
+                tids = [int(v) for v in fields["tids"].split()]
+                numbers = fields.get("pairs", "").split()
+                pairs = [(int(numbers[i]), int(numbers[i + 1]), float(numbers[i + 2]), float(numbers[i + 3]),
+                          float(numbers[i + 4])) for i in range(0, len(numbers) - 4, 5)]
+                stamps = [int(v) for v in fields["window"].split()]
+                windows.append(Window(stamps[0] / 1e9, tids, np.array(fields["accv"].split(), dtype=float),
+                                      np.array(fields["eligible"].split(), dtype=float), pairs,
+                                      stamps[2] if len(stamps) > 2 else 0))
+            except (KeyError, ValueError, IndexError):
+                pass  # a damaged record: skipped, the next one counts
+            fields = {}
+            used = at
+        else:
+            fields[key] = rest
+    return windows, used

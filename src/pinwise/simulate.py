@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import PinwiseError
-from .optional import require
 from .pinning.launcher import find_program
 from .plan import Plan
 from .processes import run_in_group, temporary_folder
@@ -442,44 +441,3 @@ def write_json(simulation: Simulation, path: str | None) -> None:
         from .files import write_text_atomic
 
         write_text_atomic(path, text)
-
-
-def comparison_figure(simulation: Simulation):
-    """One figure: each placement's critical path, last-level misses, transfers and remote DRAM,
-    as ratios to the first placement."""
-    matplotlib = require("matplotlib")
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    results = simulation.placements
-    last = list(results[0].levels)[-1]
-    series = {
-        "critical path (cycles)": [p.critical_path for p in results],
-        f"{last} misses": [p.levels[last]["misses"] for p in results],
-        "cache-to-cache transfers": [sum(p.transfers.values()) for p in results],
-        "DRAM accesses": [p.dram["local"] + p.dram["remote"] for p in results],
-    }
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    x = np.arange(len(results))
-    width = 0.8 / len(series)
-    for i, (label, values) in enumerate(series.items()):
-        base = values[0] or 1
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, [v / base for v in values], width, label=label)
-    ax.axhline(1.0, color="black", linewidth=1)
-    ax.set_xticks(x, [p.policy for p in results])
-    ax.set_ylabel(f"ratio to {results[0].policy}")
-    ax.set_title(f"simulated on {simulation.topology}: lower is better", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def save_png(simulation: Simulation, path: str) -> None:
-    from .files import write_bytes_atomic
-    from .report.plots import figure_png_bytes
-
-    write_bytes_atomic(path, figure_png_bytes(comparison_figure(simulation)))
-

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR
+from .vocabulary import Pattern
 
 
 @dataclass(frozen=True)
@@ -19,18 +20,24 @@ class Workload:
     name: str
     partners: str
     like: str
+    pattern: Pattern          # what pinwise analyze must read in its matrix
+    verbatim: bool = False    # the blog's own program (native/workloads/pairs.c), not patterns.c
 
 
 WORKLOADS = {w.name: w for w in [
-    Workload("pairs", "thread i with i^1: pairs fighting over an atomic", "the thread-affinity blog"),
-    Workload("neighbour", "thread i with i-1 and i+1", "NPB UA"),
-    Workload("far-pairs", "thread i with i+T/2", "NPB LU"),
-    Workload("master", "thread 0 with everyone (initialisation/reduction)", "PARSEC blackscholes"),
-    Workload("pipeline", "stage i hands on to i+1; the middle stage works twice as hard", "PARSEC ferret"),
-    Workload("all-to-all", "everyone with everyone, evenly", "PARSEC swaptions"),
-    Workload("private", "no sharing at all", "NPB EP"),
-    Workload("blog-pairs", "the blog's program: 2 pairs of threads x 100k increments, main idle", "the blog, verbatim"),
+    Workload("pairs", "thread i with i^1: pairs fighting over an atomic", "the thread-affinity blog", Pattern.PAIRS),
+    Workload("neighbour", "thread i with i-1 and i+1", "NPB UA", Pattern.NEIGHBOUR),
+    Workload("far-pairs", "thread i with i+T/2", "NPB LU", Pattern.FAR_PAIRS),
+    Workload("master", "thread 0 with everyone (initialisation/reduction)", "PARSEC blackscholes", Pattern.MASTER),
+    Workload("pipeline", "stage i hands on to i+1; the middle stage works twice as hard", "PARSEC ferret", Pattern.PIPELINE),
+    Workload("all-to-all", "everyone with everyone, evenly", "PARSEC swaptions", Pattern.ALL_TO_ALL),
+    Workload("private", "no sharing at all", "NPB EP", Pattern.NONE),
+    Workload("blog-pairs", "the blog's program: 2 pairs of threads x 100k increments, main idle", "the blog, verbatim",
+             Pattern.PAIRS, verbatim=True),
 ]}
+
+#: The workload of native/workloads/patterns.c that makes each pattern.
+WORKLOAD_OF = {w.pattern: name for name, w in WORKLOADS.items() if not w.verbatim}
 
 TIME_REGEX = r"Time in seconds = *([0-9.]+)"
 
@@ -67,7 +74,7 @@ def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared
         raise PinwiseError(f"--imbalance must be between 0 and 100, not {imbalance}")
     if not 1 <= size_kib <= 1 << 20:
         raise PinwiseError(f"--size must be between 1 and 1048576 KiB, not {size_kib}")
-    if name == "blog-pairs":
+    if WORKLOADS[name].verbatim:
         return [str(NATIVE_DIR / "bin" / "pairs"), "-p", str(max(1, threads // 2)), "-r", str(max(1, iterations // 100))]
     command = [str(NATIVE_DIR / "bin" / "patterns"), name, "-n", str(threads), "-i", str(iterations),
                "-s", str(shared_ratio), "-z", str(size_kib)]

@@ -5,18 +5,12 @@ from __future__ import annotations
 from .. import policies
 from .._stage import make_callable
 from ..topology import load_topology
+from .candidates import Candidate, build_candidates
 from .db import open_db
-from .runner import (
-    BenchOptions,
-    Candidate,
-    build_candidates,
-    interrupted_message,
-    run_bench,
-    run_once,
-)
+from .runner import BenchOptions, interrupted_message, run_bench, run_once
 
 
-def bench(argv: list[str], placements=("os", "compact", "scatter"), db_path: str = "pinwise-results.db", *,
+def bench(argv: list[str], placements=(policies.OS, policies.COMPACT, policies.SCATTER), db_path: str = "pinwise-results.db", *,
           topology=None, comm=None, threads: int | None = None, options: BenchOptions = BenchOptions(progress=False),
           baseline: str | None = None, confidence: float = 0.95):
     """Run ``argv`` under each placement, ``options.runs`` times in shuffled blocks, record every

@@ -23,20 +23,18 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask, why_not_loaded
 from ..pinning.log import RunResult, read_log
 from ..pinning.readback import thread_count
-from .. import policies
-from ..placement import Placement, resolve
 from ..plan import Plan
 from ..topology import Topology
 from ..topology import to_json as topology_json
-from ..topology.symmetry import placement_form
 from . import db
+from .candidates import ADAPT, Candidate, unique_candidates
 from .counters import SoftwareCounters, rapl_energy_uj
 from .noise import cpu_times, load_average, run_noise
 
@@ -44,86 +42,6 @@ from .noise import cpu_times, load_average, run_noise
 RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
                 "LD_PRELOAD", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
 STDERR_TAIL = 400
-#: The placement made while the program runs (pinwise run --adapt), benched beside the static ones.
-ADAPT = "adapt"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One placement under test: a policy name or a user's NAME=SPEC placement."""
-
-    name: str
-    plan: Plan | None            # None: the OS places the threads (or, with adapt, pinwise as they run)
-    random_threads: int = 0      # > 0: the `random` policy, drawn anew for every run
-    adapt: bool = False          # placed while it runs (pinwise.adapt), anew in every run
-
-    def plan_for_run(self, topology: Topology, seed: int) -> Plan | None:
-        if not self.random_threads:
-            return self.plan
-        return resolve(Placement(policy="random", threads=self.random_threads, seed=seed), topology)
-
-
-def build_candidates(names: list[str], placements: list[str], topology: Topology, threads: int | None,
-                     comm=None) -> list[Candidate]:
-    """Policies by name (those that read the matrix need ``comm``) and NAME=SPEC placements, where
-    SPEC is a CPU list, a likwid-pin expression, a policy or a mapping file; all through
-    :func:`pinwise.placement.resolve`."""
-    candidates: list[Candidate] = []
-    for name in names:
-        name = name.strip().lower()
-        if not name:
-            continue
-        if name == ADAPT:
-            candidates.append(Candidate(ADAPT, None, adapt=True))
-            continue
-        if name != policies.AUTO:
-            name = policies.lookup(name).name
-        plan = resolve(Placement(policy=name, threads=threads), topology, comm)
-        if name == "random":
-            candidates.append(Candidate(name, None, random_threads=plan.nb_slots))
-        else:
-            candidates.append(Candidate(name, plan))
-    for text in placements:
-        label, sep, spec = text.partition("=")
-        if not sep or not label.strip() or not spec.strip():
-            raise PinwiseError(f"placement {text!r} must look like NAME=CPUS, e.g. together=1,0,0,1 or spread=S:scatter")
-        plan = resolve(Placement.parse(spec), topology)
-        candidates.append(Candidate(label.strip(), None if plan is None else plan.replace(source=f"--placement {text}")))
-    names = [c.name for c in candidates]
-    if not candidates:
-        raise PinwiseError("nothing to compare: give --policies and/or --placement")
-    duplicates = {n for n in names if names.count(n) > 1}
-    if duplicates:
-        raise PinwiseError(f"placement names must differ: {', '.join(sorted(duplicates))} appears twice")
-    return candidates
-
-
-def unique_candidates(candidates: list[Candidate], topology: Topology | None = None
-                      ) -> tuple[list[Candidate], dict[str, list[str]]]:
-    """Candidates that are one placement are run once, under the first one's name; returns them
-    and, per kept name, the names it stands for. One placement: the same CPUs for every thread
-    (and the same repeat rule and skip mask), or, given ``topology``, CPUs that its symmetry maps
-    onto each other (0,1,0 and 1,0,1 on two identical cores: :mod:`pinwise.topology.symmetry`)."""
-    unique: list[Candidate] = []
-    keys: list[object] = []
-    aliases: dict[str, list[str]] = {}
-    for candidate in candidates:
-        key = _placement_key(candidate, topology)
-        same = next((u for u, k in zip(unique, keys) if key is not None and k == key), None)
-        if same is None:
-            unique.append(candidate)
-            keys.append(key)
-        else:
-            aliases.setdefault(same.name, []).append(candidate.name)
-    return unique, aliases
-
-
-def _placement_key(candidate: Candidate, topology: Topology | None):
-    if candidate.plan is None or candidate.random_threads or candidate.adapt:
-        return None  # the OS and random placements are never the same as another
-    plan = candidate.plan
-    slots = placement_form(topology, plan.slots) if topology is not None else plan.slots
-    return slots, plan.repeat_from, plan.skip_mask
 
 
 def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, timeout: float | None,
@@ -227,7 +145,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         max_rss_kb=usage.ru_maxrss, migrations=delta("migrations"), context_switches=context_switches,
         energy_j=energy, exit_status=code, failure=failure,
         misplaced=sum(1 for t in threads if plan is not None and t.slot >= 0 and not t.ran_where_asked),
-        placement=("adapt" if adapt is not None else "os") if plan is None else plan.cpulist(), load1=load,
+        placement=(ADAPT if adapt is not None else policies.BASELINE) if plan is None else plan.cpulist(), load1=load,
         output_tail=stdout[-STDERR_TAIL:],
         threads=thread_count(read_back) if read_back.processes else None,
         slots=None if plan is None else plan.nb_slots,

@@ -27,6 +27,7 @@ import warnings
 from ..errors import PinwiseError, interrupted_status
 from ..processes import clean_leftovers, own_settings, received, stop_on_termination
 from ..streams import OutputLost
+from ..vocabulary import AUTO_COMMAND
 from .parser import build_parser
 
 
@@ -43,7 +44,7 @@ _OUTPUT_OPTIONS = {"output": "--output", "html": "--html", "png": "--png", "expo
                    "export_json": "--export-json", "export_markdown": "--export-markdown",
                    "export_latex": "--export-latex"}
 #: Commands that write their --db (bench, auto); report reads it.
-_WRITES_DB = ("bench", "auto")
+_WRITES_DB = ("bench", AUTO_COMMAND)
 
 
 def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import write_text_atomic
@@ -61,7 +62,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     if args.policy is None:
         raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
     policy = args.policy
-    if policy.strip().lower() == "auto":
+    if policy.strip().lower() == policies.AUTO:
         from ..patterns import analyze
 
         found = analyze(comm, topology)

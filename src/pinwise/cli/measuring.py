@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import policies
 from .. import topology as topo_mod
 from ..errors import PinwiseError, interrupted_status
+from ..vocabulary import AUTO_COMMAND
+from .options import no_program, program_of
 from .placing import reads_matrix, read_comm_file
 
 
@@ -15,9 +18,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..policies import REGISTRY
     from ..report import print_report, summarize
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise bench -r 35 -- ./prog args")
+        raise no_program("bench -r 35")
     if not topo_mod.is_this_machine(args.topology):
         raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
     topology = topo_mod.load_topology(None)
@@ -177,9 +180,9 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
     from ..auto import run_auto
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise auto -- ./prog args")
+        raise no_program(AUTO_COMMAND)
     try:
         trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
     except ValueError as err:
@@ -226,16 +229,17 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from ..bench import build_candidates
-    from ..simulate import parse_latencies, save_png, simulate, write_json
+    from ..report.plots import save_simulation_png
+    from ..simulate import parse_latencies, simulate, write_json
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise simulate -t x7550 -- ./prog args")
+        raise no_program("simulate -t x7550")
     topology = topo_mod.load_topology(args.topology)
     latency = parse_latencies(args.latency)
     comm = read_comm_file(args.comm) if args.comm else None
     names = [p for p in args.policies.split(",") if p.strip()]
-    if any(p.strip().lower() == "os" for p in names):
+    if any(p.strip().lower() == policies.BASELINE for p in names):
         raise PinwiseError("policy os places nothing, so it cannot be simulated: name the placements to compare")
     candidates = build_candidates(names, args.placement or [], topology, args.threads, comm)
     placements = [(c.name, c.plan if not c.random_threads else c.plan_for_run(topology, 0)) for c in candidates]
@@ -246,7 +250,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         write_json(result, args.output)
         print(f"wrote {args.output} (pinwise report --simulation {args.output} shows it)", file=sys.stderr)
     if args.png:
-        save_png(result, args.png)
+        save_simulation_png(result, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         write_json(result, None)

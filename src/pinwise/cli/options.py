@@ -11,7 +11,7 @@ from .. import policies
 from ..errors import PinwiseError
 from ..numbers import duration_seconds, real_number, whole_number
 from ..plan import MAX_SLOTS
-from ..policies import CREATOR_MODES
+from ..policies import CREATOR_AUTO, CREATOR_MODES
 from ..vocabulary import KIND_PREFERENCES
 
 #: Bounds of the options' values: beyond them a value is a typing mistake, not a request.
@@ -91,7 +91,7 @@ def placement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=whole(0, MAX_SEED), help="seed of the random policy (default: a new one, printed)")
     parser.add_argument("--comm", metavar="FILE",
                         help="communication matrix for the communication-aware policies (locality, lp-compact, ...)")
-    parser.add_argument("--creator", choices=CREATOR_MODES, default="auto",
+    parser.add_argument("--creator", choices=CREATOR_MODES, default=CREATOR_AUTO,
                         help=CREATOR_HELP)
     add_kinds_option(parser)
     add_topology_option(parser)
@@ -111,7 +111,7 @@ def mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = F
     parser.add_argument("--hostfile", metavar="FILE", help="an Open MPI or MPICH hostfile: its hosts are the nodes")
     parser.add_argument("--node-topology", metavar="T",
                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
-    parser.add_argument("--policy", "-p", default="locality", metavar="NAME",
+    parser.add_argument("--policy", "-p", default=policies.LOCALITY, metavar="NAME",
                         help="a policy of pinwise map (default locality): " + policies.help_text())
 
 
@@ -194,3 +194,13 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         print(f"pinwise: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def program_of(args: argparse.Namespace) -> list[str]:
+    """The program and its arguments, as given after ``--``."""
+    return args.program[1:] if args.program[:1] == ["--"] else args.program
+
+
+def no_program(example: str, alternative: str = "") -> PinwiseError:
+    """The one error for a command given no program: where to write it, with ``example``."""
+    return PinwiseError(f"no program given: write it after --, e.g. pinwise {example} -- ./prog args{alternative}")

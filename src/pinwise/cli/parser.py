@@ -7,7 +7,8 @@ import argparse
 
 from .. import __version__, policies
 from ..numbers import duration_seconds
-from ..policies import CREATOR_MODES
+from ..policies import CREATOR_AUTO, CREATOR_MODES
+from ..vocabulary import AUTO_BACKEND, AUTO_COMMAND, BACKENDS, HEAT_MAPS
 from .options import (CONFIDENCE, CREATOR_HELP, MAP_FORMATS, MAX_SEED, MAX_THREADS, OUTPUT_FILE, OUTPUT_FOLDER, Parser,
                       adapt_options, add_export_options, add_kinds_option, add_topology_option, argument_type,
                       mpi_placement_options, placement_options, real, whole)
@@ -146,7 +147,7 @@ def add_studying_commands(commands) -> None:
                                                "map, the pattern and the recommended mapping policy.")
     analyzer.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
     analyzer.add_argument("--png", metavar="FILE", type=OUTPUT_FILE, help="write the heat map as a PNG")
-    analyzer.add_argument("--heat-map", choices=("text", "none"), default="text", help="terminal heat map (default text)")
+    analyzer.add_argument("--heat-map", choices=HEAT_MAPS, default=HEAT_MAPS[0], help="terminal heat map (default text)")
     analyzer.add_argument("--json", action="store_true",
                           help="print the analysis as JSON (pattern, policy, reason, metrics, hot lines) instead")
     analyzer.add_argument("--hot", type=whole(0, 32), default=5, metavar="N",
@@ -167,7 +168,7 @@ def add_studying_commands(commands) -> None:
     mapper.add_argument("--output", "-o", metavar="FILE", type=OUTPUT_FILE, help="write the mapping file that 'pinwise run --mapping' reads")
     mapper.add_argument("--threads", "-n", type=whole(1, MAX_THREADS), help="expected thread count (checked against the matrix)")
     mapper.add_argument("--seed", type=whole(0, MAX_SEED), help="seed of the random policy")
-    mapper.add_argument("--creator", choices=CREATOR_MODES, default="auto",
+    mapper.add_argument("--creator", choices=CREATOR_MODES, default=CREATOR_AUTO,
                         help=CREATOR_HELP)
     mapper.add_argument("--near", metavar="DEVICE",
                         help="map onto the PUs local to a device (gpu:N, nic:N, an OS device's name or a PCI bus id), "
@@ -242,11 +243,11 @@ def add_measuring_commands(commands) -> None:
     demo.add_argument("--out", default="pinwise-demo", type=OUTPUT_FOLDER, help="folder for the report, plots and matrices (default pinwise-demo)")
     demo.set_defaults(handler="measuring:cmd_demo")
 
-    auto = commands.add_parser("auto", help="trace, analyze, bench candidate placements and name the winner",
+    auto = commands.add_parser(AUTO_COMMAND, help="trace, analyze, bench candidate placements and name the winner",
                                description="Find the best placement for a program by experiment, with statistics.")
     auto.add_argument("--budget", type=real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
-    auto.add_argument("--backend", choices=("auto", "sample", "valgrind"), default="auto",
+    auto.add_argument("--backend", choices=BACKENDS, default=AUTO_BACKEND,
                       help="how to measure who shares data: auto (default: sampling at the program's speed where the "
                            "kernel permits it, Valgrind where it does not or where the sample is too thin to be "
                            "sure), sample, or valgrind (every access, 5-50x slower)")

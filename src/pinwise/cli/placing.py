@@ -9,6 +9,7 @@ from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..topology import is_this_machine
+from .options import no_program, program_of
 
 
 def read_comm_file(path: str):
@@ -210,7 +211,7 @@ def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) ->
     from ..adapt import INTERVAL, run_adaptive, summary_lines
 
     topology = _load_topology(None)
-    policy = args.policy if args.policy and args.policy.strip().lower() != "auto" else None
+    policy = args.policy if args.policy and args.policy.strip().lower() != policies.AUTO else None
     memory = _memory_policy(args, topology) if pid is None else None
     result = run_adaptive(argv, topology, pid=pid, policy=policy, interval=args.interval or INTERVAL,
                           log_path=args.log, duration=getattr(args, "duration", None), memory=memory,
@@ -223,11 +224,11 @@ def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) ->
 def cmd_run(args: argparse.Namespace) -> int:
     from ..pinning.launcher import run_program
 
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     if args.adapt:
         _adapt_checks(args, attached=False)
         if not argv:
-            raise PinwiseError("no program given: write it after --, e.g. pinwise run --adapt -- ./prog args")
+            raise no_program("run --adapt")
         return _adapt(args, argv, None)
     if args.log or args.interval:
         raise PinwiseError("--log and --interval belong to --adapt")
@@ -258,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_memory(memory, plan, topology)
         return 0
     if not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise run --cpus 0,1 -- ./prog args")
+        raise no_program("run --cpus 0,1")
     if args.verify is False:  # asked for nothing back: become the program, as taskset does
         from ..pinning.launcher import exec_program
 

@@ -7,9 +7,12 @@ import re
 import sys
 from pathlib import Path
 
+from .. import policies
 from .. import topology as topo_mod
 from ..errors import PinwiseError
 from ..topology.model import format_size
+from ..vocabulary import HEAT_MAPS
+from .options import no_program, program_of
 from .placing import read_comm_file
 
 
@@ -19,13 +22,12 @@ _SAMPLE_ONLY = {"pid": "--pid", "duration": "--duration", "period": "--period", 
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    argv = program_of(args)
     backend = args.backend or ("sample" if args.pid is not None else "valgrind")
     if args.pid is not None and argv:
         raise PinwiseError("--pid attaches to a running process: give no program after --")
     if args.pid is None and not argv:
-        raise PinwiseError("no program given: write it after --, e.g. pinwise trace -o comm.json -- ./prog args "
-                           "(or --pid PID to sample a running process)")
+        raise no_program("trace -o comm.json", " (or --pid PID to sample a running process)")
     if args.pid is not None and backend == "valgrind":
         raise PinwiseError("--pid samples a running process, which Valgrind cannot attach to: drop --backend valgrind")
     wrong = _VALGRIND_ONLY if backend == "sample" else _SAMPLE_ONLY
@@ -142,7 +144,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     matrix = result.comm.matrix
-    if args.heat_map != "none":
+    if args.heat_map != HEAT_MAPS[1]:
         console.print(Text(heat_map_text(matrix)))
     if args.hot and result.hot_lines:
         _print_hot_lines(console, comm, result, args.hot)
@@ -166,7 +168,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     weak = " (a weak reading)" if result.doubt else ""
     console.print(Text(f"recommended policy: {result.policy}{unsure or weak}: {result.reason}"))
     if result.costs is not None:
-        compact = result.costs["compact"]
+        compact = result.costs[policies.COMPACT]
         console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
                            f"{result.costs[result.policy]:,.0f}, compact {compact:,.0f} (sum of M[i][j] x tree "
                            "distance; pinwise map --compare shows every policy)"))

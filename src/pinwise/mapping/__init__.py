@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import policies
-from ..policies import CREATOR_MODES, simple_plan
+from ..policies import CREATOR_AUTO, CREATOR_MODES, simple_plan
 from ..comm import CommMatrix, find_rounds, fold_rounds
 from ..errors import PinwiseError
 from ..plan import Machine, Plan, Rounds
@@ -63,11 +63,20 @@ def traced_rounds(comm) -> Rounds | None:
     return comm.info.rounds if isinstance(comm, CommMatrix) else None
 
 
+def as_comm(comm) -> CommMatrix:
+    """``comm`` (a CommMatrix, an array or a scipy sparse matrix) as the CommMatrix the mapping
+    reads (its rounds folded by role, :func:`by_role`)."""
+    comm = by_role(comm)
+    return comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm))
+
+
 def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,
-                    threads: int | None = None, creator: str = "auto") -> Plan | None:
+                    threads: int | None = None, creator: str = CREATOR_AUTO, source: str | None = None) -> Plan | None:
     """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
-    allowed PUs of ``topology`` with ``policy`` (a registry name, or ``auto``: the one
-    :func:`pinwise.patterns.analyze` recommends, checked against the cost model on ``topology``). None for ``os``, which places nothing.
+    allowed PUs of ``topology`` with ``policy``, a registry name; None for ``os``, which places
+    nothing. ``auto`` is decided above this stage, from the matrix's analysis
+    (:func:`pinwise.placement.matrix_plan`, which ``pinwise.map`` calls). ``source``: what the
+    plan says it came from (default: the policy).
 
     ``creator`` says where a communication-aware policy puts thread 0, the thread that creates
     the others: ``"policy"`` maps it like any thread (the papers); ``"last"`` maps only the
@@ -83,12 +92,9 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
 
         topology = load_topology(topology)
     comm = by_role(comm)
-    source = None
     if policy.strip().lower() == policies.AUTO:
-        from ..patterns import analyze
-
-        found = analyze(comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm)), topology)
-        policy, source = found.recommended(), f"policy {found.policy} (auto: {found.pattern} pattern)"
+        raise PinwiseError("policy auto is decided from the matrix's analysis, above the mapping: call "
+                           "pinwise.map(comm) or pinwise.placement.matrix_plan('auto', comm, topology)")
     entry = policies.lookup(policy)
     matrix = _matrix(comm)
     count = matrix.shape[0]
@@ -103,7 +109,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     if not entry.needs_matrix:
         return simple_plan(entry, topology, count, seed, **fields)
     kernel = entry.load_kernel()
-    if creator == "auto":
+    if creator == CREATOR_AUTO:
         creator = "last" if idle_creator(comm) else "policy"
     if creator == "last" and count >= 3:
         workers = kernel(matrix[1:, 1:], SlotTree(topology, count - 1))
@@ -124,7 +130,7 @@ class Comparison:
 
 
 def compare(comm, topology: Topology, names: list[str] | None = None, seed: int = 1,
-            creator: str = "auto") -> list[Comparison]:
+            creator: str = CREATOR_AUTO) -> list[Comparison]:
     """Every policy's mapping with its cost, for ``pinwise map --compare``: the same mappings as
     ``pinwise map --policy`` gives (creator rule and rounds included), scored on the matrix they
     were computed from."""

@@ -12,6 +12,7 @@ from ..comm import CommMatrix, read_comm
 from ..errors import PinwiseError
 from ..pinning.launcher import PRELOAD_LIBRARY, RUNTIME_SETTINGS
 from ..pinning.log import parse_log
+from ..placement import matrix_plan
 from ..processes import run_in_group, temporary_folder, user_environment
 from ..topology import ObjectSpec, build_topology
 from ..topology.devices import numbered
@@ -45,8 +46,6 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
     on the k-th), chosen by ``policy`` on the ranks' matrix. With several threads per rank the
     matrix is expanded, thread by thread, with a rank's threads bound together by more than all
     the traffic, so the policy keeps them under one object."""
-    from ..mapping import compute_mapping
-
     ranks, k = comm.threads, threads_per_rank
     if ranks * k > cluster.topology.nb_pus:
         raise PinwiseError(f"{ranks} ranks x {k} threads and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
@@ -62,7 +61,7 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
         spread = sp.kron(between, np.full((k, k), 1.0 / (k * k)), format="csr")  # a rank's traffic, thread by thread
         bound = sp.kron(sp.identity(ranks, format="csr"), together * (np.ones((k, k)) - np.eye(k)), format="csr")
         matrix = (spread + bound).tocsr()
-    plan = compute_mapping(policy, matrix, cluster.topology, seed=seed, creator="policy")
+    plan = matrix_plan(policy, matrix, cluster.topology, seed=seed, creator="policy")
     if plan is None:
         raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
     pus = list(plan.pus)
@@ -76,8 +75,6 @@ def gpu_rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_
     nodes > GPUs with the same local PUs > GPU, so that communicating ranks share a node and a
     package as the policy wants, one rank per GPU; each rank's threads then take PUs local to its
     GPU (the GPUs that share local PUs split them in turn, in logical order)."""
-    from ..mapping import compute_mapping
-
     node = cluster.node
     gpus = numbered(node.devices, "gpu")
     if len(gpus) < gpus_per_node:
@@ -109,7 +106,7 @@ def gpu_rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_
             specs.append(ObjectSpec(ObjType.PACKAGE, frozenset(base + m for m in members)))
         specs.extend(ObjectSpec(ObjType.PU, frozenset([base + g]), base + g) for g in range(gpus_per_node))
     slot_tree = build_topology(specs, source=f"{len(cluster.hosts)} nodes x {gpus_per_node} GPUs")
-    plan = compute_mapping(policy, comm.matrix, slot_tree, seed=seed, creator="policy")
+    plan = matrix_plan(policy, comm.matrix, slot_tree, seed=seed, creator="policy")
     if plan is None:
         raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
     per_node, per_rank, labels = cluster.pus_per_node, [], []

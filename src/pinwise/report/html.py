@@ -169,7 +169,7 @@ def heat_map_grid(images: list[tuple[str, str]]) -> str:
 
 def simulation_section(simulation) -> str:
     """A `pinwise simulate` result: its table, ranking and comparison plot."""
-    from ..simulate import comparison_figure
+    from .plots import simulation_figure
 
     first = simulation.placements[0]
     levels = list(first.levels)
@@ -187,5 +187,5 @@ def simulation_section(simulation) -> str:
             f"{simulation.quantum}, {'inclusive' if simulation.inclusive else 'independent levels'}; cycles are "
             "estimated memory cycles from the latency table (pinwise simulate)</p>"
             + (f"<ul>{notes}</ul>" if notes else "") + _table(headers, rows)
-            + '<div class="plots">' + _image(comparison_figure(simulation), "placements compared by simulation")
+            + '<div class="plots">' + _image(simulation_figure(simulation), "placements compared by simulation")
             + "</div></section>")

@@ -162,3 +162,38 @@ def save_heat_map(matrix, path: str, title: str = "communication matrix") -> Non
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
     write_bytes_atomic(path, buffer.getvalue())
+
+
+def simulation_figure(simulation):
+    """One figure of a :class:`pinwise.simulate.Simulation`: each placement's critical path, last-level misses, transfers and remote DRAM,
+    as ratios to the first placement."""
+    plt = _pyplot()
+    results = simulation.placements
+    last = list(results[0].levels)[-1]
+    series = {
+        "critical path (cycles)": [p.critical_path for p in results],
+        f"{last} misses": [p.levels[last]["misses"] for p in results],
+        "cache-to-cache transfers": [sum(p.transfers.values()) for p in results],
+        "DRAM accesses": [p.dram["local"] + p.dram["remote"] for p in results],
+    }
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    x = np.arange(len(results))
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series.items()):
+        base = values[0] or 1
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [v / base for v in values], width, label=label)
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xticks(x, [p.policy for p in results])
+    ax.set_ylabel(f"ratio to {results[0].policy}")
+    ax.set_title(f"simulated on {simulation.topology}: lower is better", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def save_simulation_png(simulation, path: str) -> None:
+    """:func:`simulation_figure` as a PNG at ``path`` (written whole or not at all)."""
+    from ..files import write_bytes_atomic
+
+    write_bytes_atomic(path, figure_png_bytes(simulation_figure(simulation)))

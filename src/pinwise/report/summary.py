@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import stats
+from .. import policies, stats
 from ..errors import PinwiseError
 from ..bench import db
 from ..bench.noise import Noise, summarize_noise
@@ -184,13 +184,18 @@ def _too_coarse(times: list[float], per_placement: list[list[float]]) -> str:
     return f"{len(same)} runs of one placement all printed {same[0]:g}" if same else ""
 
 
+def _redrawn(name: str) -> bool:
+    """A placement drawn anew for every run (the random policy), which has no one CPU list."""
+    return policies.is_policy(name) and name.strip().lower() != policies.AUTO and policies.lookup(name).redrawn
+
+
 def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: str | None) -> PolicyResult:
     """A placement's own figures, before any comparison."""
     good = [r for r in mine if r.failure is None]
     times = np.array([r.program_time if use_program_time else r.wall for r in good], dtype=np.float64)
-    placement = next((r.placement for r in mine if r.placement), planned or "os")
+    placement = next((r.placement for r in mine if r.placement), planned or policies.BASELINE)
     return PolicyResult(
-        name, placement if name != "random" else "new random permutation per run", times,
+        name, placement if not _redrawn(name) else "new random permutation per run", times,
         Counter(r.failure for r in mine if r.failure is not None),
         spread=stats.spread(times) if len(times) else None,
         migrations=_median(r.migrations for r in good), context_switches=_median(r.context_switches for r in good),
@@ -224,7 +229,7 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
     names = experiment.config.get("candidates") or sorted({r.policy for r in rows})
     aliases = _aliases(experiment.config, names)
     if baseline is None:  # the OS's placement where it was measured, else the first placement
-        baseline = "os" if "os" in names else names[0]
+        baseline = policies.BASELINE if policies.BASELINE in names else names[0]
     elif baseline not in names:
         baseline = next((name for name, same in aliases.items() if baseline in same), baseline)
         if baseline not in names:
@@ -279,7 +284,7 @@ def recommended_policy(summary: ExperimentSummary) -> str | None:
     named = summary.experiment.config.get("recommended")
     if isinstance(named, str) and named in names:
         return named
-    return "auto" if "auto" in names else None
+    return policies.AUTO if policies.AUTO in names else None
 
 
 def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:

@@ -1,52 +1,20 @@
-"""Capability 14: placing the threads while the program runs (``pinwise run --adapt``,
-``pinwise pin --pid PID --adapt``), with no trace step and no user input.
-
-The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends a window record
-every ``interval`` (its ``--stream``): per thread its id and address samples, per ordered pair of
-threads the draws, arms and weighted watchpoint hits since the last record. Each window becomes a
-matrix by the sampler's own estimate (``estimate()`` in pw_sample.c, here :func:`window_matrix`).
-
-Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of
-M[i][j] times their PUs' tree distance), on the last two windows together: the placement the
-policy gives for them (``--policy``, by default the one :func:`pinwise.patterns.analyze`
-recommends for them) against where the threads run now (the plan pinwise applied, or, before any,
-the CPUs the OS has them on, read from /proc). The threads move only when the new placement
-costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
-never moves them back and forth: a phase change is named at the first of those windows. Threads
-the OS places have no placement made for any pattern: where it has them is chance, and it may move
-them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
-CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
-them costs as little, they are pinned where they run). They move from outside, with ``sched_setaffinity`` on
-their thread ids. Contending pairs
-(:func:`contending_pairs`: most of each thread's accesses on a line its partner touches) take one
-CPU per pair under the recommended policy, and go back to the OS when they stop contending
-(RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
-apart as any other, the cost model alone never moves them (docs/run.md).
-
-What it respects: the cpuset (the plan is made for the PUs this process may use); the memory
-policy the program was started with (pages stay where they are: a moved thread may leave its
-pages remote, and the summary says so when a memory policy was given); and a thread's own pinning:
-a thread whose affinity is neither what pinwise set nor every allowed CPU was pinned by the
-program or its user, and is left alone for the rest of the run.
-"""
+"""The decisions of an adaptive run (:mod:`pinwise.adapt`), one window at a time: the pattern
+and phase of the last windows, the placement the policy gives for them, whether it beats where the
+threads run now by enough to move them, the contending pairs that share a CPU, and the threads
+that are their own."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .comm import CommMatrix
-from .errors import PinwiseError
-from . import policies
-from .pinning.launcher import find_program, program_environment
-from .processes import GroupGuard, kill_group, temporary_folder
+from .. import policies
+from ..comm import CommMatrix
+from ..sample import Window
 
 INTERVAL = 0.2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
@@ -65,62 +33,6 @@ IDLE_SHARE = 0.1
 RELEASE_WINDOWS = 3
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")
-
-
-@dataclass
-class Window:
-    """One window record of the sampler's stream (pw_sample.c, emit_window)."""
-
-    end_s: float                        # since the sampler started
-    tids: list[int]                     # -1 for a thread that has ended
-    accesses: np.ndarray
-    eligible: np.ndarray
-    pairs: list[tuple[int, int, float, float, float]]   # a, b, offered, armed, weighted hits
-    monotonic_ns: int = 0               # its end on CLOCK_MONOTONIC (what programs log with)
-
-    def directed(self) -> np.ndarray:
-        """D[a][b]: the estimated address samples of thread a whose line thread b touched within
-        the window (the sampler's estimate, ``estimate()`` in pw_sample.c)."""
-        t = len(self.tids)
-        d = np.zeros((t, t))
-        for a, b, offered, armed, hits in self.pairs:
-            if hits > 0 and armed > 0 and self.eligible[a] > 0:
-                d[a, b] += hits / (armed / offered) * self.accesses[a] / self.eligible[a]
-        return d
-
-    def matrix(self) -> np.ndarray:
-        """The window's communication matrix, estimated as the sampler estimates the whole run's."""
-        d = self.directed()
-        return d + d.T
-
-
-def read_windows(text: str) -> tuple[list[Window], int]:
-    """The complete window records in ``text`` and how many characters they took (a record the
-    sampler is still writing is left for the next read)."""
-    windows, used, fields = [], 0, {}
-    at = 0
-    for line in text.splitlines(keepends=True):
-        at += len(line)
-        if not line.endswith("\n"):
-            break
-        key, _, rest = line.strip().partition(" ")
-        if key == "end":
-            try:
-                tids = [int(v) for v in fields["tids"].split()]
-                numbers = fields.get("pairs", "").split()
-                pairs = [(int(numbers[i]), int(numbers[i + 1]), float(numbers[i + 2]), float(numbers[i + 3]),
-                          float(numbers[i + 4])) for i in range(0, len(numbers) - 4, 5)]
-                stamps = [int(v) for v in fields["window"].split()]
-                windows.append(Window(stamps[0] / 1e9, tids, np.array(fields["accv"].split(), dtype=float),
-                                      np.array(fields["eligible"].split(), dtype=float), pairs,
-                                      stamps[2] if len(stamps) > 2 else 0))
-            except (KeyError, ValueError, IndexError):
-                pass  # a damaged record: skipped, the next one counts
-            fields = {}
-            used = at
-        else:
-            fields[key] = rest
-    return windows, used
 
 
 def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int]) -> list[tuple[int, int]] | None:
@@ -163,19 +75,6 @@ class Move:
     cost_after: float
 
 
-@dataclass
-class AdaptResult:
-    returncode: int
-    moves: list[Move] = field(default_factory=list)
-    phases: list[tuple[float, str]] = field(default_factory=list)   # (start s, pattern)
-    left_alone: dict[int, str] = field(default_factory=dict)         # thread -> why
-    sampler_cpu_s: float = 0.0
-    seconds: float = 0.0
-    windows: int = 0
-    threads: int = 0
-    ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
-
-
 def _current_cpu(tid: int) -> int | None:
     try:
         return int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[36])
@@ -186,16 +85,8 @@ def _current_cpu(tid: int) -> int | None:
             return None
 
 
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return -1.0
-
-
 class Adapter:
-    """The decisions of one adaptive run (module docstring), fed one window at a time."""
+    """The decisions of one adaptive run (pinwise.adapt's docstring), fed one window at a time."""
 
     def __init__(self, topology, policy: str | None, log, say=print, memory=None):
         self.topology, self.policy, self.log, self.say, self.memory = topology, policy, log, say, memory
@@ -276,7 +167,7 @@ class Adapter:
         return released
 
     def _cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
-        from .mapping.cost import mapping_cost
+        from ..mapping.cost import mapping_cost
 
         alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
         if len(alive) < 2:
@@ -287,7 +178,7 @@ class Adapter:
     def _cost_by_chance(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
         """What ``cpus`` would cost with the threads dealt to them at random: each pair's
         communication times the mean distance between two of these CPUs."""
-        from .mapping.cost import mapping_cost
+        from ..mapping.cost import mapping_cost
 
         alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
         n = len(alive)
@@ -298,8 +189,8 @@ class Adapter:
         return float(sub[np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
 
     def feed(self, window: Window) -> None:
-        from .mapping import compute_mapping
-        from .patterns import LOCALITY_POLICIES, analyze
+        from ..mapping import compute_mapping
+        from ..patterns import analyze
 
         self.windows.append(window)
         recent = self.windows[-2:]
@@ -348,7 +239,7 @@ class Adapter:
                          since_monotonic_ns=since_ns)
         self.last_pattern = pattern
         policy = self.policy or found.policy
-        plan = compute_mapping(policy, comm, self.topology) if policy != "os" else None
+        plan = compute_mapping(policy, comm, self.topology) if policies.lookup(policy).pins else None
         if plan is None:
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
@@ -373,7 +264,7 @@ class Adapter:
             return
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
-        if not better and by_os and policy in LOCALITY_POLICIES and cost_new <= cost_now:
+        if not better and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
             # the OS has these threads where it does by chance (module docstring)
             by_chance = self._cost_by_chance(matrix, candidate)
             better = by_chance is not None and cost_new < (1 - HYSTERESIS) * by_chance
@@ -444,175 +335,3 @@ class Adapter:
             pinned += 1
             moved += not ran_there
         return moved, pinned
-
-
-def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
-                 interval: float = INTERVAL, log_path: str | None = None, duration: float | None = None,
-                 memory=None, extra_env: dict[str, str] | None = None, say=print) -> AdaptResult:
-    """Run ``argv`` (or attach to process ``pid``) and place its threads while it runs (module
-    docstring); returns what happened. ``policy`` None: what analyze recommends for each phase."""
-    from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, program_part, \
-        sampler_failure
-
-    if (argv is None) == (pid is None):
-        raise PinwiseError("adapt a program (argv) or a running process (pid), not both")
-    if not 0.01 <= interval <= 600:
-        raise PinwiseError(f"the interval must be between 10 ms and 10 min, not {interval:g} s")
-    if policy is not None:
-        policy = policies.lookup(policy).name
-    check_sampler()
-    if pid is not None:
-        check_pid(pid)
-    program = find_program(argv) if argv is not None else None
-    # the deciding stages loaded now, before the program starts: loading them at the first window
-    # (numpy's linear algebra, the mapping kernels) took CPU time while the program ran
-    for stage in ("pinwise.mapping", "pinwise.patterns"):
-        importlib.import_module(stage)
-
-    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
-    adapter = Adapter(topology, policy, log, say, memory)
-    started = time.perf_counter()
-    try:
-        with temporary_folder("adapt") as tmp:
-            stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
-            stream_path.touch()
-            command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path), "--stream",
-                       str(stream_path), "--interval-ms", str(max(10, round(interval * 1000))), "--period-us",
-                       str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
-                       *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
-            command += program_part([program, *argv[1:]] if program is not None else None, pid,
-                                    program_environment(None, None, memory=memory, extra_env=extra_env)
-                                    if program is not None else {})
-            returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
-            if returncode != 0:
-                raise sampler_failure(returncode, error_path)
-            exit_status = _exit_status(out_path)
-    finally:
-        if log is not None:
-            log.close()
-    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
-                       round(time.perf_counter() - started, 3), len(adapter.windows),
-                       max((len(w.tids) for w in adapter.windows), default=0), adapter.ran_on)
-
-
-def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
-    """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
-    adapter.sampler_cpu = 0.0
-    pending = ""  # what the sampler wrote that is not yet a whole window record
-    from .sample import pass_stop, start_sampler
-
-    with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
-        process = start_sampler(command, guard, attached)
-        try:
-            while True:
-                try:
-                    returncode = process.wait(timeout=interval / 2)
-                    done = True
-                except subprocess.TimeoutExpired:
-                    done = False
-                except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
-                    pass_stop(process, interrupt, attached)
-                    done = False
-                cpu = _cpu_seconds(process.pid)
-                if cpu >= 0:
-                    adapter.sampler_cpu = cpu
-                pending += stream.read()  # only what was appended since the last read
-                windows, used = read_windows(pending)
-                pending = pending[used:]
-                for window in windows:
-                    try:
-                        adapter.feed(window)
-                    except PinwiseError as err:  # a plan the policy cannot make for this window
-                        adapter._record(t=window.end_s, decision=f"no plan: {err}")
-                if done:
-                    return returncode
-        finally:
-            kill_group(process.pid)
-
-
-def _exit_status(out_path: Path) -> int:
-    try:
-        for line in out_path.read_text().splitlines():
-            if line.startswith("exit-status "):
-                value = int(line.split()[1])
-                return max(value, 0)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def summary_lines(result: AdaptResult, memory=None) -> list[str]:
-    """What ``pinwise run --adapt`` prints at the end."""
-    lines = [f"adapted: {result.windows} windows in {result.seconds:.1f} s, {result.threads} threads, "
-             f"{len(result.moves)} placement(s) applied, {sum(m.moved for m in result.moves)} thread move(s); "
-             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
-    if result.phases:
-        lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
-    for move in result.moves:
-        lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {','.join(map(str, move.cpus))} ({move.moved} moved; "
-                     + ("threads crowded on a CPU" if move.cost_before == float("inf") else f"cost {move.cost_before:,.0f}")
-                     + f" -> {move.cost_after:,.0f})")
-    for thread, why in sorted(result.left_alone.items()):
-        lines.append(f"  thread {thread}: {why}")
-    if result.ran_on:
-        lines.append("ran on: " + "; ".join(f"thread {k} CPU {','.join(map(str, sorted(cpus)))}"
-                                          for k, cpus in sorted(result.ran_on.items())))
-    if memory is not None and result.moves:
-        lines.append("note: memory stays where it was placed; threads moved to another NUMA node may now reach "
-                     "their pages remotely")
-    return lines
-
-
-class BackgroundAdapter:
-    """An adaptive run inside a bench run (pinwise.bench.runner.run_once): the sampler starts the
-    program (``command`` replaces the program's argv; ``env`` is given to the program only), and a
-    thread of pinwise's feeds its windows to an :class:`Adapter` until :meth:`stop`."""
-
-    def __init__(self, argv: list[str], topology, folder: Path, env: dict[str, str] | None,
-                 interval: float = INTERVAL, policy: str | None = None):
-        import threading
-
-        from .sample import ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_sampler, program_part
-
-        check_sampler()
-        self.stream = folder / "windows.txt"
-        self.stream.touch()
-        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
-                        "--interval-ms", str(max(10, round(interval * 1000))), "--period-us", str(PERIOD_US),
-                        "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
-        self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
-        self.adapter = Adapter(topology, policy, None, say=lambda text: None)
-        self.interval = interval
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._follow, daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _follow(self) -> None:
-        pending = ""
-        try:
-            stream = open(self.stream, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
-        except OSError:
-            return
-        with stream:
-            while True:
-                finished = self.done.wait(self.interval / 2)
-                try:
-                    pending += stream.read()  # only what was appended since the last read
-                except OSError:
-                    return
-                windows, used = read_windows(pending)
-                pending = pending[used:]
-                for window in windows:
-                    try:
-                        self.adapter.feed(window)
-                    except PinwiseError:
-                        pass  # no plan for this window: the threads stay where they are
-                if finished:
-                    return
-
-    def stop(self) -> None:
-        self.done.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout=10)

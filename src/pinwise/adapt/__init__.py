@@ -1,0 +1,42 @@
+"""Capability 14: placing the threads while the program runs (``pinwise run --adapt``,
+``pinwise pin --pid PID --adapt``), with no trace step and no user input.
+
+The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends a window record
+every ``interval`` (its ``--stream``): per thread its id and address samples, per ordered pair of
+threads the draws, arms and weighted watchpoint hits since the last record. Each window becomes a
+matrix by the sampler's own estimate (``estimate()`` in pw_sample.c, here :func:`window_matrix`).
+
+Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of
+M[i][j] times their PUs' tree distance), on the last two windows together: the placement the
+policy gives for them (``--policy``, by default the one :func:`pinwise.patterns.analyze`
+recommends for them) against where the threads run now (the plan pinwise applied, or, before any,
+the CPUs the OS has them on, read from /proc). The threads move only when the new placement
+costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
+never moves them back and forth: a phase change is named at the first of those windows. Threads
+the OS places have no placement made for any pattern: where it has them is chance, and it may move
+them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
+CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
+them costs as little, they are pinned where they run). They move from outside, with ``sched_setaffinity`` on
+their thread ids. Contending pairs
+(:func:`contending_pairs`: most of each thread's accesses on a line its partner touches) take one
+CPU per pair under the recommended policy, and go back to the OS when they stop contending
+(RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
+apart as any other, the cost model alone never moves them (docs/run.md).
+
+What it respects: the cpuset (the plan is made for the PUs this process may use); the memory
+policy the program was started with (pages stay where they are: a moved thread may leave its
+pages remote, and the summary says so when a memory policy was given); and a thread's own pinning:
+a thread whose affinity is neither what pinwise set nor every allowed CPU was pinned by the
+program or its user, and is left alone for the rest of the run.
+"""
+
+from __future__ import annotations
+
+from ..sample import Window, read_windows
+from .decide import (CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE, PLACED,
+                     RELEASE_WINDOWS, Adapter, Move, contending_pairs)
+from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
+
+__all__ = ["CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PARTNER_SHARE", "PLACED",
+           "RELEASE_WINDOWS", "AdaptResult", "Adapter", "BackgroundAdapter", "Move", "Window", "contending_pairs",
+           "read_windows", "run_adaptive", "summary_lines"]

@@ -1,0 +1,204 @@
+"""Running a program (or following a running process) with its threads placed as it runs
+(:mod:`pinwise.adapt`): the sampler started beside it, its windows fed to an
+:class:`~pinwise.adapt.decide.Adapter` as they come, and what happened, for the summary."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import policies
+from ..errors import PinwiseError
+from ..pinning.launcher import find_program, program_environment
+from ..processes import GroupGuard, kill_group, temporary_folder
+from ..sample import (ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop, program_part,
+                      read_windows, sampler_failure, start_sampler)
+from .decide import INTERVAL, Adapter, Move
+
+@dataclass
+class AdaptResult:
+    returncode: int
+    moves: list[Move] = field(default_factory=list)
+    phases: list[tuple[float, str]] = field(default_factory=list)   # (start s, pattern)
+    left_alone: dict[int, str] = field(default_factory=dict)         # thread -> why
+    sampler_cpu_s: float = 0.0
+    seconds: float = 0.0
+    windows: int = 0
+    threads: int = 0
+    ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return -1.0
+
+
+def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
+                 interval: float = INTERVAL, log_path: str | None = None, duration: float | None = None,
+                 memory=None, extra_env: dict[str, str] | None = None, say=print) -> AdaptResult:
+    """Run ``argv`` (or attach to process ``pid``) and place its threads while it runs (module
+    docstring of pinwise.adapt); returns what happened. ``policy`` None: what analyze recommends for each phase."""
+    if (argv is None) == (pid is None):
+        raise PinwiseError("adapt a program (argv) or a running process (pid), not both")
+    if not 0.01 <= interval <= 600:
+        raise PinwiseError(f"the interval must be between 10 ms and 10 min, not {interval:g} s")
+    if policy is not None:
+        policy = policies.lookup(policy).name
+    check_sampler()
+    if pid is not None:
+        check_pid(pid)
+    program = find_program(argv) if argv is not None else None
+    # the deciding stages loaded now, before the program starts: loading them at the first window
+    # (numpy's linear algebra, the mapping kernels) took CPU time while the program ran
+    for stage in ("pinwise.mapping", "pinwise.patterns"):
+        importlib.import_module(stage)
+
+    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
+    adapter = Adapter(topology, policy, log, say, memory)
+    started = time.perf_counter()
+    try:
+        with temporary_folder("adapt") as tmp:
+            stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
+            stream_path.touch()
+            command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path), "--stream",
+                       str(stream_path), "--interval-ms", str(max(10, round(interval * 1000))), "--period-us",
+                       str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
+                       *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
+            command += program_part([program, *argv[1:]] if program is not None else None, pid,
+                                    program_environment(None, None, memory=memory, extra_env=extra_env)
+                                    if program is not None else {})
+            returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
+            if returncode != 0:
+                raise sampler_failure(returncode, error_path)
+            exit_status = _exit_status(out_path)
+    finally:
+        if log is not None:
+            log.close()
+    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
+                       round(time.perf_counter() - started, 3), len(adapter.windows),
+                       max((len(w.tids) for w in adapter.windows), default=0), adapter.ran_on)
+
+
+def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
+    """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
+    adapter.sampler_cpu = 0.0
+    pending = ""  # what the sampler wrote that is not yet a whole window record
+    with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
+        process = start_sampler(command, guard, attached)
+        try:
+            while True:
+                try:
+                    returncode = process.wait(timeout=interval / 2)
+                    done = True
+                except subprocess.TimeoutExpired:
+                    done = False
+                except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
+                    pass_stop(process, interrupt, attached)
+                    done = False
+                cpu = _cpu_seconds(process.pid)
+                if cpu >= 0:
+                    adapter.sampler_cpu = cpu
+                pending += stream.read()  # only what was appended since the last read
+                windows, used = read_windows(pending)
+                pending = pending[used:]
+                for window in windows:
+                    try:
+                        adapter.feed(window)
+                    except PinwiseError as err:  # a plan the policy cannot make for this window
+                        adapter._record(t=window.end_s, decision=f"no plan: {err}")
+                if done:
+                    return returncode
+        finally:
+            kill_group(process.pid)
+
+
+def _exit_status(out_path: Path) -> int:
+    try:
+        for line in out_path.read_text().splitlines():
+            if line.startswith("exit-status "):
+                value = int(line.split()[1])
+                return max(value, 0)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def summary_lines(result: AdaptResult, memory=None) -> list[str]:
+    """What ``pinwise run --adapt`` prints at the end."""
+    lines = [f"adapted: {result.windows} windows in {result.seconds:.1f} s, {result.threads} threads, "
+             f"{len(result.moves)} placement(s) applied, {sum(m.moved for m in result.moves)} thread move(s); "
+             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
+    if result.phases:
+        lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
+    for move in result.moves:
+        lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {','.join(map(str, move.cpus))} ({move.moved} moved; "
+                     + ("threads crowded on a CPU" if move.cost_before == float("inf") else f"cost {move.cost_before:,.0f}")
+                     + f" -> {move.cost_after:,.0f})")
+    for thread, why in sorted(result.left_alone.items()):
+        lines.append(f"  thread {thread}: {why}")
+    if result.ran_on:
+        lines.append("ran on: " + "; ".join(f"thread {k} CPU {','.join(map(str, sorted(cpus)))}"
+                                          for k, cpus in sorted(result.ran_on.items())))
+    if memory is not None and result.moves:
+        lines.append("note: memory stays where it was placed; threads moved to another NUMA node may now reach "
+                     "their pages remotely")
+    return lines
+
+
+class BackgroundAdapter:
+    """An adaptive run inside a bench run (pinwise.bench.runner.run_once): the sampler starts the
+    program (``command`` replaces the program's argv; ``env`` is given to the program only), and a
+    thread of pinwise's feeds its windows to an :class:`Adapter` until :meth:`stop`."""
+
+    def __init__(self, argv: list[str], topology, folder: Path, env: dict[str, str] | None,
+                 interval: float = INTERVAL, policy: str | None = None):
+        check_sampler()
+        self.stream = folder / "windows.txt"
+        self.stream.touch()
+        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
+                        "--interval-ms", str(max(10, round(interval * 1000))), "--period-us", str(PERIOD_US),
+                        "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
+        self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
+        self.adapter = Adapter(topology, policy, None, say=lambda text: None)
+        self.interval = interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _follow(self) -> None:
+        pending = ""
+        try:
+            stream = open(self.stream, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except OSError:
+            return
+        with stream:
+            while True:
+                finished = self.done.wait(self.interval / 2)
+                try:
+                    pending += stream.read()  # only what was appended since the last read
+                except OSError:
+                    return
+                windows, used = read_windows(pending)
+                pending = pending[used:]
+                for window in windows:
+                    try:
+                        self.adapter.feed(window)
+                    except PinwiseError:
+                        pass  # no plan for this window: the threads stay where they are
+                if finished:
+                    return
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=10)
