@@ -86,6 +86,23 @@ PATTERNS = tuple(Pattern)
 
 
 @dataclass(frozen=True)
+class Costs:
+    """The recommendation's check by the cost model (:func:`checked_on`): on the topology named,
+    each policy compared (compact, the recommended one, and the one chosen instead if any) and
+    its cost, the sum of M[i][j] times the tree distance of the threads' PUs."""
+
+    topology: str
+    hops: dict[str, float]
+
+    def __getitem__(self, policy: str) -> float:
+        return self.hops[policy]
+
+    def to_document(self) -> dict:
+        """As ``analyze --json`` writes it: the topology's name, then each policy's cost."""
+        return {"topology": self.topology, **self.hops}
+
+
+@dataclass(frozen=True)
 class Analysis:
     metrics: Metrics
     pattern: str
@@ -97,8 +114,8 @@ class Analysis:
     #: Hot lines found to be spin-waits, and every hot line, hottest first.
     spin_lines: tuple[HotLine, ...] = ()
     hot_lines: tuple[HotLine, ...] = ()
-    #: With a topology: (policy, cost) of the recommended policy and of compact, and the topology's name.
-    costs: dict | None = None
+    #: With a topology: the recommendation's check by the cost model there.
+    costs: Costs | None = None
     #: Why the reading is weak (empty when it holds with every threshold moved within MARGINS),
     #: and the (pattern, policy) it gives with a threshold so moved.
     doubt: str = ""
@@ -133,7 +150,7 @@ class Analysis:
                            "spin_wait": line in self.spin_lines} for line in self.hot_lines],
         }
         if self.costs is not None:
-            document["costs"] = self.costs
+            document["costs"] = self.costs.to_document()
         if self.withheld is not None:
             document["withheld"] = self.withheld
         if self.other_sharing is not None:
@@ -412,7 +429,7 @@ def _near(name: str, comm: CommMatrix, found: Metrics) -> str:
 
 
 def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metrics | None = None,
-               weak: bool = False) -> tuple[str, str, dict]:
+               weak: bool = False) -> tuple[str, str, Costs]:
     """The recommendation judged by the cost model on ``topology``: a locality policy that costs
     more than compact is replaced by the cheapest locality policy; any other policy that costs
     more keeps its place, and the reason says why, in the cost's terms: how little communication
@@ -423,14 +440,15 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
     names = sorted({policy, *LOCALITY_POLICIES})
     rows = {r.policy: r.cost.hops for r in compare(comm, topology, names) if r.cost is not None}
     compact = rows[COMPACT]
-    costs = {"topology": topology.source, COMPACT: compact, policy: rows.get(policy)}
+    hops = {COMPACT: compact, policy: rows.get(policy)}
+    costs = Costs(topology.source, hops)
     cost = rows.get(policy)
     if cost is None or compact <= 0 or cost <= compact * COST_TOLERANCE:
         return policy, reason, costs
     ratio = cost / compact
     if policy in LOCALITY_POLICIES:
         cheapest = min(LOCALITY_POLICIES, key=lambda name: (rows[name], LOCALITY_POLICIES.index(name)))
-        costs[cheapest] = rows[cheapest]
+        hops[cheapest] = rows[cheapest]
         return cheapest, (f"{reason}; but on {topology.source} {policy} would cost {ratio:.2f}x compact's, and "
                           f"{cheapest} costs {rows[cheapest] / compact:.2f}x: {cheapest} instead"), costs
     why = {SCATTER: "it trades locality for cache and bandwidth, which is what this matrix needs",

@@ -169,7 +169,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     console.print(Text(f"recommended policy: {result.policy}{unsure or weak}: {result.reason}"))
     if result.costs is not None:
         compact = result.costs[policies.COMPACT]
-        console.print(Text(f"cost on {result.costs['topology']}: {result.policy} "
+        console.print(Text(f"cost on {result.costs.topology}: {result.policy} "
                            f"{result.costs[result.policy]:,.0f}, compact {compact:,.0f} (sum of M[i][j] x tree "
                            "distance; pinwise map --compare shows every policy)"))
     other = result.other_sharing
