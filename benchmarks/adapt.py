@@ -15,6 +15,7 @@
 The time is what each program prints; --adapt's includes the sampler, which starts the program.
 
     python benchmarks/adapt.py [--runs 15] [--rounds 150000000] [--increments 30000000] [--interval 200ms]
+                               [--parts 1,2,3]
 """
 
 from __future__ import annotations
@@ -70,76 +71,84 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=150000000, help="per phase of phase_pairs")
     parser.add_argument("--increments", type=int, default=30000000, help="per worker of creator_pairs")
     parser.add_argument("--interval", default=None, help="--adapt's --interval (default: pinwise's)")
+    parser.add_argument("--parts", default="1,2,3", help="which of the three measurements above to run (default all)")
     args = parser.parse_args()
+    words = [part.strip() for part in args.parts.split(",") if part.strip()]
+    if not words or not set(words) <= {"1", "2", "3"}:
+        parser.error("--parts takes 1, 2 and 3, separated by commas")
+    parts = {int(word) for word in words}
     met = True
     adapt = [PINWISE, "run", "--adapt", *(["--interval", args.interval] if args.interval else [])]
     with tempfile.TemporaryDirectory() as tmp:
-        phases = Path(tmp) / "phase_pairs"
-        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(phases), str(PROGRAMS / "phase_pairs.c")], check=True)
-        program = [str(phases), "4", str(args.rounds)]
-        subprocess.run([PINWISE, "trace", "--backend", "sample", "-o", f"{tmp}/whole.json", "--", *program],
-                       check=True, capture_output=True)
-        whole = subprocess.run([PINWISE, "map", f"{tmp}/whole.json", "--policy", "locality", "-f", "cpulist"],
-                               check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        placements = {
-            "os": program,
-            "phase 1 best": [PINWISE, "run", "--no-verify", "--cpus", "0,0,1,1", "--", *program],
-            f"whole-run trace ({whole})": [PINWISE, "run", "--no-verify", "--cpus", whole, "--", *program],
-            "oracle (re-pins)": [str(phases), "-H", "4", str(args.rounds)],
-            "adapt": [*adapt, "--", *program],
-        }
-        times = interleaved(placements, args.runs)
-        base = statistics.median(times["os"])
-        out = table(f"two phases, pairs swap partners: {args.runs} interleaved runs each",
-                    ["placement", "median s", "speedup over os", "adapt faster? (p)"])
-        for name, values in times.items():
-            p = mannwhitneyu(times["adapt"], values, alternative="less").pvalue if name != "adapt" else None
-            out.add_row(name, f"{statistics.median(values):.3f}", f"{base / statistics.median(values):.2f}",
-                        "-" if p is None else f"{'yes' if p < 0.05 else 'no'} ({p:.2g})")
-        console.print(out)
-        static = [n for n in times if n not in ("adapt", "oracle (re-pins)")]
-        beats = all(mannwhitneyu(times["adapt"], times[n], alternative="less").pvalue < 0.05 for n in static)
-        reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["oracle (re-pins)"]))
-        console.print(f"--adapt significantly faster than every static placement: {'yes' if beats else 'NO'}; "
-                      + (f"it reaches {reach:.2f} of the oracle's speedup (target 0.9: "
-                         f"{'met' if reach >= 0.9 else 'NOT met'})" if reach is not None else
-                         "the oracle gains nothing over the OS here: no speedup to reach"))
-        met &= beats and reach is not None and reach >= 0.9
+        if 1 in parts:
+            phases = Path(tmp) / "phase_pairs"
+            subprocess.run(["gcc", "-O2", "-pthread", "-o", str(phases), str(PROGRAMS / "phase_pairs.c")], check=True)
+            program = [str(phases), "4", str(args.rounds)]
+            subprocess.run([PINWISE, "trace", "--backend", "sample", "-o", f"{tmp}/whole.json", "--", *program],
+                           check=True, capture_output=True)
+            whole = subprocess.run([PINWISE, "map", f"{tmp}/whole.json", "--policy", "locality", "-f", "cpulist"],
+                                   check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            placements = {
+                "os": program,
+                "phase 1 best": [PINWISE, "run", "--no-verify", "--cpus", "0,0,1,1", "--", *program],
+                f"whole-run trace ({whole})": [PINWISE, "run", "--no-verify", "--cpus", whole, "--", *program],
+                "oracle (re-pins)": [str(phases), "-H", "4", str(args.rounds)],
+                "adapt": [*adapt, "--", *program],
+            }
+            times = interleaved(placements, args.runs)
+            base = statistics.median(times["os"])
+            out = table(f"two phases, pairs swap partners: {args.runs} interleaved runs each",
+                        ["placement", "median s", "speedup over os", "adapt faster? (p)"])
+            for name, values in times.items():
+                p = mannwhitneyu(times["adapt"], values, alternative="less").pvalue if name != "adapt" else None
+                out.add_row(name, f"{statistics.median(values):.3f}", f"{base / statistics.median(values):.2f}",
+                            "-" if p is None else f"{'yes' if p < 0.05 else 'no'} ({p:.2g})")
+            console.print(out)
+            static = [n for n in times if n not in ("adapt", "oracle (re-pins)")]
+            beats = all(mannwhitneyu(times["adapt"], times[n], alternative="less").pvalue < 0.05 for n in static)
+            reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["oracle (re-pins)"]))
+            console.print(f"--adapt significantly faster than every static placement: {'yes' if beats else 'NO'}; "
+                          + (f"it reaches {reach:.2f} of the oracle's speedup (target 0.9: "
+                             f"{'met' if reach >= 0.9 else 'NOT met'})" if reach is not None else
+                             "the oracle gains nothing over the OS here: no speedup to reach"))
+            met &= beats and reach is not None and reach >= 0.9
 
-        patterns = str(native_dir() / "bin" / "patterns")
-        out = table("nothing to gain: --adapt against the OS", ["program", "os median s", "adapt median s", "ratio",
-                                                                 "moves (most in a run)"])
-        for name in ("private", "all-to-all"):
-            command = [patterns, name, "-n", "4", "-i", "100000" if name == "private" else "40000"]
-            log = Path(tmp, f"{name}.jsonl")
-            most = 0
-            both = {"os": [], "adapt": []}
-            for _ in range(args.runs):
-                order = ["os", "adapt"]
-                random.shuffle(order)
-                for kind in order:
-                    if kind == "os":
-                        both["os"].append(program_time(command))
-                    else:
-                        both["adapt"].append(program_time([*adapt, "--log", str(log), "--", *command]))
-                        most = max(most, moves_of(log))
-            ratio = statistics.median(both["adapt"]) / statistics.median(both["os"])
-            met &= ratio <= 1.02 and most <= 1
-            out.add_row(name, f"{statistics.median(both['os']):.3f}", f"{statistics.median(both['adapt']):.3f}",
-                        f"{ratio:.3f}", str(most))
-        console.print(out)
+        if 2 in parts:
+            patterns = str(native_dir() / "bin" / "patterns")
+            out = table("nothing to gain: --adapt against the OS", ["program", "os median s", "adapt median s", "ratio",
+                                                                     "moves (most in a run)"])
+            for name in ("private", "all-to-all"):
+                command = [patterns, name, "-n", "4", "-i", "100000" if name == "private" else "40000"]
+                log = Path(tmp, f"{name}.jsonl")
+                most = 0
+                both = {"os": [], "adapt": []}
+                for _ in range(args.runs):
+                    order = ["os", "adapt"]
+                    random.shuffle(order)
+                    for kind in order:
+                        if kind == "os":
+                            both["os"].append(program_time(command))
+                        else:
+                            both["adapt"].append(program_time([*adapt, "--log", str(log), "--", *command]))
+                            most = max(most, moves_of(log))
+                ratio = statistics.median(both["adapt"]) / statistics.median(both["os"])
+                met &= ratio <= 1.02 and most <= 1
+                out.add_row(name, f"{statistics.median(both['os']):.3f}", f"{statistics.median(both['adapt']):.3f}",
+                            f"{ratio:.3f}", str(most))
+            console.print(out)
 
-        creator = str(compile_c("creator_pairs.c", Path(tmp)))
-        increments = str(args.increments)
-        times = interleaved({"os": [creator, "-i", increments], "hand": [creator, "-i", increments, "--hand"],
-                             "adapt": [*adapt, "--", creator, "-i", increments]}, args.runs)
-        base = statistics.median(times["os"])
-        hand, adapt = base / statistics.median(times["hand"]), base / statistics.median(times["adapt"])
-        reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["hand"]))
-        console.print(f"the blog's program: hand pinning {hand:.2f}x the OS, --adapt {adapt:.2f}x: "
-                      + (f"{reach:.2f} of hand pinning's speedup (target 0.9: {'met' if reach >= 0.9 else 'NOT met'})"
-                         if reach is not None else "hand pinning gains nothing over the OS here: no speedup to reach"))
-        met &= reach is not None and reach >= 0.9
+        if 3 in parts:
+            creator = str(compile_c("creator_pairs.c", Path(tmp)))
+            increments = str(args.increments)
+            times = interleaved({"os": [creator, "-i", increments], "hand": [creator, "-i", increments, "--hand"],
+                                 "adapt": [*adapt, "--", creator, "-i", increments]}, args.runs)
+            base = statistics.median(times["os"])
+            hand, adapt = base / statistics.median(times["hand"]), base / statistics.median(times["adapt"])
+            reach = share_of_speedup(base, statistics.median(times["adapt"]), statistics.median(times["hand"]))
+            console.print(f"the blog's program: hand pinning {hand:.2f}x the OS, --adapt {adapt:.2f}x: "
+                          + (f"{reach:.2f} of hand pinning's speedup (target 0.9: {'met' if reach >= 0.9 else 'NOT met'})"
+                             if reach is not None else "hand pinning gains nothing over the OS here: no speedup to reach"))
+            met &= reach is not None and reach >= 0.9
     console.print(f"targets: {'met' if met else 'NOT met'}")
     return 0
 

@@ -39,7 +39,9 @@
  * their fork records arrive. Samples of child processes are counted, not measured.
  *
  * With --stream FILE, a window record is appended every --interval-ms while it runs (emit_window):
- * what `pinwise run --adapt` places the threads by.
+ * what `pinwise run --adapt` places the threads by. The first two windows are a quarter and a half
+ * of the interval (never under 10 ms), so that a program is placed soon after it starts, not a
+ * whole interval later: a contending pair runs half as fast until then.
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
@@ -1406,6 +1408,16 @@ static void parse(int argc, char **argv)
     rng_state = opt.seed ? opt.seed : 1;
 }
 
+/* The length of stream window n (0: the empty record at the start, at once): a quarter and a half
+   of the interval for the first two, then the interval (at least 10 ms, as --interval-ms is). */
+static uint64_t window_length(uint64_t n, uint64_t interval_ns)
+{
+    if (n == 0)
+        return 0;
+    uint64_t length = n == 1 ? interval_ns / 4 : n == 2 ? interval_ns / 2 : interval_ns;
+    return length < 10000000ULL ? 10000000ULL : length;
+}
+
 int main(int argc, char **argv)
 {
     parse(argc, argv);
@@ -1482,10 +1494,11 @@ int main(int argc, char **argv)
             write_status();
             last_status = now;
         }
-        static uint64_t last_window;
-        if (stream && now - last_window >= opt.interval_ns) {
+        static uint64_t last_window, windows;
+        if (stream && now - last_window >= window_length(windows, opt.interval_ns)) {
             emit_window(now);
             last_window = now;
+            windows++;
         }
     }
     for (int i = 0; i < nthreads; i++)  /* every watchpoint still armed: counted, closed */

@@ -7,12 +7,14 @@ threads the draws, arms and weighted watchpoint hits since the last record. Each
 matrix by the sampler's own estimate (``estimate()`` in pw_sample.c, here :func:`window_matrix`).
 
 Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of
-M[i][j] times their PUs' tree distance), on the last two windows together: the placement the
-policy gives for them (``--policy``, by default the one :func:`pinwise.patterns.analyze`
-recommends for them) against where the threads run now (the plan pinwise applied, or, before any,
-the CPUs the OS has them on, read from /proc). The threads move only when the new placement
-costs less than (1 - HYSTERESIS) of the current one in two windows in a row, so sampling noise
-never moves them back and forth: a phase change is named at the first of those windows. Threads
+M[i][j] times their PUs' tree distance), on the newest window, or on the last two together when
+the newest holds fewer than ALONE_EVENTS weighted events: the placement the policy gives for them
+(``--policy``, by default the one :func:`pinwise.patterns.analyze` recommends for them) against
+where the threads run now (the plan pinwise applied, or, before any, the CPUs the OS has them on,
+read from /proc). The threads move only when the new placement costs less than (1 - HYSTERESIS)
+of the current one in two judgments in a row, so sampling noise never moves them back and forth,
+or at once when it costs less than STRONG of it (a gain noise does not make: half the cost, with
+at least MIN_EVENTS events); a phase change is named at the first judgment that saw it. Threads
 the OS places have no placement made for any pattern: where it has them is chance, and it may move
 them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
 CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
@@ -33,10 +35,10 @@ program or its user, and is left alone for the rest of the run.
 from __future__ import annotations
 
 from ..sample import Window, read_windows
-from .decide import (CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE, PLACED,
-                     RELEASE_WINDOWS, Adapter, Move, contending_pairs)
+from .decide import (ALONE_EVENTS, CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE,
+                     PLACED, RELEASE_WINDOWS, STRONG, Adapter, Move, contending_pairs)
 from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
 
-__all__ = ["CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PARTNER_SHARE", "PLACED",
-           "RELEASE_WINDOWS", "AdaptResult", "Adapter", "BackgroundAdapter", "Move", "Window", "contending_pairs",
+__all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PARTNER_SHARE", "PLACED",
+           "RELEASE_WINDOWS", "STRONG", "AdaptResult", "Adapter", "BackgroundAdapter", "Move", "Window", "contending_pairs",
            "read_windows", "run_adaptive", "summary_lines"]

@@ -19,8 +19,13 @@ from ..sample import Window
 INTERVAL = 0.2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
 HYSTERESIS = 0.2
+#: ... or less than this share of it in one window: a gain sampling noise does not make.
+STRONG = 0.5
 #: Fewer weighted events than this in the windows judged: nothing to decide on.
 MIN_EVENTS = 10.0
+#: The newest window alone is judged when it holds this many weighted events; with fewer, the
+#: last two together.
+ALONE_EVENTS = 100.0
 #: Contending pairs (:func:`contending_pairs`): the share of each thread's address samples on
 #: lines its partner touched, and the share of its communication that goes to that partner.
 CONTENDED_SHARE = 0.5
@@ -29,7 +34,7 @@ PARTNER_SHARE = 0.8
 #: waiting in join) and has no say in whether the others contend.
 IDLE_SHARE = 0.1
 #: Windows in a row without contention before pairs that share a CPU are given back to the OS:
-#: more than the two a phase change straddles (each judgment sums the last two windows).
+#: more than the two a phase change straddles (a judgment may sum the last two windows).
 RELEASE_WINDOWS = 3
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")
@@ -193,7 +198,9 @@ class Adapter:
         from ..patterns import analyze
 
         self.windows.append(window)
-        recent = self.windows[-2:]
+        older = self.windows[-2] if len(self.windows) > 1 else window  # its end: when the newest began
+        alone = window.directed()
+        recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS else self.windows[-2:]
         t = len(window.tids)
         directed = np.zeros((t, t))
         for w in recent:
@@ -229,9 +236,9 @@ class Adapter:
         found = analyze(comm)
         pattern = found.pattern
         # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which
-        # began by the end of the older window of the first (the two it summed showed it already)
+        # began when the newest window of the first began, or before
         if pattern != self.last_pattern:
-            self.pattern_since = (recent[0].end_s, recent[0].monotonic_ns)
+            self.pattern_since = (older.end_s, older.monotonic_ns)
         elif not self.phases or self.phases[-1][1] != pattern:
             since_s, since_ns = self.pattern_since
             self.phases.append((since_s, pattern))
@@ -273,10 +280,13 @@ class Adapter:
                 if cost_now <= cost_new:  # as good as the plan: pinned where they are, none moved
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
+        # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
+        strong = better and cost_now != float("inf") and \
+            cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now))
         self.streak = self.streak + 1 if better else 0
         if better and self.streak == 1:  # the change began in the newest window at the latest
-            self.pending_since, self.pending_monotonic = recent[0].end_s, recent[0].monotonic_ns
-        if self.streak < 2:
+            self.pending_since, self.pending_monotonic = older.end_s, older.monotonic_ns
+        if self.streak < (1 if strong else 2):
             self._record(**record, decision="moving if the next window agrees" if better else "stay")
             return
         moved, pinned = self._apply(window.tids, candidate)
