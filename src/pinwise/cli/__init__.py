@@ -8,18 +8,23 @@ auto, simulate) and :mod:`pinwise.cli.mpi` (mpi trace, map, run); the commands' 
 from __future__ import annotations
 
 import _signal  # the signal module's C half: ``signal`` itself loads enum first, 3 ms of the window below
+import os  # loaded with the interpreter already
 
 # Ctrl-C while the command line loads ends pinwise as it would end any program, without a
-# traceback of whichever import it interrupted; main() gives Python its handler back.
+# traceback of whichever import it interrupted; main() gives Python its handler back. The pinwise
+# command (native/launcher/pinwise.c) starts Python with SIGINT blocked, so that a Ctrl-C during
+# the interpreter's own start-up waits too: unblocked here, after the default action is set, it
+# ends the process at once.
 try:
     if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    if os.environ.pop("PINWISE_SIGINT_HELD", None) is not None:
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
 except ValueError:  # imported outside the main thread: signals are not ours to set
     pass
 
 import argparse
 import importlib
-import os
 import signal
 import sys
 import warnings
