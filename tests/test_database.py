@@ -10,6 +10,7 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -49,7 +50,9 @@ def test_a_bench_leaves_one_file_that_another_user_can_only_read_and_still_repor
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv to read the file as another user")
-    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", PINWISE, "report"]
+    # the environment's Python itself: the pinwise command is a launcher that starts it, and this
+    # environment's interpreter lies under root's home, which nobody may enter once started
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "pinwise.cli", "report"]
     folder = Path(tempfile.mkdtemp(prefix="pinwise-test-shared-", dir="/tmp"))
     try:
         path = make_db(folder / "r.db")

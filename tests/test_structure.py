@@ -198,13 +198,18 @@ def names_spelled(path: Path, words: set[str]) -> list[tuple[str, int]]:
             and id(node) not in docstrings]
 
 
-def test_policy_and_pattern_names_are_spelled_only_in_their_registry():
-    """Issue 35: a policy or pattern name drives behaviour through its registry's name for it
-    (policies.LOCALITY, Pattern.PAIRS), never a string of its own that a rename would miss."""
+def vocabulary_words() -> set[str]:
+    """Every policy's name (auto included) and every pattern's."""
     from pinwise import policies
     from pinwise.vocabulary import Pattern
 
-    words = {*policies.REGISTRY, policies.AUTO, *(p.value for p in Pattern)}
+    return {*policies.REGISTRY, policies.AUTO, *(p.value for p in Pattern)}
+
+
+def test_policy_and_pattern_names_are_spelled_only_in_their_registry():
+    """Issue 35: a policy or pattern name drives behaviour through its registry's name for it
+    (policies.LOCALITY, Pattern.PAIRS), never a string of its own that a rename would miss."""
+    words = vocabulary_words()
     spelled = [f"{path.relative_to(SOURCE.parent)}:{line} spells {word!r}"
                for name, path in modules().items() if name not in REGISTRIES
                for word, line in names_spelled(path, words) if (name, word) not in OTHER_VOCABULARIES]
@@ -213,10 +218,7 @@ def test_policy_and_pattern_names_are_spelled_only_in_their_registry():
 
 def test_the_other_vocabularies_are_still_where_they_are_said_to_be():
     """Each exception above names a word its module still spells (none outlives its reason)."""
-    from pinwise import policies
-    from pinwise.vocabulary import Pattern
-
-    words = {*policies.REGISTRY, policies.AUTO, *(p.value for p in Pattern)}
+    words = vocabulary_words()
     known = modules()
     stale = [(name, word) for name, word in OTHER_VOCABULARIES
              if word not in {w for w, _ in names_spelled(known[name], words)}]

@@ -8,8 +8,9 @@
  * the process at once, by the signal, as it ends any program.
  *
  * The interpreter: the python3 beside this program (a virtual environment's bin, where pip put
- * both), else python3 on PATH (a system-wide or --user install). */
+ * both), else, when there is none, python3 on PATH (a system-wide or --user install). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,9 +49,12 @@ int main(int argc, char **argv)
         if (slash) {
             *slash = '\0';
             snprintf(python, sizeof python, "%s/python3", self);
-            if (access(python, X_OK) == 0) {
-                args[0] = python;
-                execv(python, args);
+            args[0] = python;
+            execv(python, args);  /* returns only if it cannot run (exec decides, not access()) */
+            if (errno != ENOENT) {  /* there is one, and it will not run: say so, not another's error */
+                sigprocmask(SIG_UNBLOCK, &held, NULL);
+                fprintf(stderr, "pinwise: cannot start %s: %s\n", python, strerror(errno));
+                return 126;
             }
         }
     }
