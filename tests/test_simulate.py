@@ -136,11 +136,11 @@ def test_threads_on_one_pu_take_turns_in_the_critical_path(tmp_path):
     """The critical path is the busiest PU's cycles: threads a placement stacks on one PU run in
     turns there (primary: the sum of all), threads with a PU each in parallel (the slowest one);
     a saved simulation reads back the same."""
-    from pinwise.simulate import PlacementResult, read_simulation
+    from pinwise.simulate import DramCounts, PlacementResult, read_simulation
 
-    result = PlacementResult("x", [0, 1], {}, 0, {}, {"local": 0, "remote": 0}, [5, 7, 3], [0, 0, 1])
+    result = PlacementResult("x", [0, 1], {}, 0, {}, DramCounts(0, 0), [5, 7, 3], [0, 0, 1])
     assert result.critical_path == 12 and result.cycles == 15
-    assert PlacementResult("y", [0, 1], {}, 0, {}, {"local": 0, "remote": 0}, [5, 7, 3]).critical_path == 7
+    assert PlacementResult("y", [0, 1], {}, 0, {}, DramCounts(0, 0), [5, 7, 3]).critical_path == 7
     saved = tmp_path / "sim.json"
     found = simulated("-t", "pack:1 core:4 pu:1", "-n", "4", "--policies", "compact,primary", "-o", str(saved), "--",
                       PATTERNS, "private", "-n", "4", "-i", "50")
@@ -278,7 +278,7 @@ def test_workers_take_every_access_and_end_with_the_run():
     for workers in (4, 1, 0):  # 0: Valgrind's own process simulates
         result = simulate(program, machine, placements, progress=False, stdout=subprocess.DEVNULL, check_groups=True,
                           workers=workers, check_workers=True)  # raises if any count differs
-        l1 = {p.levels["L1d"]["accesses"] for p in result.placements}
+        l1 = {p.levels["L1d"].accesses for p in result.placements}
         assert len(l1) == 1 and l1.pop() >= sum(result.accesses_per_thread) > 0
         assert result.cache_groups > len(placements) + 1  # several groups, so several workers had work
     assert eventually(lambda: not subprocess.run(["pgrep", "-f", "neighbour -n 4 -i 343"], capture_output=True,

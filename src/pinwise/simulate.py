@@ -27,7 +27,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import PinwiseError
@@ -232,14 +232,34 @@ def config_text(machine: MachineModel, plans: list[Plan], latency: dict[str, int
     return "\n".join(out) + "\n"
 
 
+@dataclass(frozen=True)
+class LevelCounts:
+    """One cache level's accesses and misses under one placement."""
+
+    accesses: int
+    misses: int
+
+
+@dataclass(frozen=True)
+class DramCounts:
+    """The DRAM accesses under one placement, to the thread's own NUMA node and to another's."""
+
+    local: int
+    remote: int
+
+    @property
+    def total(self) -> int:
+        return self.local + self.remote
+
+
 @dataclass
 class PlacementResult:
     policy: str
     cpus: list[int]
-    levels: dict[str, dict[str, int]]
+    levels: dict[str, LevelCounts]   # per cache level of the topology, by its name (L1d, L2, ...)
     invalidations: int
-    transfers: dict[str, int]
-    dram: dict[str, int]
+    transfers: dict[str, int]        # cache-to-cache transfers per sharing class (the level two PUs share)
+    dram: DramCounts
     cycles_per_thread: list[int]
     thread_pus: list[int] = field(default_factory=list)  # the PU of each thread (empty: one each)
     queue_per_thread: list[int] = field(default_factory=list)  # cycles waited on bandwidth (in the cycles)
@@ -281,8 +301,9 @@ class Simulation:
         return {
             "program": self.program, "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
             "bandwidth": self.bandwidth, "prefetch": self.prefetch, "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
-            "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": p.levels, "invalidations": p.invalidations,
-                            "transfers": p.transfers, "dram": p.dram, "cycles": p.cycles,
+            "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": {n: asdict(c) for n, c in p.levels.items()},
+                            "invalidations": p.invalidations, "transfers": p.transfers, "dram": asdict(p.dram),
+                            "cycles": p.cycles,
                             "critical_path": p.critical_path, "cycles_per_thread": p.cycles_per_thread,
                             "thread_pus": p.thread_pus, "queue_per_thread": p.queue_per_thread,
                             "memory_bytes": p.memory_bytes, "busiest": p.busiest}
@@ -304,7 +325,7 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
             levels = {}
             for level in machine.levels:
                 _, _, acc, miss = next(lines).split()
-                levels[level.name] = {"accesses": int(acc), "misses": int(miss)}
+                levels[level.name] = LevelCounts(int(acc), int(miss))
             invalidations = int(next(lines).split()[1])
             transfers = dict(zip(machine.classes, (int(v) for v in next(lines).split()[1:])))
             _, local, remote = next(lines).split()
@@ -313,7 +334,7 @@ def parse_result(text: str, machine: MachineModel, names: list[str], plans: list
             memory = [int(v) for v in next(lines).split()[1:]]
             busiest = int(next(lines).split()[1]) / 1e6
             results.append(PlacementResult(names[k], [min(s) for s in plans[k].slots], levels, invalidations, transfers,
-                                           {"local": int(local), "remote": int(remote)}, cycles,
+                                           DramCounts(int(local), int(remote)), cycles,
                                            [min(plans[k].cpus_for_slot(t)) for t in range(len(cycles))],
                                            queue, memory, busiest))
     except (StopIteration, ValueError, IndexError) as err:
@@ -410,10 +431,10 @@ def read_simulation(path: str) -> Simulation:
     try:
         document = json.loads(text)
         placements = [PlacementResult(p["policy"], [int(c) for c in p["cpus"]],
-                                      {name: {"accesses": int(v["accesses"]), "misses": int(v["misses"])}
+                                      {name: LevelCounts(int(v["accesses"]), int(v["misses"]))
                                        for name, v in p["levels"].items()},
                                       int(p["invalidations"]), {k: int(v) for k, v in p["transfers"].items()},
-                                      {"local": int(p["dram"]["local"]), "remote": int(p["dram"]["remote"])},
+                                      DramCounts(int(p["dram"]["local"]), int(p["dram"]["remote"])),
                                       [int(c) for c in p["cycles_per_thread"]],
                                       [int(c) for c in p.get("thread_pus", [])],
                                       [int(c) for c in p.get("queue_per_thread", [])],

@@ -281,8 +281,8 @@ def print_simulation(result, argv: list[str] | None = None) -> None:
         table.add_column(column, justify="left" if column in ("placement", "CPUs") else "right")
     for p in result.placements:
         transfers = sum(p.transfers.values())
-        table.add_row(p.policy, _short_list(p.cpus), *[f"{p.levels[name]['misses']:,}" for name in levels],
-                      f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram['local']:,}", f"{p.dram['remote']:,}",
+        table.add_row(p.policy, _short_list(p.cpus), *[f"{p.levels[name].misses:,}" for name in levels],
+                      f"{p.invalidations:,}", f"{transfers:,}", f"{p.dram.local:,}", f"{p.dram.remote:,}",
                       f"{sum(p.queue_per_thread):,}", f"{p.critical_path:,}",
                       f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-")
     console.print(table)

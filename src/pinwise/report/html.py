@@ -176,9 +176,9 @@ def simulation_section(simulation) -> str:
     rows = []
     for p in simulation.placements:
         ratio = f"{p.critical_path / first.critical_path:.2f}" if first.critical_path else "-"
-        rows.append([p.policy, ",".join(map(str, p.cpus)), *[f"{p.levels[n]['misses']:,}" for n in levels],
-                     f"{p.invalidations:,}", f"{sum(p.transfers.values()):,}", f"{p.dram['local']:,}",
-                     f"{p.dram['remote']:,}", f"{p.critical_path:,}", ratio])
+        rows.append([p.policy, ",".join(map(str, p.cpus)), *[f"{p.levels[n].misses:,}" for n in levels],
+                     f"{p.invalidations:,}", f"{sum(p.transfers.values()):,}", f"{p.dram.local:,}",
+                     f"{p.dram.remote:,}", f"{p.critical_path:,}", ratio])
     headers = ["placement", "CPUs", *[f"{n} misses" for n in levels], "invalidations", "transfers", "DRAM local",
                "DRAM remote", "cycles (busiest PU)", "vs first"]
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in simulation.notes)

@@ -172,9 +172,9 @@ def simulation_figure(simulation):
     last = list(results[0].levels)[-1]
     series = {
         "critical path (cycles)": [p.critical_path for p in results],
-        f"{last} misses": [p.levels[last]["misses"] for p in results],
+        f"{last} misses": [p.levels[last].misses for p in results],
         "cache-to-cache transfers": [sum(p.transfers.values()) for p in results],
-        "DRAM accesses": [p.dram["local"] + p.dram["remote"] for p in results],
+        "DRAM accesses": [p.dram.total for p in results],
     }
     fig, ax = plt.subplots(figsize=(8, 4.2))
     x = np.arange(len(results))
