@@ -159,7 +159,7 @@ def test_two_programs_in_one_database_resume_and_report_with_exports(tmp_path):
     found = experiments(connection)
     assert [e.label for e in found] == ["true", "echo hi", "echo hi"]
     assert [len(runs(connection, e.id)) for e in found] == [6, 4, 4]
-    assert found[0].host["cpus"] == os.cpu_count() and found[0].shape  # the machine header's facts
+    assert found[0].host.cpus == os.cpu_count() and found[0].shape  # the machine header's facts
     connection.close()
 
     out = {kind: tmp_path / f"r.{kind}" for kind in ("csv", "json", "md", "tex")}

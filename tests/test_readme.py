@@ -80,7 +80,7 @@ def this_machine() -> dict[str, str]:
     from pinwise.topology import load_topology
 
     facts = host_facts()
-    return {"model": facts["cpu_model"], "host": facts["host"], "kernel": facts["kernel"],
+    return {"model": facts.cpu_model, "host": facts.host, "kernel": facts.kernel,
             "shape": load_topology(None).shape}
 
 

@@ -240,7 +240,7 @@ def test_html_report_has_the_machine_units_both_speedups_and_the_recommended_row
     html = tmp_path / "r.html"
     write_html(summaries, html)
     text = html.read_text()
-    for fact in ("CPU model", "kernel", "allowed CPUs", "pinwise", summaries[0].experiment.host["kernel"]):
+    for fact in ("CPU model", "kernel", "allowed CPUs", "pinwise", summaries[0].experiment.host.kernel):
         assert fact in text, fact
     assert text.count("speedup mean [CI]") == 2 and text.count("speedup median [CI]") == 2
     assert re.search(r"<td>[0-9.]+ (s|ms) ± [0-9.]+ (s|ms)</td>", text) and " ms²</td>" in text

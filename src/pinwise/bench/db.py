@@ -138,6 +138,34 @@ EXPERIMENT_COLUMNS = ("id", "created", "command", "config", "cpuset", "environme
 
 
 @dataclass(frozen=True)
+class HostFacts:
+    """The machine a bench ran on, as a report's header names it: CPU model, host name, kernel,
+    CPU count, Python (empty, or None, where a file from before they were kept has none)."""
+
+    cpu_model: str = ""
+    host: str = ""
+    kernel: str = ""
+    cpus: int | None = None
+    python: str = ""
+
+    @classmethod
+    def from_document(cls, document: dict) -> HostFacts:
+        """The facts of the ``host`` column; one of the wrong kind is left out (they are for the
+        header only)."""
+        def text(key: str) -> str:
+            value = document.get(key)
+            return value if isinstance(value, str) else ""
+
+        cpus = document.get("cpus")
+        return cls(text("cpu_model"), text("host"), text("kernel"),
+                   cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else None, text("python"))
+
+    def to_document(self) -> dict:
+        return {"cpu_model": self.cpu_model, "host": self.host, "kernel": self.kernel, "cpus": self.cpus,
+                "python": self.python}
+
+
+@dataclass(frozen=True)
 class Experiment:
     """One bench of one command: its configuration and the machine it ran on (a row of
     ``experiments``)."""
@@ -150,7 +178,7 @@ class Experiment:
     environment: dict
     version: str | None
     seed: int
-    host: dict = field(default_factory=dict)   # cpu_model, host, kernel, cpus, python (empty before they were kept)
+    host: HostFacts = field(default_factory=HostFacts)  # the machine's facts (empty before they were kept)
     shape: str = ""                            # the machine's synthetic description, as pinwise topo shows it
 
     @property
@@ -360,12 +388,12 @@ def _experiment(row: sqlite3.Row) -> Experiment:
     if not isinstance(row["seed"], int):
         raise ValueError(f"seed is {row['seed']!r}, not a whole number")
     keys = row.keys()
-    host = {}
+    host = HostFacts()
     if "host" in keys and row["host"] is not None:  # facts for the header only: unreadable ones are left out
         try:
-            host = _json(row["host"], dict, "host")
+            host = HostFacts.from_document(_json(row["host"], dict, "host"))
         except ValueError:
-            host = {}
+            pass
     return Experiment(row["id"], str(row["created"]), command, config, row["cpuset"], environment, row["version"],
                       row["seed"], host, _shape(row["machine"] if "machine" in keys else None))
 
@@ -405,15 +433,15 @@ def latest_experiment(connection: Database) -> Experiment | None:
 
 
 def create_experiment(connection: Database, command: list[str], config: dict, machine: str, cpuset: str,
-                      environment: dict, version: str, seed: int, host: dict | None = None) -> Experiment:
+                      environment: dict, version: str, seed: int, host: HostFacts | None = None) -> Experiment:
     created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     cursor = connection.execute(
         "INSERT INTO experiments (created, command, config, machine, cpuset, environment, version, seed, host) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (created, json.dumps(command), json.dumps(config, sort_keys=True), machine, cpuset, json.dumps(environment),
-         version, seed, json.dumps(host or {})))
-    return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed, host or {},
-                      _shape(machine))
+         version, seed, json.dumps((host or HostFacts()).to_document())))
+    return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed,
+                      host or HostFacts(), _shape(machine))
 
 
 def done_runs(connection: Database, experiment: int) -> set[tuple[int, str, int]]:

@@ -209,7 +209,7 @@ def open_experiment(connection, argv: list[str], config: dict, topology: Topolog
                                 host_facts())
 
 
-def host_facts() -> dict:
+def host_facts() -> db.HostFacts:
     """What a report's machine header shows beside the topology: CPU model, host, kernel, CPUs."""
     import platform
 
@@ -220,8 +220,8 @@ def host_facts() -> dict:
     except OSError:
         pass
     uname = platform.uname()
-    return {"cpu_model": model or uname.machine, "host": uname.node, "kernel": f"{uname.system} {uname.release}",
-            "cpus": os.cpu_count(), "python": platform.python_version()}
+    return db.HostFacts(model or uname.machine, uname.node, f"{uname.system} {uname.release}", os.cpu_count(),
+                        platform.python_version())
 
 
 @dataclass(frozen=True)

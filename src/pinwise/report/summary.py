@@ -314,8 +314,8 @@ def machine_facts(experiment: db.Experiment) -> dict:
     """The machine header of a report: CPU model, host, kernel, CPU count, allowed CPUs, the
     machine's shape, pinwise version and date (what the database kept; empty where it did not)."""
     host = experiment.host
-    return {"cpu_model": host.get("cpu_model", ""), "host": host.get("host", ""), "kernel": host.get("kernel", ""),
-            "cpus": host.get("cpus"), "allowed_cpus": experiment.cpuset or "", "topology": experiment.shape,
+    return {"cpu_model": host.cpu_model, "host": host.host, "kernel": host.kernel,
+            "cpus": host.cpus, "allowed_cpus": experiment.cpuset or "", "topology": experiment.shape,
             "pinwise": experiment.version or "", "date": experiment.created}
 
 
