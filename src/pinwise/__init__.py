@@ -66,8 +66,9 @@ def analyze(comm, machine=None):
 
 
 def map(comm, policy: str | None = None, machine=None, **options):  # noqa: A001 - the stage's name
-    """The :class:`Plan` of ``policy`` (None: the one analyze recommends) for the threads of ``comm`` on ``machine`` (a Topology or
-    what ``--topology`` accepts; default: this one); None for ``os``. ``options``: ``seed``, ``threads``, ``creator`` (see
+    """The :class:`Plan` of ``policy`` (None: the one analyze recommends) for the threads of
+    ``comm`` on ``machine`` (a Topology or what ``--topology`` accepts; default: this one); None
+    for ``os``. ``options``: ``seed``, ``threads``, ``creator`` (see
     :func:`pinwise.mapping.compute_mapping`)."""
     from .placement import matrix_plan
     from .policies import AUTO

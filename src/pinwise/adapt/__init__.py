@@ -13,8 +13,8 @@ the newest holds fewer than ALONE_EVENTS weighted events: the placement the poli
 where the threads run now (the plan pinwise applied, or, before any, the CPUs the OS has them on,
 read from /proc). The threads move only when the new placement costs less than (1 - HYSTERESIS)
 of the current one in two judgments in a row, so sampling noise never moves them back and forth,
-or at once when it costs less than STRONG of it (a gain noise does not make: half the cost, with
-at least MIN_EVENTS events); a phase change is named at the first judgment that saw it. Threads
+or at once when it costs less than STRONG of it (a gain noise does not make: half the cost, in
+at least STRONG_EVENTS events); a phase change is named at the first judgment that saw it. Threads
 the OS places have no placement made for any pattern: where it has them is chance, and it may move
 them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
 CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
@@ -36,9 +36,10 @@ from __future__ import annotations
 
 from ..sample import Window, read_windows
 from .decide import (ALONE_EVENTS, CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE,
-                     PLACED, RELEASE_WINDOWS, STRONG, Adapter, Move, contending_pairs)
+                     PLACED, RELEASE_WINDOWS, STRONG, STRONG_EVENTS, Adapter, Move, contending_pairs)
 from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
 
-__all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PARTNER_SHARE", "PLACED",
-           "RELEASE_WINDOWS", "STRONG", "AdaptResult", "Adapter", "BackgroundAdapter", "Move", "Window", "contending_pairs",
-           "read_windows", "run_adaptive", "summary_lines"]
+__all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS",
+           "PARTNER_SHARE", "PLACED", "RELEASE_WINDOWS", "STRONG", "STRONG_EVENTS", "AdaptResult", "Adapter",
+           "BackgroundAdapter", "Move", "Window", "contending_pairs", "read_windows", "run_adaptive",
+           "summary_lines"]

@@ -19,8 +19,10 @@ from ..sample import Window
 INTERVAL = 0.2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
 HYSTERESIS = 0.2
-#: ... or less than this share of it in one window: a gain sampling noise does not make.
+#: ... or less than this share of it in one judgment of at least STRONG_EVENTS weighted events:
+#: a gain sampling noise does not make.
 STRONG = 0.5
+STRONG_EVENTS = 50.0
 #: Fewer weighted events than this in the windows judged: nothing to decide on.
 MIN_EVENTS = 10.0
 #: The newest window alone is judged when it holds this many weighted events; with fewer, the
@@ -281,7 +283,7 @@ class Adapter:
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
-        strong = better and cost_now != float("inf") and \
+        strong = better and cost_now != float("inf") and events >= STRONG_EVENTS and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now))
         self.streak = self.streak + 1 if better else 0
         if better and self.streak == 1:  # the change began in the newest window at the latest
