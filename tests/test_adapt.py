@@ -148,7 +148,6 @@ def test_adapt_options_are_checked(tmp_path):
     assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
 
 
-
 def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], idle: tuple[int, ...] = ()):
     """A window record in which every thread but the ``idle`` ones made 100 address samples, all
     watchable, and each ordered pair (a, b) of ``hits`` saw that many of a's samples touched by b

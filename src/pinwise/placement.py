@@ -21,6 +21,7 @@ from .frozen import Frozen
 from .plan import Machine, Plan, parse_skip_mask, read_plan
 from .policies import CREATOR_MODES, simple_plan
 
+
 class PlacementWarning(UserWarning):
     """Something about the placement the user should know before the program runs."""
 

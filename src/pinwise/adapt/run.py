@@ -20,6 +20,7 @@ from ..sample import (ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, chec
                       read_windows, sampler_failure, start_sampler)
 from .decide import INTERVAL, Adapter, Move
 
+
 @dataclass
 class AdaptResult:
     returncode: int

@@ -86,7 +86,6 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
-
 @dataclass(frozen=True)
 class Run:
     """One run of the program under one placement: a row of the ``runs`` table.

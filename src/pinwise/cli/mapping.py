@@ -122,6 +122,7 @@ def _print_comparison(rows, topology, recommended) -> int:
     shared = _shared_levels(topology)
     levels = [t for t in topology.level_types if t in shared and t != ObjType.MACHINE
               and any(r.cost and abs(r.cost.imbalance.get(t, 1.0) - 1.0) > 1e-9 for r in rows)]
+
     def mark(row) -> str:
         return "*" if row.policy == recommended.policy and not recommended.withheld else ""
 
@@ -155,5 +156,3 @@ def _stacks(plan, topology) -> bool:
     from collections import Counter
 
     return max(Counter(plan.pus).values()) > -(-plan.nb_slots // len(topology.allowed))
-
-

@@ -157,7 +157,6 @@ def parse_spawns(text: str) -> tuple[tuple[str, int, int, int], ...]:
     return tuple(events)
 
 
-
 def unloaded_programs(text: str) -> tuple[tuple[int, str], ...]:
     """(pid, name) of each program exec'd that logged no ``process`` record after its ``exec``
     record: it did not load the library, so its threads were neither pinned nor seen."""

@@ -146,8 +146,6 @@ def overall_table(rows: list[OverallRow], confidence: float) -> Table:
     return table
 
 
-
-
 def print_report(summaries: list[ExperimentSummary], console: Console | None = None) -> None:
     from .summary import overall_rows
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+
 class ObjType(StrEnum):
     """Object types from the top of the tree to the bottom. When two objects have the same cpuset,
     the one earlier in this order is the parent (a NUMA node equal to its package sits below it).

@@ -46,4 +46,3 @@ def placement_form(topology: Topology, slots: Sequence[Sequence[int]]) -> tuple:
         return own + (attached, tuple(sorted(form(child) for child in node.children)))
 
     return ("form", len(slots), form(topology.root))
-
