@@ -146,6 +146,17 @@ def test_ctrl_c_before_python_has_started_waits_for_pinwise_and_ends_it_quietly(
         [PINWISE, "run", "--cpus", "0", "--", "env"], capture_output=True, text=True, timeout=60).stdout
 
 
+def test_modules_in_the_users_folder_do_not_shadow_pinwises(tmp_path):
+    """The command starts Python without the current folder on sys.path (python -P), as a
+    console script would: a pinwise.py or rich.py where the user runs it is not imported."""
+    for name in ("pinwise.py", "rich.py", "numpy.py"):
+        (tmp_path / name).write_text('raise SystemExit("shadowed")\n')
+    result = subprocess.run([PINWISE, "topo", "-t", "pack:1 core:2 pu:1"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and "shadowed" not in result.stderr, result
+    assert "Machine: 2 PUs" in result.stdout
+
+
 def test_ctrl_c_at_any_moment_of_start_up_leaves_no_traceback():
     """Ctrl-C at random moments of a short command's first 60 ms: it ends as any program does
     (by the signal, or pinwise's one line and 130), or the command had finished; never with

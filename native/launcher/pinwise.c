@@ -31,15 +31,18 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    char **args = calloc((size_t)argc + 3, sizeof *args);
+    /* -P: nothing of the current folder on sys.path (as a console script has its own bin there
+       instead): a numpy.py or pinwise.py where the user stands is not imported */
+    char **args = calloc((size_t)argc + 4, sizeof *args);
     if (!args) {
         perror("pinwise");
         return 1;
     }
-    args[1] = "-c";
-    args[2] = ENTRY;
+    args[1] = "-P";
+    args[2] = "-c";
+    args[3] = ENTRY;
     for (int i = 1; i < argc; i++)
-        args[i + 2] = argv[i];
+        args[i + 3] = argv[i];
 
     char self[PATH_MAX], python[PATH_MAX + 16];
     ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
