@@ -175,7 +175,7 @@ def test_contending_pairs_share_a_cpu_until_they_stop_contending():
     sleepers = [subprocess.Popen(["taskset", "-c", str(k), "sleep", "60"]) for k in range(2)]
     try:
         tids = [p.pid for p in sleepers]
-        assert eventually(lambda: all(Path(f"/proc/{tid}/comm").read_text().strip() == "sleep" for tid in tids))
+        assert eventually(lambda: all(_asleep_in_sleep(tid) for tid in tids))
         for tid in tids:  # asleep where taskset put them, free to run anywhere: as the OS places threads
             os.sched_setaffinity(tid, {0, 1})
         contend = {(0, 1): 80, (1, 0): 80}
@@ -196,6 +196,18 @@ def test_contending_pairs_share_a_cpu_until_they_stop_contending():
             p.wait()
 
 
+def _stat(tid: int) -> list[str]:
+    return Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _asleep_in_sleep(tid: int) -> bool:
+    return Path(f"/proc/{tid}/comm").read_text().strip() == "sleep" and _stat(tid)[0] == "S"
+
+
+def _last_cpu(tid: int) -> int:
+    return int(_stat(tid)[36])
+
+
 def test_threads_the_os_placed_well_by_chance_are_pinned_where_they_run():
     """Pairs the OS happens to run together (its placement is chance, and it may part them at any
     moment) are pinned where they run, none moved; threads that all talk alike, which no placement
@@ -207,9 +219,12 @@ def test_threads_the_os_placed_well_by_chance_are_pinned_where_they_run():
     sleepers = [subprocess.Popen(["taskset", "-c", str(cpu), "sleep", "60"]) for cpu in (0, 0, 1, 1)]
     try:
         tids = [p.pid for p in sleepers]
-        assert eventually(lambda: all(Path(f"/proc/{tid}/comm").read_text().strip() == "sleep" for tid in tids))
+        # asleep (not only exec'd: a runnable one given both CPUs may be moved before it sleeps),
+        # then free to run anywhere, where the OS left them: 0, 0, 1, 1
+        assert eventually(lambda: all(_asleep_in_sleep(tid) for tid in tids))
         for tid in tids:
             os.sched_setaffinity(tid, {0, 1})
+        assert [_last_cpu(tid) for tid in tids] == [0, 0, 1, 1]
         flat = {(a, b): 30 for a in range(4) for b in range(4) if a != b}
         said = []
         adapter = Adapter(machine, None, None, say=said.append)
