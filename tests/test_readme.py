@@ -6,8 +6,8 @@ with the environment's bin first on PATH (as after `source .venv/bin/activate`).
 Each must exit 0 without a traceback, and its output must have the shape the page shows: the
 first line the page prints for it appears in the real output once numbers, paths and table
 borders are set aside. Timings and verdicts differ from run to run; the shape does not. The
-pages' outputs were captured on one host, and the host changes (an Intel Xeon one day, an AMD
-EPYC the next): where a line names the machine (a report's ``machine:`` header), the page's
+pages' outputs were captured on one host, and the host's CPU changes from one day to the next:
+where a line names the machine (a report's ``machine:`` header), the page's
 facts and the live output's are each replaced by a token, and the live output must name the
 facts read from this machine itself (CPU model, host name, kernel, shape).
 
