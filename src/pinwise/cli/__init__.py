@@ -36,8 +36,16 @@ from ..vocabulary import AUTO_COMMAND
 from .parser import build_parser
 
 
+_WARNED: set[str] = set()
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"pinwise: warning: {message}", file=sys.stderr)
+    """One line, once: a warning about the machine (no LEMON) repeated at every window of an
+    adaptive run would bury the run's own lines."""
+    text = f"pinwise: warning: {message}"
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(text, file=sys.stderr)
 
 
 #: The options that name files a command reads, and those that name files it writes: an output
