@@ -3,11 +3,12 @@
    and i^2 in phase 2. The main thread is thread 0 and works as the others do. With -H each thread
    pins itself beside its partner (pair p on CPU p mod ncpus) and pins itself again when the phase
    changes: the oracle an adaptive placement is measured against. Prints to stderr when phase 2
-   began (CLOCK_MONOTONIC ns), and "Time in seconds = T" with the sum of the counters (always
-   threads x rounds, whatever the schedule). With -A each thread starts on a CPU away from its
-   phase-1 partner (thread i on the i-th allowed CPU, modulo their number) and at once gives its
-   affinity back as it was: where the OS would otherwise start them is chance, and partners it
-   happened to start together would leave an adaptive placement nothing to do in phase 1.
+   began (CLOCK_MONOTONIC ns) and how long phase 1 took, and "Time in seconds = T" with the sum
+   of the counters (always threads x rounds, whatever the schedule). With -A each thread starts
+   on a CPU away from its phase-1 partner (thread i on the i-th allowed CPU, modulo their number)
+   and at once gives its affinity back as it was: where the OS would otherwise start them is
+   chance, and partners it happened to start together would leave an adaptive placement nothing
+   to do in phase 1.
    Usage: phase_pairs [-H | -A] [threads (a multiple of 4) [rounds per phase]]. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,6 +25,7 @@ static int threads = 4, hand, apart;
 static cpu_set_t given;  /* the affinity the program was started with */
 static long rounds = 20000000;
 static pthread_barrier_t middle;
+static long start;  /* CLOCK_MONOTONIC ns when main began */
 
 static long now_ns(void)
 {
@@ -70,7 +72,10 @@ static void *work(void *arg)
         for (long r = 0; r < rounds; r++)
             atomic_fetch_add_explicit(mine, 1, memory_order_relaxed);
         if (phase == 0 && pthread_barrier_wait(&middle) == PTHREAD_BARRIER_SERIAL_THREAD)
-            fprintf(stderr, "phase 2 began at %ld ns\n", now_ns());
+{
+            long now = now_ns();
+            fprintf(stderr, "phase 2 began at %ld ns (phase 1 took %.3f s)\n", now, (double)(now - start) * 1e-9);
+        }
     }
     return NULL;
 }
@@ -96,7 +101,7 @@ int main(int argc, char **argv)
     if (sched_getaffinity(0, sizeof given, &given) != 0)
         return 1;
     pthread_barrier_init(&middle, NULL, (unsigned)threads);
-    long start = now_ns();
+    start = now_ns();
     pthread_t ids[64];
     for (long k = 1; k < threads; k++)
         if (pthread_create(&ids[k], NULL, work, (void *)k) != 0)
