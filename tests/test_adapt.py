@@ -255,3 +255,80 @@ def test_contending_pairs_are_every_busy_thread_with_a_partner():
     assert contending_pairs(window.directed(), window.accesses, [0, 1, 2]) is None
     window = _window(0, [1, 2, 3, 4], {(0, 1): 80, (1, 0): 80, (2, 3): 40, (3, 2): 40, (2, 0): 40, (3, 1): 40})
     assert contending_pairs(window.directed(), window.accesses, [0, 1, 2, 3]) is None  # 2 and 3 split
+
+
+class _OnPaper:
+    """The OS side of an :class:`~pinwise.adapt.Adapter` kept in a dictionary: thread k runs where
+    ``cpus[k]`` says and a pinning moves it there, so that a decision on a machine this one is not
+    (four cores) is checked by where it puts the threads."""
+
+    def __init__(self, cpus: list[int]):
+        self.cpus = list(cpus)
+
+    def adapter(self, topology, said: list[str]):
+        from pinwise.adapt import Adapter
+
+        paper = self
+
+        class Adapter_(Adapter):
+            def _where_now(self, tids):
+                return list(paper.cpus)
+
+            def _own_pinning(self, k, tid):
+                return self.pinned.get(k, set(self.allowed))
+
+            def _apply(self, tids, cpus):
+                moved = sum(cpu is not None and cpu != paper.cpus[k] for k, cpu in enumerate(cpus))
+                for k, cpu in enumerate(cpus):
+                    if cpu is not None:
+                        paper.cpus[k] = cpu
+                        self.pinned[k] = {cpu}
+                return moved, len(cpus)
+
+        return Adapter_(topology, None, None, say=said.append)
+
+
+def test_pairs_sharing_a_cpu_that_swap_partners_are_moved_in_the_first_window_that_shows_it():
+    """Contending pairs pinwise put on one CPU each (four threads on two of four cores: crowded,
+    but by pinwise's own choice) that swap partners: the new partners apart cost hops, at a
+    fraction of which the new placement puts them, so the first window of the new phase moves
+    them, not the one after (the phase lasts as long as the old one; each window it waits runs it
+    at the wrong placement)."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:4 pu:1")
+    paper, said = _OnPaper([0, 1, 2, 3]), []
+    adapter = paper.adapter(machine, said)
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+    adapter.feed(_window(0.2, tids, first))
+    assert paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3], said
+    adapter.feed(_window(0.4, tids, first))
+    assert len(adapter.moves) == 1
+    swapped = {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}
+    adapter.feed(_window(0.6, tids, swapped))
+    assert len(adapter.moves) == 2, said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
+
+
+def test_a_phase_change_is_judged_in_the_first_ticks_that_show_it_and_a_steady_program_once_an_interval():
+    """The sampler's windows are a quarter of the interval: a program that keeps its pattern is
+    judged once an interval (the deciding costs pinwise's CPU time, which the program may need),
+    and the ticks in which the threads that talk are far apart under the current placement are
+    judged as soon as they hold enough events, not when the interval is over."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:4 pu:1")
+    paper, said = _OnPaper([0, 1, 2, 3]), []
+    adapter = paper.adapter(machine, said)
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}  # contending: 80 of 100 accesses
+    for k in range(16):  # 0.8 s at 0.05 s a tick
+        adapter.feed(_window(0.05 * (k + 1), tids, first))
+    assert len(adapter.moves) == 1 and paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3]
+    assert len(adapter.windows) <= 5, [w.end_s for w in adapter.windows]  # the first judged early, then 1 per 0.2 s
+    swapped = {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}
+    adapter.feed(_window(0.85, tids, swapped))
+    assert len(adapter.moves) == 2, said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
+    assert adapter.moves[1].at_s == 0.85

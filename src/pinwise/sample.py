@@ -395,15 +395,34 @@ class Window:
         the window (the sampler's estimate, ``estimate()`` in pw_sample.c)."""
         t = len(self.tids)
         d = np.zeros((t, t))
-        for a, b, offered, armed, hits in self.pairs:
-            if hits > 0 and armed > 0 and self.eligible[a] > 0:
-                d[a, b] += hits / (armed / offered) * self.accesses[a] / self.eligible[a]
+        if not self.pairs:
+            return d
+        columns = np.array(self.pairs, dtype=float)
+        a, b = columns[:, 0].astype(np.int64), columns[:, 1].astype(np.int64)
+        offered, armed, hits = columns[:, 2], columns[:, 3], columns[:, 4]
+        keep = (hits > 0) & (armed > 0) & (self.eligible[a] > 0)
+        a, b = a[keep], b[keep]
+        np.add.at(d, (a, b), hits[keep] * offered[keep] / armed[keep] * self.accesses[a] / self.eligible[a])
         return d
 
     def matrix(self) -> np.ndarray:
         """The window's communication matrix, estimated as the sampler estimates the whole run's."""
         d = self.directed()
         return d + d.T
+
+
+def merge_windows(windows: list[Window]) -> Window:
+    """Windows in a row as one: their counts summed (a thread that appeared meanwhile has none in
+    the earlier ones), the last one's end and threads."""
+    if len(windows) == 1:
+        return windows[0]
+    last = windows[-1]
+    accesses, eligible = np.zeros(len(last.tids)), np.zeros(len(last.tids))
+    for w in windows:
+        accesses[:len(w.accesses)] += w.accesses
+        eligible[:len(w.eligible)] += w.eligible
+    return Window(last.end_s, list(last.tids), accesses, eligible, [p for w in windows for p in w.pairs],
+                  last.monotonic_ns)
 
 
 def read_windows(text: str) -> tuple[list[Window], int]:

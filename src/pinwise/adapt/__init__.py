@@ -2,13 +2,19 @@
 ``pinwise pin --pid PID --adapt``), with no trace step and no user input.
 
 The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends a window record
-every ``interval`` (its ``--stream``): per thread its id and address samples, per ordered pair of
-threads the draws, arms and weighted watchpoint hits since the last record. Each window becomes a
-matrix by the sampler's own estimate (``estimate()`` in pw_sample.c, here :func:`window_matrix`).
+(a tick) every 1/TICKS_PER_INTERVAL of the ``interval`` (its ``--stream``): per thread its id and
+address samples, per ordered pair of threads the draws, arms and weighted watchpoint hits since
+the last record. Windows become a matrix by the sampler's own estimate (``estimate()`` in
+pw_sample.c, here :meth:`Window.directed`). The ticks since the last judgment are judged together
+once an interval has passed; before, the newest ticks that hold ALONE_EVENTS weighted events are
+judged alone when the placement looks stale on them (STALE_SHARE: the threads that talk now are
+further apart under it than those that talked at the last judgment), or when a move waits for a
+second judgment: a phase change is seen within a tick or two, and a steady program costs one
+judgment an interval.
 
 Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of
-M[i][j] times their PUs' tree distance), on the newest window, or on the last two together when
-the newest holds fewer than ALONE_EVENTS weighted events: the placement the policy gives for them
+M[i][j] times their PUs' tree distance), on the span judged, or on it and the one before together
+when it holds fewer than ALONE_EVENTS weighted events: the placement the policy gives for them
 (``--policy``, by default the one :func:`pinwise.patterns.analyze` recommends for them) against
 where the threads run now (the plan pinwise applied, or, before any, the CPUs the OS has them on,
 read from /proc). The threads move only when the new placement costs less than (1 - HYSTERESIS)
@@ -18,11 +24,10 @@ at least STRONG_EVENTS events); a phase change is named at the first judgment th
 the OS places have no placement made for any pattern: where it has them is chance, and it may move
 them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
 CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has
-them costs as little, they are pinned where they run). They move from outside, with ``sched_setaffinity`` on
-their thread ids. Contending pairs
-(:func:`contending_pairs`: most of each thread's accesses on a line its partner touches) take one
-CPU per pair under the recommended policy, and go back to the OS when they stop contending
-(RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
+them costs as little, they are pinned where they run). They move from outside, with
+``sched_setaffinity`` on their thread ids. Contending pairs (:func:`contending_pairs`: most of
+each thread's accesses on a line its partner touches) take one CPU per pair under the recommended
+policy, and go back to the OS when they stop contending (RELEASE_WINDOWS): no policy of the papers stacks threads, and where every pair of cores is as far
 apart as any other, the cost model alone never moves them (docs/run.md).
 
 What it respects: the cpuset (the plan is made for the PUs this process may use); the memory
@@ -36,10 +41,12 @@ from __future__ import annotations
 
 from ..sample import Window, read_windows
 from .decide import (ALONE_EVENTS, CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE,
-                     PLACED, RELEASE_WINDOWS, STRONG, STRONG_EVENTS, Adapter, Move, contending_pairs)
+                     PLACED, RELEASE_WINDOWS, STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, Adapter, Move,
+                     contending_pairs)
 from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
 
 __all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS",
-           "PARTNER_SHARE", "PLACED", "RELEASE_WINDOWS", "STRONG", "STRONG_EVENTS", "AdaptResult", "Adapter",
+           "PARTNER_SHARE", "PLACED", "RELEASE_WINDOWS", "STALE_SHARE", "STRONG", "STRONG_EVENTS",
+           "TICKS_PER_INTERVAL", "AdaptResult", "Adapter",
            "BackgroundAdapter", "Move", "Window", "contending_pairs", "read_windows", "run_adaptive",
            "summary_lines"]

@@ -14,9 +14,18 @@ import numpy as np
 
 from .. import policies
 from ..comm import CommMatrix
-from ..sample import Window
+from ..mapping.tree import SlotTree
+from ..sample import Window, merge_windows
 
 INTERVAL = 0.2
+#: The sampler's windows (ticks) are this share of the interval: a judgment is made on the ticks
+#: since the last one when an interval has passed, or before, as soon as they hold ALONE_EVENTS
+#: weighted events and the placement looks stale on them (STALE_SHARE).
+TICKS_PER_INTERVAL = 4
+#: The placement looks stale when, under the CPUs of the last judgment, the fresh ticks cost this
+#: share of a random dealing's cost per event more than that judgment's data did: the threads
+#: that talk now are further apart than those that talked then (a phase change).
+STALE_SHARE = 0.25
 #: A new placement must cost less than this share of the current one (in two windows in a row).
 HYSTERESIS = 0.2
 #: ... or less than this share of it in one judgment of at least STRONG_EVENTS weighted events:
@@ -72,6 +81,11 @@ def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int
     return sorted({(min(i, j), max(i, j)) for i, j in partner.items()})
 
 
+def tick_ms(interval: float) -> int:
+    """The sampler's window, in ms, for an adaptive run of ``interval`` seconds (its floor: 10 ms)."""
+    return max(10, round(interval * 1000 / TICKS_PER_INTERVAL))
+
+
 @dataclass
 class Move:
     at_s: float
@@ -95,10 +109,15 @@ def _current_cpu(tid: int) -> int | None:
 class Adapter:
     """The decisions of one adaptive run (pinwise.adapt's docstring), fed one window at a time."""
 
-    def __init__(self, topology, policy: str | None, log, say=print, memory=None):
+    def __init__(self, topology, policy: str | None, log, say=print, memory=None, interval: float = INTERVAL):
         self.topology, self.policy, self.log, self.say, self.memory = topology, policy, log, say, memory
+        self.interval = interval
         self.allowed = set(topology.allowed)
-        self.windows: list[Window] = []
+        self.windows: list[Window] = []           # the spans judged, each the ticks since the one before
+        self.fresh: list[Window] = []             # the ticks since the last judgment
+        self.last_judged: Window | None = None    # the newest tick of the last judgment
+        self.reference: tuple[tuple[int | None, ...], float] | None = None  # CPUs then, and their cost per event
+        self.distances: dict[tuple[int, ...], np.ndarray | None] = {}
         self.plan = None                          # the last plan applied (None: the OS places)
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
         self.left_alone: dict[int, str] = {}
@@ -110,7 +129,7 @@ class Adapter:
         self.ran_on: dict[int, set[int]] = {}
         self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
         self.last_pattern: str | None = None
-        self.pattern_since = (0.0, 0)             # the older window's end (s, monotonic ns) when it was first seen
+        self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
         self.unshare_streak = 0                   # windows in a row in which they no longer contend
 
@@ -195,12 +214,89 @@ class Adapter:
         every_pair = mapping_cost(np.ones((n, n)), self.topology, [cpus[k] for k in alive]).hops
         return float(sub[np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
 
-    def feed(self, window: Window) -> None:
+    def feed(self, tick: Window) -> None:
+        """One window of the sampler's stream (a tick). The ticks since the last judgment are
+        judged together once an interval has passed; before, the newest of them that hold
+        ALONE_EVENTS weighted events are judged alone as soon as the placement looks stale on
+        them (a phase change seen in a quarter of the interval, not a whole one later), or when
+        a move waits for a second judgment to agree."""
+        self.fresh.append(tick)
+        since = self.windows[-1].end_s if self.windows else 0.0
+        due = tick.end_s - since >= self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
+        newest = self._newest_ticks(stale=not self.streak)  # a pending move is confirmed on fresh events
+        if newest is None and not due:
+            return
+        ticks = newest or self.fresh
+        first = len(self.fresh) - len(ticks)
+        before = self.fresh[first - 1] if first > 0 else self.last_judged or ticks[0]
+        span = merge_windows(ticks)
+        self.fresh = []
+        self.last_judged = tick
+        self._judge(span, (before.end_s, before.monotonic_ns))
+        placed = self._placement_now(self._where_now(span.tids))
+        self.reference = (tuple(placed), self._per_event(span.directed(), placed)[0])
+
+    def _newest_ticks(self, stale: bool) -> list[Window] | None:
+        """The newest fresh ticks that hold ALONE_EVENTS weighted events, with ``stale`` only when
+        the placement looks stale on them (:meth:`_stale`); None otherwise."""
+        directed = None
+        for first in range(len(self.fresh) - 1, -1, -1):
+            d = self.fresh[first].directed()
+            if directed is None:
+                directed = d
+            else:
+                directed[:d.shape[0], :d.shape[1]] += d
+            if directed.sum() - np.trace(directed) >= ALONE_EVENTS:
+                return self.fresh[first:] if not stale or self._stale(directed) else None
+        return None
+
+    def _placement_now(self, now_cpus: list[int | None]) -> list[int | None]:
+        """Per thread, the CPU pinwise pinned it to, else the one it ran on last."""
+        return [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
+                for k in range(len(now_cpus))]
+
+    def _per_event(self, directed: np.ndarray, cpus) -> tuple[float, float]:
+        """Under ``cpus``, the tree distance the communication in ``directed`` covers per weighted
+        event, and what dealing the threads to those CPUs at random would cover (nan: nothing to
+        say: fewer than two threads placed, or no event)."""
+        alive = [k for k in range(min(len(cpus), directed.shape[0])) if cpus[k] is not None and cpus[k] in self.allowed]
+        distances = self._distances(tuple(cpus[k] for k in alive)) if len(alive) > 1 else None
+        if distances is None:
+            return float("nan"), float("nan")
+        upper = np.triu(directed[np.ix_(alive, alive)] + directed[np.ix_(alive, alive)].T, 1)
+        events = upper.sum()
+        chance = float(distances[np.triu_indices(len(alive), 1)].mean())
+        return (float((upper * distances).sum() / events) if events > 0 else float("nan")), chance
+
+    def _distances(self, cpus: tuple[int, ...]) -> np.ndarray | None:
+        """The tree distances between the threads on ``cpus`` (kept per placement: a handful a run)."""
+        if cpus not in self.distances:
+            if len(self.distances) > 64:
+                self.distances.clear()
+            tree = SlotTree(self.topology, len(cpus))
+            index = tree.pu_index(cpus)
+            a, b = np.meshgrid(index, index, indexing="ij")
+            self.distances[cpus] = tree.distance(a.ravel(), b.ravel()).reshape(a.shape).astype(float)
+        return self.distances[cpus]
+
+    def _stale(self, directed: np.ndarray) -> bool:
+        """Whether the fresh ticks' communication covers more distance per event under the CPUs of
+        the last judgment than that judgment's did, by STALE_SHARE of a random dealing's (True
+        before any judgment: the first placement is wanted early)."""
+        if self.reference is None:
+            return True
+        cpus, before = self.reference
+        now, chance = self._per_event(directed, cpus)
+        if np.isnan(now) or np.isnan(chance):
+            return False
+        return bool(now > (0.0 if np.isnan(before) else before) + STALE_SHARE * chance)
+
+    def _judge(self, window: Window, began: tuple[float, int]) -> None:
+        """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns)."""
         from ..mapping import compute_mapping
         from ..patterns import analyze
 
         self.windows.append(window)
-        older = self.windows[-2] if len(self.windows) > 1 else window  # its end: when the newest began
         alone = window.directed()
         recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS else self.windows[-2:]
         t = len(window.tids)
@@ -240,7 +336,7 @@ class Adapter:
         # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which
         # began when the newest window of the first began, or before
         if pattern != self.last_pattern:
-            self.pattern_since = (older.end_s, older.monotonic_ns)
+            self.pattern_since = began
         elif not self.phases or self.phases[-1][1] != pattern:
             since_s, since_ns = self.pattern_since
             self.phases.append((since_s, pattern))
@@ -254,14 +350,16 @@ class Adapter:
             return
         targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
         sharing = self._share_cpus(targets, directed, accesses, alive)
-        current = [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
-                   for k in range(t)]
+        current = self._placement_now(now_cpus)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self._cost(matrix, current), self._cost(matrix, candidate)
-        if cost_now is not None and self._stacked(current, alive) and not (sharing and sharing == self.sharing):
+        # the second thread of each contending pair pinwise put on one CPU is not crowding it
+        seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
+        if cost_now is not None and self._stacked(current, [k for k in alive if k not in seconds]):
             # threads crowded on fewer CPUs than the plan would use cost no hops, and take turns:
-            # any placement the policy gives (one that spreads them as it must) is better; unless
-            # they are the contending pairs pinwise itself put on one CPU each
+            # any placement the policy gives (one that spreads them as it must) is better. Pairs
+            # pinwise put on one CPU each are costed as they are: when they change partners, the
+            # new partners apart cost hops, and a strong gain moves them at once
             cost_now = float("inf")
         record.update(pattern=pattern, policy=policy, cost_new=cost_new,
                       cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
@@ -287,7 +385,7 @@ class Adapter:
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now))
         self.streak = self.streak + 1 if better else 0
         if better and self.streak == 1:  # the change began in the newest window at the latest
-            self.pending_since, self.pending_monotonic = older.end_s, older.monotonic_ns
+            self.pending_since, self.pending_monotonic = began
         if self.streak < (1 if strong else 2):
             self._record(**record, decision="moving if the next window agrees" if better else "stay")
             return

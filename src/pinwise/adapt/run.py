@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop, program_part,
                       read_windows, sampler_failure, start_sampler)
-from .decide import INTERVAL, Adapter, Move
+from .decide import INTERVAL, Adapter, Move, tick_ms
 
 
 @dataclass
@@ -63,14 +62,14 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
         importlib.import_module(stage)
 
     log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
-    adapter = Adapter(topology, policy, log, say, memory)
+    adapter = Adapter(topology, policy, log, say, memory, interval)
     started = time.perf_counter()
     try:
         with temporary_folder("adapt") as tmp:
             stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
             stream_path.touch()
             command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path), "--stream",
-                       str(stream_path), "--interval-ms", str(max(10, round(interval * 1000))), "--period-us",
+                       str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us",
                        str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
             command += program_part([program, *argv[1:]] if program is not None else None, pid,
@@ -85,7 +84,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             log.close()
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
-                       max((len(w.tids) for w in adapter.windows), default=0), adapter.ran_on)
+                       max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on)
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
@@ -97,13 +96,12 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
         try:
             while True:
                 try:
-                    returncode = process.wait(timeout=interval / 2)
-                    done = True
-                except subprocess.TimeoutExpired:
-                    done = False
+                    time.sleep(_poll_step(interval))
+                    returncode = process.poll()
                 except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
                     pass_stop(process, interrupt, attached)
-                    done = False
+                    returncode = None
+                done = returncode is not None
                 cpu = _cpu_seconds(process.pid)
                 if cpu >= 0:
                     adapter.sampler_cpu = cpu
@@ -119,6 +117,12 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
                     return returncode
         finally:
             kill_group(process.pid)
+
+
+def _poll_step(interval: float) -> float:
+    """How often the sampler's stream is read: a window is judged within this of its end (read
+    every half interval, a phase change waited up to 100 ms more at the default)."""
+    return min(interval / 4, 0.02)
 
 
 def _exit_status(out_path: Path) -> int:
@@ -165,10 +169,10 @@ class BackgroundAdapter:
         self.stream = folder / "windows.txt"
         self.stream.touch()
         self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
-                        "--interval-ms", str(max(10, round(interval * 1000))), "--period-us", str(PERIOD_US),
+                        "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
                         "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
         self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
-        self.adapter = Adapter(topology, policy, None, say=lambda text: None)
+        self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
         self.interval = interval
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._follow, daemon=True)
@@ -184,7 +188,7 @@ class BackgroundAdapter:
             return
         with stream:
             while True:
-                finished = self.done.wait(self.interval / 2)
+                finished = self.done.wait(_poll_step(self.interval))
                 try:
                     pending += stream.read()  # only what was appended since the last read
                 except OSError:
