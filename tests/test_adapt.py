@@ -332,3 +332,21 @@ def test_a_phase_change_is_judged_in_the_first_ticks_that_show_it_and_a_steady_p
     assert len(adapter.moves) == 2, said
     assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
     assert adapter.moves[1].at_s == 0.85
+
+
+def test_before_the_first_move_each_tick_with_enough_events_is_judged():
+    """The blog's program: the thread that creates the pairs is busy in the first tick (no pair
+    looks contended among five busy threads), idle in join from the second; the pairs are put on
+    one CPU each at the second tick, not an interval later."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:8 pu:1")
+    paper, said = _OnPaper([0, 1, 2, 3, 4]), []
+    adapter = paper.adapter(machine, said)
+    tids = [100, 101, 102, 103, 104]
+    pairs = {(1, 2): 80, (2, 1): 80, (3, 4): 80, (4, 3): 80}
+    adapter.feed(_window(0.05, tids, {**pairs, (0, 1): 10, (1, 0): 10}))
+    assert not adapter.moves
+    adapter.feed(_window(0.1, tids, pairs, idle=(0,)))
+    assert [m.at_s for m in adapter.moves] == [0.1], said
+    assert paper.cpus[1] == paper.cpus[2] != paper.cpus[3] == paper.cpus[4]

@@ -26,6 +26,9 @@ TICKS_PER_INTERVAL = 4
 #: share of a random dealing's cost per event more than that judgment's data did: the threads
 #: that talk now are further apart than those that talked then (a phase change).
 STALE_SHARE = 0.25
+#: Intervals from the start in which, before the first move, any ticks that hold ALONE_EVENTS
+#: are judged, stale or not.
+WARM_UP = 2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
 HYSTERESIS = 0.2
 #: ... or less than this share of it in one judgment of at least STRONG_EVENTS weighted events:
@@ -218,12 +221,17 @@ class Adapter:
         """One window of the sampler's stream (a tick). The ticks since the last judgment are
         judged together once an interval has passed; before, the newest of them that hold
         ALONE_EVENTS weighted events are judged alone as soon as the placement looks stale on
-        them (a phase change seen in a quarter of the interval, not a whole one later), or when
-        a move waits for a second judgment to agree."""
+        them (a phase change seen in a quarter of the interval, not a whole one later), when a
+        move waits for a second judgment to agree, or in the first WARM_UP intervals before any
+        move."""
         self.fresh.append(tick)
         since = self.windows[-1].end_s if self.windows else 0.0
         due = tick.end_s - since >= self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
-        newest = self._newest_ticks(stale=not self.streak)  # a pending move is confirmed on fresh events
+        # a pending move is confirmed on fresh events; in the first intervals, before any move, the
+        # first placement is wanted early (a thread that creates the others is busy in the first
+        # tick, and no pair looks contended yet): any fresh events judged
+        warming = not self.moves and tick.end_s < WARM_UP * self.interval
+        newest = self._newest_ticks(stale=not (self.streak or warming))
         if newest is None and not due:
             return
         ticks = newest or self.fresh
