@@ -350,3 +350,26 @@ def test_before_the_first_move_each_tick_with_enough_events_is_judged():
     adapter.feed(_window(0.1, tids, pairs, idle=(0,)))
     assert [m.at_s for m in adapter.moves] == [0.1], said
     assert paper.cpus[1] == paper.cpus[2] != paper.cpus[3] == paper.cpus[4]
+
+
+def test_a_stale_placement_is_judged_at_each_tick_until_the_new_phase_shows_clearly():
+    """Seen on a 16-core Xeon: the first ticks after pairs swap partners show the new partners
+    apart, but not yet contending (the barrier between the phases, the first samples of the new
+    lines); the judgment keeps the threads where they are. The ticks after it are judged early
+    too, and the first in which the new pairs contend moves them, without first giving the old
+    pairs back to the OS."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:4 pu:1")
+    paper, said = _OnPaper([0, 1, 2, 3]), []
+    adapter = paper.adapter(machine, said)
+    tids = [101, 102, 103, 104]
+    for k in range(6):  # judged at 0.05 (moved) and 0.25 (an interval later)
+        adapter.feed(_window(0.05 * (k + 1), tids, {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}))
+    assert [w.end_s for w in adapter.windows] == [0.05, 0.25] and len(adapter.moves) == 1
+    adapter.feed(_window(0.325, tids, {(0, 2): 30, (2, 0): 30, (1, 3): 30, (3, 1): 30}))  # apart, not contending
+    assert [w.end_s for w in adapter.windows][2:] == [0.325] and len(adapter.moves) == 1
+    adapter.feed(_window(0.35, tids, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))  # before 0.45, when due
+    assert [m.at_s for m in adapter.moves][1:] == [0.35], said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
+    assert not any("no longer contend" in line for line in said)

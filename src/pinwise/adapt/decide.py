@@ -47,8 +47,9 @@ PARTNER_SHARE = 0.8
 #: A thread with fewer address samples than this share of the busiest thread's is idle (a creator
 #: waiting in join) and has no say in whether the others contend.
 IDLE_SHARE = 0.1
-#: Windows in a row without contention before pairs that share a CPU are given back to the OS:
-#: more than the two a phase change straddles (a judgment may sum the last two windows).
+#: Judgments in a row without contention, over this many intervals less one at least, before
+#: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
+#: (a judgment may sum the last two spans).
 RELEASE_WINDOWS = 3
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")
@@ -134,7 +135,8 @@ class Adapter:
         self.last_pattern: str | None = None
         self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
-        self.unshare_streak = 0                   # windows in a row in which they no longer contend
+        self.unshare_streak = 0                   # judgments in a row in which no pair contends
+        self.unshare_since = 0.0                  # the first of them (its end, s)
 
     def _record(self, **event) -> None:
         if self.log is not None:
@@ -241,8 +243,11 @@ class Adapter:
         self.fresh = []
         self.last_judged = tick
         self._judge(span, (before.end_s, before.monotonic_ns))
-        placed = self._placement_now(self._where_now(span.tids))
-        self.reference = (tuple(placed), self._per_event(span.directed(), placed)[0])
+        placed = tuple(self._placement_now(self._where_now(span.tids)))
+        # an early judgment that left the threads where they were keeps the reference: the ticks
+        # after it are judged early too while the placement looks stale, until the next due one
+        if due or newest is None or self.reference is None or placed != self.reference[0]:
+            self.reference = (placed, self._per_event(span.directed(), placed)[0])
 
     def _newest_ticks(self, stale: bool) -> list[Window] | None:
         """The newest fresh ticks that hold ALONE_EVENTS weighted events, with ``stale`` only when
@@ -320,9 +325,17 @@ class Adapter:
             self._own_pinning(k, window.tids[k])
         events = matrix[np.triu_indices(t, 1)].sum()
         record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1)}
-        contending = set(contending_pairs(directed, accesses, alive) or ()) if self.sharing else set()
-        self.unshare_streak = self.unshare_streak + 1 if self.sharing and not set(self.sharing) <= contending else 0
-        if self.unshare_streak >= RELEASE_WINDOWS:
+        # pairs that changed partners are moved to them as any phase change, not released first
+        if self.sharing and not contending_pairs(directed, accesses, alive):
+            if not self.unshare_streak:
+                self.unshare_since = window.end_s
+            self.unshare_streak += 1
+        else:
+            self.unshare_streak = 0
+        # judgments in a row that span RELEASE_WINDOWS - 1 intervals at least (early ones come closer)
+        lasted = window.end_s - self.unshare_since >= \
+            (RELEASE_WINDOWS - 1) * self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
+        if self.unshare_streak >= RELEASE_WINDOWS and lasted:
             # the pairs pinwise put on one CPU each no longer contend (a phase of private work):
             # two threads on one CPU would take turns at it, so they go back to the OS, and the
             # policy places them from here on as any threads (pairs that change partners are
