@@ -149,12 +149,12 @@ def test_auto_on_a_real_program_records_every_run_where_its_plan_says(tmp_path):
     rows = [dict(r) for r in connection.execute("SELECT * FROM runs WHERE warmup = 0")]
     config = db.latest_experiment(connection).config
     connection.close()
-    counts = {name: sum(1 for r in rows if r["policy"] == name) for name in config["candidates"]}
+    counts = {name: sum(1 for r in rows if r["policy"] == name) for name in config.candidates}
     assert len(set(counts.values())) == 1 and next(iter(counts.values())) in LOOKS, counts
     assert all(r["failure"] is None and r["misplaced"] == 0 for r in rows)
     for row in rows:  # every run ran under its candidate's plan, threads read back where asked
-        assert row["placement"] == (config["plans"][row["policy"]] or "os")
-    assert config["plans"]["os"] is None and len(config["plans"]) >= 2
+        assert row["placement"] == (config.plans[row["policy"]] or "os")
+    assert config.plans["os"] is None and len(config.plans) >= 2
 
 
 def test_locality_is_benched_whenever_threads_communicate(tmp_path):

@@ -59,7 +59,7 @@ def test_bench_accepts_every_name_of_the_registry(tmp_path, pairs_csv):
     finally:
         connection.close()
     # one run of each placement, none dropped or renamed; names of one placement run once, as its first
-    aliases = experiment.config.get("aliases", {})
+    aliases = experiment.config.aliases or {}
     assert len(recorded) == len(set(recorded))
     assert sorted(recorded + [n for same in aliases.values() for n in same]) == sorted(NAMES)
     assert set(aliases) <= set(recorded)

@@ -4,7 +4,8 @@ Importing ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis``, ``t
 10 ms, and each class it builds costs another 0.5 ms; for the five types a plain
 ``pinwise run --no-verify --cpus 0`` needs (Policy, Placement, Plan, Rounds, Machine) that was a
 third of its start-up (benchmarks/pin_overhead.py compares it with hwloc-bind). Those five derive
-from :class:`Frozen`; every other type of pinwise is a frozen dataclass.
+from :class:`Frozen`, and so do the options records of the commands that share their module with
+``pinwise run`` (pinwise.cli.placing); every other type of pinwise is a frozen dataclass.
 
 A subclass declares its fields as annotations and their defaults as class attributes, as for a
 dataclass::

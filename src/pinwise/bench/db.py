@@ -2,8 +2,8 @@
 
 Tables:
   experiments(id, created, command, config, machine, cpuset, environment, version, seed, host)
-      command: JSON list (the program and its arguments); config: JSON (policies, runs, warmup,
-      threads, time regex, timeout, comm file); machine: the topology as pinwise JSON; host: JSON
+      command: JSON list (the program and its arguments); config: JSON (candidates, plans, runs,
+      warmup, time regex, timeout...: pinwise.bench.config); machine: the topology as pinwise JSON; host: JSON
       (cpu_model, host, kernel, cpus, python), what a report's machine header shows. Experiments of
       several programs live side by side; a bench resumes the one of its command and configuration.
   runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import PinwiseError
+from .config import BenchConfig
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -172,7 +173,7 @@ class Experiment:
     id: int
     created: str
     command: list[str]
-    config: dict
+    config: BenchConfig
     cpuset: str | None
     environment: dict
     version: str | None
@@ -379,11 +380,7 @@ def _experiment(row: sqlite3.Row) -> Experiment:
     environment = _json(row["environment"] or "{}", dict, "environment")
     if not command or not all(isinstance(a, str) for a in command):
         raise ValueError("command is not a list of words")
-    for key, kind in (("candidates", list), ("plans", dict), ("runs", int), ("warmup", int), ("time_regex", str)):
-        if config.get(key) is not None and not isinstance(config[key], kind):
-            raise ValueError(f"config's {key} is not a {kind.__name__}")
-    if not all(isinstance(c, str) for c in config.get("candidates") or []):
-        raise ValueError("config's candidates are not names")
+    config = BenchConfig.from_json(config)
     if not isinstance(row["seed"], int):
         raise ValueError(f"seed is {row['seed']!r}, not a whole number")
     keys = row.keys()
@@ -431,13 +428,13 @@ def latest_experiment(connection: Database) -> Experiment | None:
                            "start another in it, or give another --db") from None
 
 
-def create_experiment(connection: Database, command: list[str], config: dict, machine: str, cpuset: str,
+def create_experiment(connection: Database, command: list[str], config: BenchConfig, machine: str, cpuset: str,
                       environment: dict, version: str, seed: int, host: HostFacts | None = None) -> Experiment:
     created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     cursor = connection.execute(
         "INSERT INTO experiments (created, command, config, machine, cpuset, environment, version, seed, host) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (created, json.dumps(command), json.dumps(config, sort_keys=True), machine, cpuset, json.dumps(environment),
+        (created, json.dumps(command), json.dumps(config.to_json(), sort_keys=True), machine, cpuset, json.dumps(environment),
          version, seed, json.dumps((host or HostFacts()).to_document())))
     return Experiment(cursor.lastrowid, created, command, config, cpuset, environment, version, seed,
                       host or HostFacts(), _shape(machine))

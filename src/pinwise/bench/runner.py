@@ -35,6 +35,7 @@ from ..topology import Topology
 from ..topology import to_json as topology_json
 from . import db
 from .candidates import ADAPT, Candidate, unique_candidates
+from .config import BenchConfig
 from .counters import SoftwareCounters, rapl_energy_uj
 from .noise import cpu_times, load_average, run_noise
 
@@ -188,18 +189,17 @@ def block_order(names: list[str], seed: int, block: int, warmup: bool) -> list[s
     return order
 
 
-def open_experiment(connection, argv: list[str], config: dict, topology: Topology, new: bool, db_path: str,
+def open_experiment(connection, argv: list[str], config: BenchConfig, topology: Topology, new: bool, db_path: str,
                     seed: int | None) -> db.Experiment:
     """The database's experiment of this command and configuration, resumed (the number of runs
     may change); else a new one beside the others (a database holds the experiments of several
     programs). ``new`` starts a new one even when a matching one exists."""
-    identity = {k: v for k, v in config.items() if k != "runs"}
     if not new:
         for found in reversed(db.experiments(connection)):
-            if found.command == argv and {k: v for k, v in found.config.items() if k != "runs"} == identity:
-                if found.config.get("runs") != config["runs"]:
+            if found.command == argv and found.config.same_experiment(config):
+                if found.config.runs != config.runs:
                     connection.execute("UPDATE experiments SET config = ? WHERE id = ?",
-                                       (json.dumps(config, sort_keys=True), found.id))
+                                       (json.dumps(config.to_json(), sort_keys=True), found.id))
                     found = replace(found, config=config)
                 return found
     environment = {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ}
@@ -273,10 +273,13 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
     argv = [program, *argv[1:]]
     candidates, aliases, merged = _one_run_per_placement(candidates, options.extra_config.get("aliases"))
     names = [c.name for c in candidates]
-    config = {"candidates": names, "plans": {c.name: (c.plan.cpulist() if c.plan else None) for c in candidates},
-              "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **options.extra_config}
+    # The caller's extra_config (the command line's -n and --comm, auto's aliases, demo's
+    # recommendation) is read as the database reads it.
+    document = {"candidates": names, "plans": {c.name: (c.plan.cpulist() if c.plan else None) for c in candidates},
+                "runs": runs, "warmup": warmup, "time_regex": time_regex, "timeout": timeout, **options.extra_config}
     if aliases:  # only then: the configuration of a bench without them stays what it was, and resumes
-        config["aliases"] = aliases
+        document["aliases"] = aliases
+    config = BenchConfig.from_json(document)
     connection = db.open_db(db_path)
     try:
         before = {e.id for e in db.experiments(connection)}
@@ -362,7 +365,7 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.fields[medians]}"), console=console, disable=not show, transient=False)
     # Without --timeout: the first block runs unbounded, then the derived timeout applies (and is said).
-    first_warm = int(experiment.config.get("warmup", 0) > 0)
+    first_warm = int(experiment.config.warmup > 0)
     first_block = [r for r in db.runs(connection, experiment.id, include_warmup=True)
                    if r.block == 0 and r.warmup == first_warm]
     derive = timeout is None

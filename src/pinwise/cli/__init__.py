@@ -3,6 +3,9 @@
 The handlers live in :mod:`pinwise.cli.placing` (topo, run, pin), :mod:`pinwise.cli.mapping` (map) and
 :mod:`pinwise.cli.tracing` (trace, analyze), :mod:`pinwise.cli.measuring` (bench, report, workload, demo,
 auto, simulate) and :mod:`pinwise.cli.mpi` (mpi trace, map, run); the commands' parsers in :mod:`pinwise.cli.parser`, over the shared options of :mod:`pinwise.cli.options`.
+A command whose options bear on each other builds its options record first, beside its handler
+(RunCommand, BenchCommand, TraceCommand...): its ``from_args`` makes every check between options
+and every conversion, as hyperfine's options.rs does; the handler then calls the API and prints.
 """
 
 from __future__ import annotations

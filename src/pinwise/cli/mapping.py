@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..files import write_text_atomic
+from ..policies import CREATOR_AUTO
 from ..topology import ObjType, load_topology
 from .placing import print_plan, read_comm_file
+
+if TYPE_CHECKING:
+    from ..comm import CommMatrix
+    from ..topology import Topology
 
 
 def _mapping_table(plan, topology, cost) -> None:
@@ -39,71 +46,101 @@ def _shared_levels(topology) -> set:
     return {t for t in topology.level_types if any(len(o.cpuset & topology.allowed) >= 2 for o in topology.objects(t))}
 
 
-def cmd_map(args: argparse.Namespace) -> int:
-    from ..mapping import by_role, compare, mapping_cost
-    from ..placement import Placement, near, resolve
+@dataclass(frozen=True)
+class MapCommand:
+    """``pinwise map``'s options, checked against each other: the matrix (one thread per role),
+    the machine (the device's local PUs with --near), and either every policy compared or one
+    policy and how its mapping is written."""
 
-    comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
-    topology = load_topology(args.topology)
-    if args.near:  # every policy, compared or not, on the device's local PUs
-        topology = near(args.near, topology)
-    if args.compare:
-        ignored = [option for option, given in (("--policy", args.policy), ("--output", args.output),
-                                                ("--format", args.format != "table"), ("--threads", args.threads),
-                                                ("--cpu-kinds", args.cpu_kinds != "performance"))
-                   if given]
-        if ignored:  # never an option taken without a word
-            raise PinwiseError(f"--compare shows every policy's cost as a table: drop {', '.join(ignored)}, or drop "
-                               "--compare to map with one policy")
+    comm: CommMatrix
+    topology: Topology
+    compare: bool
+    policy: str | None               # None with --compare
+    threads: int | None = None
+    seed: int | None = None
+    creator: str = CREATOR_AUTO
+    cpu_kinds: str = "performance"
+    format: str = "table"
+    output: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MapCommand:
+        from ..mapping import by_role
+        from ..placement import near
+
+        comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
+        topology = load_topology(args.topology)
+        if args.near:  # every policy, compared or not, on the device's local PUs
+            topology = near(args.near, topology)
+        if args.compare:
+            ignored = [option for option, given in (("--policy", args.policy), ("--output", args.output),
+                                                    ("--format", args.format != "table"), ("--threads", args.threads),
+                                                    ("--cpu-kinds", args.cpu_kinds != "performance"))
+                       if given]
+            if ignored:  # never an option taken without a word
+                raise PinwiseError(f"--compare shows every policy's cost as a table: drop {', '.join(ignored)}, or "
+                                   "drop --compare to map with one policy")
+        elif args.policy is None:
+            raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
+        return cls(comm, topology, args.compare, args.policy, args.threads, args.seed, args.creator, args.cpu_kinds,
+                   args.format, args.output)
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    from ..mapping import compare, mapping_cost
+    from ..placement import Placement, resolve
+
+    command = MapCommand.from_args(args)
+    comm, topology = command.comm, command.topology
+    if command.compare:
         from ..patterns import analyze
 
-        return _print_comparison(compare(comm, topology, seed=args.seed if args.seed is not None else 1,
-                                         creator=args.creator), topology, analyze(comm, topology))
-    if args.policy is None:
-        raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
-    policy = args.policy
+        return _print_comparison(compare(comm, topology, seed=command.seed if command.seed is not None else 1,
+                                         creator=command.creator), topology, analyze(comm, topology))
+    policy = command.policy
     if policy.strip().lower() == policies.AUTO:
         from ..patterns import analyze
 
         found = analyze(comm, topology)
         policy = found.recommended()
         print(f"auto: {found.pattern} pattern -> {policy} ({found.reason})", file=sys.stderr)
-    plan = resolve(Placement(policy=policy, threads=args.threads, seed=args.seed, creator=args.creator,
-                             cpu_kinds=args.cpu_kinds), topology, comm)
+    plan = resolve(Placement(policy=policy, threads=command.threads, seed=command.seed, creator=command.creator,
+                             cpu_kinds=command.cpu_kinds), topology, comm)
+    # Judged on the plan (None: policy os), after the resolver's own checks (-n against the matrix).
     if plan is None:
-        if args.output or args.format not in ("table", "picture"):
+        if command.output or command.format not in ("table", "picture"):
             raise PinwiseError("policy os pins nothing, so there is no mapping to "
-                               + (f"write to {args.output}" if args.output else f"print as {args.format}")
+                               + (f"write to {command.output}" if command.output else f"print as {command.format}")
                                + ": run the program without a placement (or choose another policy)")
         print("policy os: no pinning; the OS places the threads")
         return 0
     traced = plan.traced_threads
-    if args.format == "likwid":
+    if command.format == "likwid":
         truncated = (plan.expanded(traced) if traced else plan).likwid_truncation(topology.nb_pus)
         if truncated:
             raise PinwiseError(f"likwid-pin cannot apply this plan: {truncated}; use pinwise run with the mapping "
                                "file (-o)")
-    if args.output:
-        write_text_atomic(args.output, plan.to_json() + "\n")
-        print(f"wrote {args.output} (use it with: pinwise run --mapping {args.output} -- program)", file=sys.stderr)
+    if command.output:
+        write_text_atomic(command.output, plan.to_json() + "\n")
+        print(f"wrote {command.output} (use it with: pinwise run --mapping {command.output} -- program)", file=sys.stderr)
     if plan.rounds is not None:
         print(f"pinwise: the program creates its workers in {plan.rounds.count} rounds of {plan.rounds.size}: the plan "
               f"holds the creator and one round and starts again at slot {plan.repeat_from} past its end "
               f"(pinwise run --repeat-from {plan.repeat_from}); other tools' lists are written out for the {traced} "
               "threads traced", file=sys.stderr)
-    if args.format == "table":
+    if command.format == "table":
         _mapping_table(plan, topology, mapping_cost(comm.matrix, topology, plan.pus))
-    elif args.format == "picture":
+    elif command.format == "picture":
         print_plan(plan, topology, traced)
-    elif args.format == "json":
+    elif command.format == "json":
         print(plan.to_json())
-    elif args.format == "cpulist":
+    elif command.format == "cpulist":
         print(plan.cpulist())
     else:
         written = plan.expanded(traced) if traced else plan
         # Each as written in front of the program, as `pinwise run --print` shows them.
         print({"omp-places": written.omp_line, "gomp": written.gomp_line, "kmp": written.kmp_line,
-               "likwid": written.likwid_pin, "taskset": written.taskset}[args.format]())
+               "likwid": written.likwid_pin, "taskset": written.taskset}[command.format]())
     return 0
 
 

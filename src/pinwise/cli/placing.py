@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from .. import policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
+from ..frozen import Frozen
 from ..topology import is_this_machine
 from .options import no_program, program_of
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, as the launcher does
+if TYPE_CHECKING:
+    from ..pinning.memory import MemoryPolicy
+    from ..plan import Plan
+    from ..topology import Topology
 
 
 def read_comm_file(path: str):
@@ -56,6 +64,140 @@ def _resolve_plan(args: argparse.Namespace, topology):
     return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
 
 
+def _memory_policy(args, topology):
+    """The memory policy the options ask for (None: the program's own), checked against the
+    machine's NUMA nodes."""
+    mode, nodes = next(((mode, value) for mode, value in (
+        ("bind", args.membind), ("interleave", args.interleave), ("preferred", args.preferred),
+        (args.mempolicy, args.mempolicy), (args.mem, args.mem)) if value is not None), (None, None))
+    if mode is None:
+        return None
+    from ..pinning.memory import MemoryPolicy
+
+    return MemoryPolicy.for_machine(mode, nodes, topology if topology is not None else _load_topology(None))
+
+
+class Adaptation(Frozen):
+    """--adapt's options (run and pin): the placement is decided while the program runs, so only
+    --policy says how (and a placement given in full is a contradiction)."""
+
+    policy: str | None         # the policy to place with; None: the one analyze recommends for each phase
+    interval: float            # seconds a window of the sampler lasts
+    log: str | None            # every window's decision and every move, as JSON lines
+    duration: float | None     # pin --pid: adapt for this long, then detach
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, attached: bool) -> Adaptation:
+        given = [flag for flag, value in (("--cpus", args.cpus), ("--expr", args.expr), ("--mapping", args.mapping),
+                                          ("--comm", args.comm), ("--topology", args.topology)) if value]
+        if not attached:
+            given += [flag for flag, value in (("--omp", args.omp), ("--print", args.print)) if value]
+        if given:
+            raise PinwiseError(f"--adapt decides the placement while the program runs on this machine: drop "
+                               f"{', '.join(given)} (--policy chooses the policy it places with)")
+        if args.duration is not None and not attached:
+            raise PinwiseError("--duration is for pin --pid --adapt; run --adapt lasts as long as the program")
+        from ..adapt import INTERVAL
+
+        policy = args.policy if args.policy and args.policy.strip().lower() != policies.AUTO else None
+        return cls(policy, args.interval or INTERVAL, args.log, args.duration)
+
+
+class RunCommand(Frozen):
+    """``pinwise run``'s options, checked against each other: the program, the plan they resolve
+    to (None: the OS places the threads), the memory policy, and how to run and show it."""
+
+    argv: list[str]
+    plan: Plan | None
+    memory: MemoryPolicy | None
+    topology: Topology | None    # the machine planned for (--print, --adapt); None: read only if the plan needs it
+    print_only: bool = False     # --print: show the plan, run nothing
+    memory_only: bool = False    # a memory policy alone: the threads are left to the OS, as numactl leaves them
+    verify: bool | None = None   # None: when stderr is a terminal; False: become the program
+    follow: bool = True
+    omp: bool = False
+    adapt: Adaptation | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunCommand:
+        argv = program_of(args)
+        if args.adapt:
+            adapt = Adaptation.from_args(args, attached=False)
+            if not argv:
+                raise no_program("run --adapt")
+            topology = _load_topology(None)
+            return cls(argv, None, _memory_policy(args, topology), topology, adapt=adapt)
+        if args.log or args.interval:
+            raise PinwiseError("--log and --interval belong to --adapt")
+        here = is_this_machine(args.topology)
+        if not args.print and not here:
+            raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology "
+                               "to run")
+        # Running here: the resolver reads this machine only if the placement needs it.
+        topology = _load_topology(args.topology) if args.print else None
+        memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping, args.near))
+                       and any(value is not None for value in (args.membind, args.interleave, args.preferred,
+                                                               args.mempolicy, args.mem)))
+        try:
+            # numactl's habit: a memory policy alone leaves the threads where the OS puts them
+            plan = None if memory_only else _resolve_plan(args, topology)
+        except PinwiseError as err:
+            if not args.allow_unpinned or args.print:
+                raise
+            # said at once, as the plan is dropped: a later check of the options may still refuse the command
+            warnings.warn(f"{err}; running unpinned (--allow-unpinned)", stacklevel=2)
+            plan = None
+        memory = _memory_policy(args, topology)
+        if not args.print and not argv:
+            raise no_program("run --cpus 0,1")
+        return cls(argv, plan, memory, topology, args.print, memory_only, args.verify, args.follow, args.omp)
+
+
+class PinCommand(Frozen):
+    """``pinwise pin``'s options, checked against each other: the process and the plan for its
+    threads on this machine, or how to adapt them."""
+
+    pid: int
+    plan: Plan | None           # None with --adapt
+    topology: Topology
+    adapt: Adaptation | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PinCommand:
+        if args.adapt:
+            adapt = Adaptation.from_args(args, attached=True)
+            return cls(args.pid, None, _load_topology(None), adapt)
+        if args.log or args.interval or args.duration:
+            raise PinwiseError("--log, --interval and --duration belong to --adapt")
+        if not is_this_machine(args.topology):
+            raise PinwiseError(f"pin moves the threads of a process on this machine, so it plans for this machine, "
+                               f"not {args.topology!r}: drop --topology (pinwise run --print -t T shows a plan for T)")
+        topology = _load_topology(None)
+        plan = _resolve_plan(args, topology)
+        if plan is None:
+            raise PinwiseError("policy os means no pinning: nothing to do")
+        return cls(args.pid, plan, topology)
+
+
+class TopoCommand(Frozen):
+    """``pinwise topo``'s options: the presets listed, or one machine shown in a format."""
+
+    topology: Topology | None   # None: --presets
+    of: str = "text"
+    output: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TopoCommand:
+        if args.presets:
+            ignored = [option for option, given in (("--topology", args.topology is not None),
+                                                    ("--of", args.of != "text"), ("--output", args.output)) if given]
+            if ignored:  # never an option taken without a word
+                raise PinwiseError(f"--presets lists the presets and nothing else: drop {', '.join(ignored)} (pinwise "
+                                   "topo -t NAME shows one of them)")
+            return cls(None)
+        return cls(_load_topology(args.topology), args.of, args.output)
+
+
 def print_plan(plan, topology, traced: int | None = None) -> None:
     threads_on_pu: dict[int, list[int]] = {}
     for slot, cpus in enumerate(plan.slots):
@@ -69,19 +211,6 @@ def print_plan(plan, topology, traced: int | None = None) -> None:
     width = max(len(name) for name, _ in lines)
     for name, line in lines:
         print(f"  {name:<{width}}  {line}")
-
-
-def _memory_policy(args, topology):
-    """The memory policy the options ask for (None: the program's own), checked against the
-    machine's NUMA nodes."""
-    mode, nodes = next(((mode, value) for mode, value in (
-        ("bind", args.membind), ("interleave", args.interleave), ("preferred", args.preferred),
-        (args.mempolicy, args.mempolicy), (args.mem, args.mem)) if value is not None), (None, None))
-    if mode is None:
-        return None
-    from ..pinning.memory import MemoryPolicy
-
-    return MemoryPolicy.for_machine(mode, nodes, topology if topology is not None else _load_topology(None))
 
 
 def _print_memory(memory, plan, topology) -> None:
@@ -193,29 +322,11 @@ def as_openmp_places_them(result, plan):
     return replace(result, threads=threads)
 
 
-def _adapt_checks(args: argparse.Namespace, attached: bool) -> None:
-    """--adapt's options: the placement is decided while the program runs, so only --policy says
-    how (and a placement given in full is a contradiction)."""
-    given = [flag for flag, value in (("--cpus", args.cpus), ("--expr", args.expr), ("--mapping", args.mapping),
-                                      ("--comm", args.comm), ("--topology", args.topology)) if value]
-    if not attached:
-        given += [flag for flag, value in (("--omp", args.omp), ("--print", args.print)) if value]
-    if given:
-        raise PinwiseError(f"--adapt decides the placement while the program runs on this machine: drop "
-                           f"{', '.join(given)} (--policy chooses the policy it places with)")
-    if args.duration is not None and not attached:
-        raise PinwiseError("--duration is for pin --pid --adapt; run --adapt lasts as long as the program")
+def _adapt(adapt: Adaptation, topology, argv: list[str] | None, pid: int | None, memory=None) -> int:
+    from ..adapt import run_adaptive, summary_lines
 
-
-def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) -> int:
-    from ..adapt import INTERVAL, run_adaptive, summary_lines
-
-    topology = _load_topology(None)
-    policy = args.policy if args.policy and args.policy.strip().lower() != policies.AUTO else None
-    memory = _memory_policy(args, topology) if pid is None else None
-    result = run_adaptive(argv, topology, pid=pid, policy=policy, interval=args.interval or INTERVAL,
-                          log_path=args.log, duration=getattr(args, "duration", None), memory=memory,
-                          say=lambda text: print(text, file=sys.stderr))
+    result = run_adaptive(argv, topology, pid=pid, policy=adapt.policy, interval=adapt.interval, log_path=adapt.log,
+                          duration=adapt.duration, memory=memory, say=lambda text: print(text, file=sys.stderr))
     for line in summary_lines(result, memory):
         print(line, file=sys.stderr)
     return result.returncode
@@ -224,53 +335,30 @@ def _adapt(args: argparse.Namespace, argv: list[str] | None, pid: int | None) ->
 def cmd_run(args: argparse.Namespace) -> int:
     from ..pinning.launcher import run_program
 
-    argv = program_of(args)
-    if args.adapt:
-        _adapt_checks(args, attached=False)
-        if not argv:
-            raise no_program("run --adapt")
-        return _adapt(args, argv, None)
-    if args.log or args.interval:
-        raise PinwiseError("--log and --interval belong to --adapt")
-    here = is_this_machine(args.topology)
-    if not args.print and not here:
-        raise PinwiseError(f"a plan for {args.topology} can only be printed here: add --print, or drop --topology to run")
-    # Running here: the resolver reads this machine only if the placement needs it.
-    topology = _load_topology(args.topology) if args.print else None
-    memory_only = (all(value is None for value in (args.cpus, args.expr, args.policy, args.mapping, args.near))
-                   and any(value is not None for value in (args.membind, args.interleave, args.preferred,
-                                                           args.mempolicy, args.mem)))
-    try:
-        # numactl's habit: a memory policy alone leaves the threads where the OS puts them
-        plan = None if memory_only else _resolve_plan(args, topology)
-    except PinwiseError as err:
-        if not args.allow_unpinned or args.print:
-            raise
-        print(f"pinwise: warning: {err}; running unpinned (--allow-unpinned)", file=sys.stderr)
-        plan = None
-    memory = _memory_policy(args, topology)
-    if args.print:
+    command = RunCommand.from_args(args)
+    argv, plan, memory, topology = command.argv, command.plan, command.memory, command.topology
+    if command.adapt is not None:
+        return _adapt(command.adapt, topology, argv, None, memory)
+    if command.print_only:
         if plan is None:
-            print("no CPU placement given: the OS places the threads" if memory_only
+            print("no CPU placement given: the OS places the threads" if command.memory_only
                   else "policy os: no pinning; the OS places the threads")
         else:
             print_plan(plan, topology)
         if memory is not None:
             _print_memory(memory, plan, topology)
         return 0
-    if not argv:
-        raise no_program("run --cpus 0,1")
-    if args.verify is False:  # asked for nothing back: become the program, as taskset does
+    if command.verify is False:  # asked for nothing back: become the program, as taskset does
         from ..pinning.launcher import exec_program
 
-        exec_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
-    verify = args.verify if args.verify is not None else sys.stderr.isatty()
-    result = run_program(argv, plan, follow=args.follow, omp=args.omp, memory=memory)
-    if args.omp and plan is not None:
+        exec_program(argv, plan, follow=command.follow, omp=command.omp, memory=memory)
+    verify = command.verify if command.verify is not None else sys.stderr.isatty()
+    result = run_program(argv, plan, follow=command.follow, omp=command.omp, memory=memory)
+    if command.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
     if result.unobserved:
         # Never "0 threads, all where asked": say that nothing could be read back, and why.
-        if plan is not None and not args.omp:
+        if plan is not None and not command.omp:
             print(f"pinwise: warning: the preload library did not load in {argv[0]} ({result.unobserved}): its "
                   "threads were not pinned", file=sys.stderr)
         elif verify:
@@ -287,19 +375,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ..pinning import pin_threads
 
-    if args.adapt:
-        _adapt_checks(args, attached=True)
-        return _adapt(args, None, args.pid)
-    if args.log or args.interval or args.duration:
-        raise PinwiseError("--log, --interval and --duration belong to --adapt")
-    if not is_this_machine(args.topology):
-        raise PinwiseError(f"pin moves the threads of a process on this machine, so it plans for this machine, not "
-                           f"{args.topology!r}: drop --topology (pinwise run --print -t T shows a plan for T)")
-    topology = _load_topology(None)
-    plan = _resolve_plan(args, topology)
-    if plan is None:
-        raise PinwiseError("policy os means no pinning: nothing to do")
-    done = pin_threads(plan, args.pid)
+    command = PinCommand.from_args(args)
+    if command.adapt is not None:
+        return _adapt(command.adapt, command.topology, None, command.pid)
+    done = pin_threads(command.plan, command.pid)
     for tid, cpus in done.items():
         print(f"TID {tid}: CPU {format_cpulist(sorted(cpus))}")
     return 0
@@ -309,28 +388,24 @@ def cmd_topo(args: argparse.Namespace) -> int:
     from .. import topology as topo_mod
     from ..files import write_text_atomic
 
-    if args.presets:
-        ignored = [option for option, given in (("--topology", args.topology is not None),
-                                                ("--of", args.of != "text"), ("--output", args.output)) if given]
-        if ignored:  # never an option taken without a word
-            raise PinwiseError(f"--presets lists the presets and nothing else: drop {', '.join(ignored)} (pinwise "
-                               "topo -t NAME shows one of them)")
+    command = TopoCommand.from_args(args)
+    topology = command.topology
+    if topology is None:
         for name, (description, note) in topo_mod.PRESETS.items():
             machine = topo_mod.preset(name)
             print(f"{name:9} {machine.nb_pus:3} PUs  {description}\n          {note}")
         return 0
-    topology = _load_topology(args.topology)
-    if args.of == "text":
+    if command.of == "text":
         text = _render(topology)
-    elif args.of == "json":
+    elif command.of == "json":
         text = topo_mod.to_json(topology)
-    elif args.of == "xml":
+    elif command.of == "xml":
         text = topo_mod.to_xml(topology)
     else:
         text = topo_mod.to_synthetic(topology)
-    if args.output:
-        write_text_atomic(args.output, text if text.endswith("\n") else text + "\n")
-        print(f"wrote {args.output}", file=sys.stderr)
+    if command.output:
+        write_text_atomic(command.output, text if text.endswith("\n") else text + "\n")
+        print(f"wrote {command.output}", file=sys.stderr)
     else:
         print(text)
     return 0

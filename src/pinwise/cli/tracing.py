@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import policies
@@ -21,48 +22,71 @@ _SAMPLE_ONLY = {"pid": "--pid", "duration": "--duration", "period": "--period", 
                 "seed": "--seed"}
 
 
+@dataclass(frozen=True)
+class TraceCommand:
+    """``pinwise trace``'s options, checked against each other: the program (or the process to
+    attach to), the backend, and its keyword arguments (pinwise.trace.trace or
+    pinwise.sample.sample) as given: the backend's own defaults stand for the others."""
+
+    argv: list[str]
+    pid: int | None                  # the process to attach to (sample)
+    output: str
+    backend: str                     # valgrind or sample
+    settings: dict[str, object]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TraceCommand:
+        argv = program_of(args)
+        backend = args.backend or ("sample" if args.pid is not None else "valgrind")
+        if args.pid is not None and argv:
+            raise PinwiseError("--pid attaches to a running process: give no program after --")
+        if args.pid is None and not argv:
+            raise no_program("trace -o comm.json", " (or --pid PID to sample a running process)")
+        if args.pid is not None and backend == "valgrind":
+            raise PinwiseError("--pid samples a running process, which Valgrind cannot attach to: drop --backend "
+                               "valgrind")
+        wrong = _VALGRIND_ONLY if backend == "sample" else _SAMPLE_ONLY
+        given = [flag for key, flag in wrong.items() if getattr(args, key) is not None]
+        if given:
+            raise PinwiseError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
+                               f"{'valgrind' if backend == 'sample' else 'sample'} backend, not --backend {backend}")
+        own = [key for key in (_SAMPLE_ONLY if backend == "sample" else _VALGRIND_ONLY) if key != "pid"]
+        settings = {key: getattr(args, key) for key in ("window_ms", *own) if getattr(args, key) is not None}
+        if backend == "sample":  # the sampler's names and units
+            if "period" in settings:
+                settings["period_us"] = max(10, round(settings.pop("period") * 1e6))
+            if "watch_rate" in settings:
+                settings["arms_per_s"] = settings.pop("watch_rate")
+        else:
+            settings["native_run"] = args.native_run
+        settings.update(sharing=args.sharing, readonly=args.readonly, stack=args.stack)
+        return cls(argv, args.pid, args.output, backend, settings)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
-    argv = program_of(args)
-    backend = args.backend or ("sample" if args.pid is not None else "valgrind")
-    if args.pid is not None and argv:
-        raise PinwiseError("--pid attaches to a running process: give no program after --")
-    if args.pid is None and not argv:
-        raise no_program("trace -o comm.json", " (or --pid PID to sample a running process)")
-    if args.pid is not None and backend == "valgrind":
-        raise PinwiseError("--pid samples a running process, which Valgrind cannot attach to: drop --backend valgrind")
-    wrong = _VALGRIND_ONLY if backend == "sample" else _SAMPLE_ONLY
-    given = [flag for key, flag in wrong.items() if getattr(args, key) is not None]
-    if given:
-        raise PinwiseError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
-                           f"{'valgrind' if backend == 'sample' else 'sample'} backend, not --backend {backend}")
-    if backend == "sample":
-        return _sample_trace(args, argv)
+    command = TraceCommand.from_args(args)
+    if command.backend == "sample":
+        return _sample_trace(command)
     from ..trace import trace
 
-    comm = trace(argv, args.output, window=args.window or 1_000_000, window_ms=args.window_ms,
-                 model=args.model or "diener", sharing=args.sharing, omp_wait=args.omp_wait or "passive",
-                 readonly=args.readonly, stack=args.stack, max_lines=args.max_lines or 1 << 24,
-                 native_run=args.native_run)
+    comm = trace(command.argv, command.output, **command.settings)
     info = comm.info
-    print(f"wrote {args.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
+    print(f"wrote {command.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
           f"{info.lines_tracked:,} lines tracked ({format_size(_whole_kib(info.memory_bytes))} of tracer memory, "
           f"{format_size(_whole_kib(info.cache_bytes))} line cache)"
           + (f", {info.lines_dropped:,} accesses to lines past --max-lines not counted" if info.lines_dropped else "")
           + (" [partial]" if info.partial else ""), file=sys.stderr)
-    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    print(f"next: pinwise analyze {command.output}", file=sys.stderr)
     return 0 if not info.partial else 1
 
 
-def _sample_trace(args: argparse.Namespace, argv: list[str]) -> int:
-    from ..sample import ARMS_PER_S, PERIOD_US, RATIONED_ABOVE, SWITCH_LIMIT, WINDOW_MS, sample, unwatched_threads
+def _sample_trace(command: TraceCommand) -> int:
+    from ..sample import RATIONED_ABOVE, SWITCH_LIMIT, sample, unwatched_threads
 
-    comm = sample(argv or None, args.output, pid=args.pid, duration=args.duration,
-                  period_us=max(10, round(args.period * 1e6)) if args.period else PERIOD_US,
-                  window_ms=args.window_ms or WINDOW_MS, arms_per_s=args.watch_rate or ARMS_PER_S,
-                  sharing=args.sharing, readonly=args.readonly, stack=args.stack, seed=args.seed)
+    comm = sample(command.argv or None, command.output, pid=command.pid, **command.settings)
     s = comm.info.sampling
     skipped = {k: v for k, v in s["skipped"].items() if v}
-    print(f"wrote {args.output}: {comm.threads} threads, {s['samples']:,} samples in {comm.info.seconds:.1f} s "
+    print(f"wrote {command.output}: {comm.threads} threads, {s['samples']:,} samples in {comm.info.seconds:.1f} s "
           f"({s['address_samples']:,} with an address), {s['events']:,} events from {s['arms']:,} watchpoints "
           f"[sampled: a statistical estimate]" + (" [partial]" if comm.info.partial else ""), file=sys.stderr)
     if skipped:
@@ -81,7 +105,7 @@ def _sample_trace(args: argparse.Namespace, argv: list[str]) -> int:
               "slows every switch of the thread it is armed on, so "
               + ("they were watched only a few times a second" if rationed else "none was armed on them")
               + "; their sharing rests on few events", file=sys.stderr)
-    print(f"next: pinwise analyze {args.output}", file=sys.stderr)
+    print(f"next: pinwise analyze {command.output}", file=sys.stderr)
     return 0 if not comm.info.partial else 1
 
 

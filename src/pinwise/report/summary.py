@@ -11,6 +11,7 @@ import numpy as np
 from .. import policies, stats
 from ..errors import PinwiseError
 from ..bench import db
+from ..bench.config import BenchConfig
 from ..bench.noise import Noise, summarize_noise
 
 
@@ -226,7 +227,7 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
     ``correction``). A test's "significant" stands only when the bootstrap interval at the same
     level agrees (:func:`pinwise.stats.agrees_with_interval`)."""
     rows = db.runs(connection, experiment.id)
-    names = experiment.config.get("candidates") or sorted({r.policy for r in rows})
+    names = list(experiment.config.candidates) or sorted({r.policy for r in rows})
     aliases = _aliases(experiment.config, names)
     if baseline is None:  # the OS's placement where it was measured, else the first placement
         baseline = policies.BASELINE if policies.BASELINE in names else names[0]
@@ -236,14 +237,14 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
             every = [*names, *(n for same in aliases.values() for n in same)]
             raise PinwiseError(f"baseline {baseline!r} is not a placement of experiment {experiment.id} "
                                f"(it has {', '.join(every)})")
-    use_program_time = bool(experiment.config.get("time_regex"))
+    use_program_time = bool(experiment.config.time_regex)
     metric = "program time" if use_program_time else "wall time"
     coarse = use_program_time and _too_coarse([r.program_time for r in rows if r.failure is None],
                                               [[r.program_time for r in rows if r.policy == n and r.failure is None]
                                                for n in names])
     if coarse:  # what the program prints cannot tell placements apart: its own clock is too coarse
         use_program_time, metric = False, f"wall time (the printed times are too coarse: {coarse})"
-    plans = experiment.config.get("plans", {})
+    plans = experiment.config.plans
     measured = {name: _measured(name, [r for r in rows if r.policy == name], use_program_time, plans.get(name))
                 for name in names}
     base = measured[baseline]
@@ -255,13 +256,9 @@ def summarize(connection, experiment: db.Experiment, baseline: str | None = None
     return ExperimentSummary(experiment, metric, baseline, confidence, results, correction, noise)
 
 
-def _aliases(config: dict, names: list[str]) -> dict[str, list[str]]:
-    """The other names of each benched placement (the bench's ``aliases``), those that read well."""
-    found = config.get("aliases")
-    if not isinstance(found, dict):
-        return {}
-    return {name: [n for n in same if isinstance(n, str) and n not in names]
-            for name, same in found.items() if name in names and isinstance(same, list)}
+def _aliases(config: BenchConfig, names: list[str]) -> dict[str, list[str]]:
+    """The other names of each benched placement (the bench's ``aliases``), but benched ones."""
+    return {name: [n for n in same if n not in names] for name, same in (config.aliases or {}).items() if name in names}
 
 
 @dataclass(frozen=True)
@@ -281,8 +278,8 @@ def recommended_policy(summary: ExperimentSummary) -> str | None:
     """The placement the analysis recommended for this program: the one kept in the experiment's
     configuration (``recommended``, written by demo and auto) or the ``auto`` candidate."""
     names = [p.name for p in summary.policies]
-    named = summary.experiment.config.get("recommended")
-    if isinstance(named, str) and named in names:
+    named = summary.experiment.config.recommended
+    if named is not None and named in names:
         return named
     return policies.AUTO if policies.AUTO in names else None
 
