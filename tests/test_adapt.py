@@ -373,3 +373,25 @@ def test_a_stale_placement_is_judged_at_each_tick_until_the_new_phase_shows_clea
     assert [m.at_s for m in adapter.moves][1:] == [0.35], said
     assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
     assert not any("no longer contend" in line for line in said)
+
+
+def test_when_what_is_seen_follows_the_placement_the_threads_are_moved_once_at_most():
+    """Four threads that all talk alike on two CPUs: those that share a CPU run in turns and are
+    seen to talk less than those that run side by side, so every placement makes the threads it
+    puts apart look the closest partners. One move may follow what is seen; it does not lower
+    the distance per event, and no further move follows it."""
+    import io
+
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    paper, said = _OnPaper([0, 0, 1, 1]), []
+    adapter = paper.adapter(machine, said)
+    adapter.log = io.StringIO()
+    tids = [101, 102, 103, 104]
+    for k in range(40):  # 2 s of ticks
+        seen = {(a, b): 12.0 if paper.cpus[a] != paper.cpus[b] else 2.0 for a in range(4) for b in range(4) if a != b}
+        adapter.feed(_window(0.05 * (k + 1), tids, seen))
+    assert len(adapter.moves) <= 1, said
+    if adapter.moves:
+        assert "futile" in adapter.log.getvalue()

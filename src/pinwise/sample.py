@@ -425,6 +425,21 @@ def merge_windows(windows: list[Window]) -> Window:
                   last.monotonic_ns)
 
 
+def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Window]:
+    """The window's events dealt to two halves at random, as two windows (each watchpoint hit to
+    one or the other, each thread's address samples halved): what one half shows and the other
+    does not is sampling noise."""
+    first, second = [], []
+    for a, b, offered, armed, hits in window.pairs:
+        whole = int(hits)
+        kept = float(rng.binomial(whole, 0.5)) + (hits - whole) / 2 if whole > 0 else hits / 2
+        first.append((a, b, offered / 2, armed / 2, kept))
+        second.append((a, b, offered / 2, armed / 2, hits - kept))
+    halves = tuple(Window(window.end_s, list(window.tids), window.accesses / 2, window.eligible / 2, pairs,
+                          window.monotonic_ns) for pairs in (first, second))
+    return halves[0], halves[1]
+
+
 def read_windows(text: str) -> tuple[list[Window], int]:
     """The complete window records in ``text`` and how many characters they took (a record the
     sampler is still writing is left for the next read)."""

@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import policies
 from ..comm import CommMatrix
-from ..mapping.tree import SlotTree
-from ..sample import Window, merge_windows
+from ..sample import Window, merge_windows, split_window
+from .scoring import Scorer
 
 INTERVAL = 0.2
 #: The sampler's windows (ticks) are this share of the interval: a judgment is made on the ticks
@@ -121,7 +121,10 @@ class Adapter:
         self.fresh: list[Window] = []             # the ticks since the last judgment
         self.last_judged: Window | None = None    # the newest tick of the last judgment
         self.reference: tuple[tuple[int | None, ...], float] | None = None  # CPUs then, and their cost per event
-        self.distances: dict[tuple[int, ...], np.ndarray | None] = {}
+        self.score = Scorer(topology)
+        self.paying: tuple[tuple[int | None, ...], float] | None = None  # the last move's CPUs, hops per event before it
+        self.futile: tuple[tuple[int | None, ...], float] | None = None  # CPUs whose move did not pay, hops per event
+        self.rng = np.random.default_rng(0)      # the held-out halves (:meth:`_held_out`)
         self.plan = None                          # the last plan applied (None: the OS places)
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
         self.left_alone: dict[int, str] = {}
@@ -197,28 +200,6 @@ class Adapter:
         self.plan = None
         return released
 
-    def _cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
-        from ..mapping.cost import mapping_cost
-
-        alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
-        if len(alive) < 2:
-            return None
-        sub = matrix[np.ix_(alive, alive)]
-        return mapping_cost(sub, self.topology, [cpus[k] for k in alive]).hops
-
-    def _cost_by_chance(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
-        """What ``cpus`` would cost with the threads dealt to them at random: each pair's
-        communication times the mean distance between two of these CPUs."""
-        from ..mapping.cost import mapping_cost
-
-        alive = [k for k, cpu in enumerate(cpus) if cpu is not None and cpu in self.allowed]
-        n = len(alive)
-        if n < 2:
-            return None
-        sub = matrix[np.ix_(alive, alive)]
-        every_pair = mapping_cost(np.ones((n, n)), self.topology, [cpus[k] for k in alive]).hops
-        return float(sub[np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
-
     def feed(self, tick: Window) -> None:
         """One window of the sampler's stream (a tick). The ticks since the last judgment are
         judged together once an interval has passed; before, the newest of them that hold
@@ -247,7 +228,7 @@ class Adapter:
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
         if due or newest is None or self.reference is None or placed != self.reference[0]:
-            self.reference = (placed, self._per_event(span.directed(), placed)[0])
+            self.reference = (placed, self.score.per_event(span.directed(), placed)[0])
 
     def _newest_ticks(self, stale: bool) -> list[Window] | None:
         """The newest fresh ticks that hold ALONE_EVENTS weighted events, with ``stale`` only when
@@ -268,30 +249,6 @@ class Adapter:
         return [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
                 for k in range(len(now_cpus))]
 
-    def _per_event(self, directed: np.ndarray, cpus) -> tuple[float, float]:
-        """Under ``cpus``, the tree distance the communication in ``directed`` covers per weighted
-        event, and what dealing the threads to those CPUs at random would cover (nan: nothing to
-        say: fewer than two threads placed, or no event)."""
-        alive = [k for k in range(min(len(cpus), directed.shape[0])) if cpus[k] is not None and cpus[k] in self.allowed]
-        distances = self._distances(tuple(cpus[k] for k in alive)) if len(alive) > 1 else None
-        if distances is None:
-            return float("nan"), float("nan")
-        upper = np.triu(directed[np.ix_(alive, alive)] + directed[np.ix_(alive, alive)].T, 1)
-        events = upper.sum()
-        chance = float(distances[np.triu_indices(len(alive), 1)].mean())
-        return (float((upper * distances).sum() / events) if events > 0 else float("nan")), chance
-
-    def _distances(self, cpus: tuple[int, ...]) -> np.ndarray | None:
-        """The tree distances between the threads on ``cpus`` (kept per placement: a handful a run)."""
-        if cpus not in self.distances:
-            if len(self.distances) > 64:
-                self.distances.clear()
-            tree = SlotTree(self.topology, len(cpus))
-            index = tree.pu_index(cpus)
-            a, b = np.meshgrid(index, index, indexing="ij")
-            self.distances[cpus] = tree.distance(a.ravel(), b.ravel()).reshape(a.shape).astype(float)
-        return self.distances[cpus]
-
     def _stale(self, directed: np.ndarray) -> bool:
         """Whether the fresh ticks' communication covers more distance per event under the CPUs of
         the last judgment than that judgment's did, by STALE_SHARE of a random dealing's (True
@@ -299,7 +256,7 @@ class Adapter:
         if self.reference is None:
             return True
         cpus, before = self.reference
-        now, chance = self._per_event(directed, cpus)
+        now, chance = self.score.per_event(directed, cpus)
         if np.isnan(now) or np.isnan(chance):
             return False
         return bool(now > (0.0 if np.isnan(before) else before) + STALE_SHARE * chance)
@@ -373,7 +330,7 @@ class Adapter:
         sharing = self._share_cpus(targets, directed, accesses, alive)
         current = self._placement_now(now_cpus)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
-        cost_now, cost_new = self._cost(matrix, current), self._cost(matrix, candidate)
+        cost_now, cost_new = self.score.cost(matrix, current), self.score.cost(matrix, candidate)
         # the second thread of each contending pair pinwise put on one CPU is not crowding it
         seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
         if cost_now is not None and self._stacked(current, [k for k in alive if k not in seconds]):
@@ -386,21 +343,33 @@ class Adapter:
                       cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
         if sharing:
             record["pairs_sharing_a_cpu"] = [list(pair) for pair in sharing]
+        if found.doubt:
+            record["doubt"] = found.doubt
         if cost_now is None or cost_new is None or events < MIN_EVENTS:
             self.streak = 0
             self._record(**record, decision="too few events or threads to judge")
             return
+        self._check_paid(directed, current, events, record)
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
+        if better and self._futile(directed, current, record):
+            better = False
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not better and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
             # the OS has these threads where it does by chance (module docstring)
-            by_chance = self._cost_by_chance(matrix, candidate)
+            by_chance = self.score.by_chance(matrix, candidate)
             better = by_chance is not None and cost_new < (1 - HYSTERESIS) * by_chance
             if better:
                 record["cost_by_chance"] = by_chance
                 if cost_now <= cost_new:  # as good as the plan: pinned where they are, none moved
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
+        if better and cost_now != float("inf"):
+            # a plan made on half the events must beat the placement on the other half: a plan fitted
+            # to noise (six pairs that talk alike, 150 events) looks cheaper on the events it was
+            # made from, never on others
+            held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record)
+            record["held_out"] = round(held_out, 3)
+            better = held_out < 1 - HYSTERESIS
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
         strong = better and cost_now != float("inf") and events >= STRONG_EVENTS and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now))
@@ -413,6 +382,8 @@ class Adapter:
         moved, pinned = self._apply(window.tids, candidate)
         self.streak = 0
         self.sharing = sharing
+        if moved and cost_now != float("inf"):  # did it pay? (_futile, at the next judgment)
+            self.paying = (tuple(candidate), self.score.per_event(directed, current)[0])
         if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
             self._record(**record, decision="nothing to move")
             return
@@ -427,6 +398,60 @@ class Adapter:
         stayed = f", {in_place} pinned where the OS had them" if in_place else ""
         self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved{stayed} "
                  f"({before} -> {cost_new:,.0f})")
+
+    def _check_paid(self, directed: np.ndarray, current: list[int | None], events: float, record: dict) -> None:
+        """At the first judgment with ALONE_EVENTS events after a move (the threads still where it
+        put them): whether it lowered the distance the communication covers per event. On fewer
+        CPUs than threads, threads that share a CPU run in turns and are seen to talk less than
+        those that run side by side, so what the sampler sees follows the placement: a move fitted
+        to it finds the threads now apart talking most, and another move would follow. A move
+        that did not pay makes the next ones wait for a phase change (:meth:`_futile`)."""
+        before = self.paying[1] if self.paying is not None and tuple(current) == self.paying[0] else None
+        if before is None or events < ALONE_EVENTS:
+            return
+        self.paying = None
+        after = self.score.per_event(directed, current)[0]
+        if not np.isnan(before) and not np.isnan(after) and after > (1 - HYSTERESIS) * before:
+            self.futile = (tuple(current), after)
+            record["futile"] = f"the last move left {after:.2f} hops per event (before it {before:.2f})"
+
+    def _futile(self, directed: np.ndarray, current: list[int | None], record: dict) -> bool:
+        """Whether a move is to wait: the last one did not pay (:meth:`_check_paid`), the threads
+        are where it put them, and the placement does not look stale (STALE_SHARE: no phase
+        change since)."""
+        if self.futile is None:
+            return False
+        now, chance = self.score.per_event(directed, current)
+        if tuple(current) == self.futile[0] and not now > self.futile[1] + STALE_SHARE * chance:
+            record.setdefault("futile", "the last move did not lower the hops per event: moves wait for a phase change")
+            return True
+        self.futile = None
+        return False
+
+    def _held_out(self, recent: list[Window], policy: str, current: list[int | None], alive: list[int],
+                  by_chance: bool) -> float:
+        """The events of ``recent`` dealt to two halves at random: the placement made on one half
+        (the policy's plan and the contending pairs that share a CPU), scored on the other against
+        where the threads are now (``by_chance``: against its CPUs dealt at random), both ways;
+        the larger ratio."""
+        from ..mapping import compute_mapping
+
+        halves = [merge_windows(list(pair)) for pair in zip(*(split_window(w, self.rng) for w in recent))]
+        ratios = []
+        for made, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
+            directed = made.directed()
+            t = directed.shape[0]
+            plan = compute_mapping(policy, CommMatrix(directed + directed.T, made.accesses), self.topology)
+            targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
+            self._share_cpus(targets, directed, made.accesses, alive)
+            candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
+            matrix = scored.matrix()
+            reference = self.score.by_chance(matrix, candidate) if by_chance else self.score.cost(matrix, current)
+            cost = self.score.cost(matrix, candidate)
+            if reference is None or cost is None:
+                return float("inf")
+            ratios.append(cost / reference if reference > 0 else (1.0 if cost <= 0 else float("inf")))
+        return max(ratios)
 
     def _own_pinning(self, k: int, tid: int) -> set[int] | None:
         """Thread k's affinity now, or None when it is gone or its own (the program, or its user,

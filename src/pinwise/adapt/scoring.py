@@ -1,0 +1,67 @@
+"""What a placement costs while the program runs (:mod:`pinwise.adapt`): the cost model on the
+CPUs the threads are on, what those CPUs would cost with the threads dealt to them at random, and
+the tree distance the communication covers per event, which tells a stale placement (a phase
+change) and a move that did not pay from a good one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mapping.cost import mapping_cost
+from ..mapping.tree import SlotTree
+
+
+class Scorer:
+    """Costs of placements on one machine; the distances between a placement's CPUs are kept (a
+    handful of placements a run)."""
+
+    def __init__(self, topology):
+        self.topology = topology
+        self.allowed = set(topology.allowed)
+        self.kept: dict[tuple[int, ...], np.ndarray] = {}
+
+    def _placed(self, cpus, size: int | None = None) -> list[int]:
+        size = len(cpus) if size is None else min(len(cpus), size)
+        return [k for k in range(size) if cpus[k] is not None and cpus[k] in self.allowed]
+
+    def cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
+        """The cost model's hops of ``matrix`` with thread k on ``cpus[k]`` (None: fewer than two placed)."""
+        alive = self._placed(cpus)
+        if len(alive) < 2:
+            return None
+        return mapping_cost(matrix[np.ix_(alive, alive)], self.topology, [cpus[k] for k in alive]).hops
+
+    def by_chance(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
+        """What ``cpus`` would cost with the threads dealt to them at random: each pair's
+        communication times the mean distance between two of these CPUs."""
+        alive = self._placed(cpus)
+        n = len(alive)
+        if n < 2:
+            return None
+        every_pair = mapping_cost(np.ones((n, n)), self.topology, [cpus[k] for k in alive]).hops
+        return float(matrix[np.ix_(alive, alive)][np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
+
+    def per_event(self, directed: np.ndarray, cpus) -> tuple[float, float]:
+        """Under ``cpus``, the tree distance the communication in ``directed`` covers per weighted
+        event, and what dealing the threads to those CPUs at random would cover (nan: nothing to
+        say: fewer than two threads placed, or no event)."""
+        alive = self._placed(cpus, directed.shape[0])
+        if len(alive) < 2:
+            return float("nan"), float("nan")
+        distances = self.distances(tuple(cpus[k] for k in alive))
+        sub = directed[np.ix_(alive, alive)]
+        upper = np.triu(sub + sub.T, 1)
+        events = upper.sum()
+        chance = float(distances[np.triu_indices(len(alive), 1)].mean())
+        return (float((upper * distances).sum() / events) if events > 0 else float("nan")), chance
+
+    def distances(self, cpus: tuple[int, ...]) -> np.ndarray:
+        """The tree distances between threads on ``cpus``."""
+        if cpus not in self.kept:
+            if len(self.kept) > 64:
+                self.kept.clear()
+            tree = SlotTree(self.topology, len(cpus))
+            index = tree.pu_index(cpus)
+            a, b = np.meshgrid(index, index, indexing="ij")
+            self.kept[cpus] = tree.distance(a.ravel(), b.ravel()).reshape(a.shape).astype(float)
+        return self.kept[cpus]
