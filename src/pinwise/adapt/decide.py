@@ -382,11 +382,12 @@ class Adapter:
         moved, pinned = self._apply(window.tids, candidate)
         self.streak = 0
         self.sharing = sharing
-        if moved and cost_now != float("inf"):  # did it pay? (_futile, at the next judgment)
-            self.paying = (tuple(candidate), self.score.per_event(directed, current)[0])
         if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
             self._record(**record, decision="nothing to move")
             return
+        # did it pay? (_check_paid, at the next judgment; threads pinned where they ran did not
+        # move, and after it too a move waits for a phase change)
+        self.paying = (tuple(candidate), self.score.per_event(directed, current)[0])
         self.moves.append(Move(window.end_s, policy, tuple(c if c is not None else -1 for c in candidate), moved,
                                cost_now, cost_new))
         self._record(**record, decision=PLACED[0] if moved else PLACED[1], moved=moved, pinned=pinned,
@@ -413,7 +414,7 @@ class Adapter:
         after = self.score.per_event(directed, current)[0]
         if not np.isnan(before) and not np.isnan(after) and after > (1 - HYSTERESIS) * before:
             self.futile = (tuple(current), after)
-            record["futile"] = f"the last move left {after:.2f} hops per event (before it {before:.2f})"
+            record["futile"] = f"the last placement left {after:.2f} hops per event (before it {before:.2f})"
 
     def _futile(self, directed: np.ndarray, current: list[int | None], record: dict) -> bool:
         """Whether a move is to wait: the last one did not pay (:meth:`_check_paid`), the threads
@@ -423,7 +424,8 @@ class Adapter:
             return False
         now, chance = self.score.per_event(directed, current)
         if tuple(current) == self.futile[0] and not now > self.futile[1] + STALE_SHARE * chance:
-            record.setdefault("futile", "the last move did not lower the hops per event: moves wait for a phase change")
+            record.setdefault("futile", "the last placement did not lower the hops per event: moves wait for a phase "
+                                        "change")
             return True
         self.futile = None
         return False
