@@ -43,12 +43,12 @@ program or its user, and is left alone for the rest of the run.
 from __future__ import annotations
 
 from ..sample import Window, read_windows
-from .decide import (ALONE_EVENTS, CONTENDED_SHARE, HYSTERESIS, IDLE_SHARE, INTERVAL, MIN_EVENTS, PARTNER_SHARE,
-                     PLACED, RELEASE_WINDOWS, STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, Adapter, Move,
-                     contending_pairs)
+from .decide import (ALONE_EVENTS, HYSTERESIS, INTERVAL, MIN_EVENTS, PAID_EVENTS, PLACED, RELEASE_WINDOWS,
+                     STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, Adapter, Move)
+from .pairs import CONTENDED_SHARE, IDLE_SHARE, PARTNER_SHARE, contending_pairs
 from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
 
-__all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS",
+__all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PAID_EVENTS",
            "PARTNER_SHARE", "PLACED", "RELEASE_WINDOWS", "STALE_SHARE", "STRONG", "STRONG_EVENTS",
            "TICKS_PER_INTERVAL", "AdaptResult", "Adapter",
            "BackgroundAdapter", "Move", "Window", "contending_pairs", "read_windows", "run_adaptive",

@@ -15,6 +15,7 @@ import numpy as np
 from .. import policies
 from ..comm import CommMatrix
 from ..sample import Window, merge_windows, split_window
+from .pairs import contending_pairs
 from .scoring import Scorer
 
 INTERVAL = 0.2
@@ -40,49 +41,15 @@ MIN_EVENTS = 10.0
 #: The newest window alone is judged when it holds this many weighted events; with fewer, the
 #: last two together.
 ALONE_EVENTS = 100.0
-#: Contending pairs (:func:`contending_pairs`): the share of each thread's address samples on
-#: lines its partner touched, and the share of its communication that goes to that partner.
-CONTENDED_SHARE = 0.5
-PARTNER_SHARE = 0.8
-#: A thread with fewer address samples than this share of the busiest thread's is idle (a creator
-#: waiting in join) and has no say in whether the others contend.
-IDLE_SHARE = 0.1
 #: Judgments in a row without contention, over this many intervals less one at least, before
 #: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
 #: (a judgment may sum the last two spans).
 RELEASE_WINDOWS = 3
+#: Weighted events seen under a new placement before whether it lowered the hops per event is
+#: judged (one judgment's 100 events read it either way on noise), and a further move may follow.
+PAID_EVENTS = 2 * ALONE_EVENTS
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")
-
-
-def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int]) -> list[tuple[int, int]] | None:
-    """The pairs of threads that spend most of their accesses on lines the other touches (two
-    threads hammering one counter, a ping-pong), when every busy thread is in one: each thread's
-    partner is the one it communicates with most, mutually, with at least PARTNER_SHARE of its
-    communication and CONTENDED_SHARE of its address samples. Such a pair runs faster taking turns
-    on one CPU than bouncing the line between two: the thread-affinity blog's hand pinning
-    (benchmarks/programs/creator_pairs.c; on a 16-core Xeon 2.2x the OS's speed, where spreading
-    the pairs over cores that share only an L3 gains nothing). None otherwise; idle threads
-    (IDLE_SHARE) are not counted."""
-    alive = [k for k in alive if k < len(accesses)]
-    if len(alive) < 2:
-        return None
-    busiest = max(accesses[k] for k in alive)
-    busy = [k for k in alive if busiest > 0 and accesses[k] >= IDLE_SHARE * busiest]
-    if len(busy) < 2 or len(busy) % 2:
-        return None
-    comm = directed + directed.T
-    partner = {}
-    for i in busy:
-        others = [j for j in busy if j != i]
-        j = max(others, key=lambda j: comm[i, j])
-        total = sum(comm[i, o] for o in others)
-        if total <= 0 or comm[i, j] < PARTNER_SHARE * total or directed[i, j] < CONTENDED_SHARE * accesses[i]:
-            return None
-        partner[i] = j
-    if any(partner[partner[i]] != i for i in busy):
-        return None
-    return sorted({(min(i, j), max(i, j)) for i, j in partner.items()})
 
 
 def tick_ms(interval: float) -> int:
@@ -124,6 +91,8 @@ class Adapter:
         self.score = Scorer(topology)
         self.paying: tuple[tuple[int | None, ...], float] | None = None  # the last move's CPUs, hops per event before it
         self.futile: tuple[tuple[int | None, ...], float] | None = None  # CPUs whose move did not pay, hops per event
+        self.stale_in_a_row = 0                   # judgments since in which they looked stale
+        self.paid_by: np.ndarray | None = None    # the events seen since the last placement (directed)
         self.rng = np.random.default_rng(0)      # the held-out halves (:meth:`_held_out`)
         self.plan = None                          # the last plan applied (None: the OS places)
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
@@ -351,7 +320,7 @@ class Adapter:
             return
         self._check_paid(directed, current, events, record)
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
-        if better and self._futile(directed, current, record):
+        if better and self._futile(current, record):
             better = False
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not better and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
@@ -401,34 +370,51 @@ class Adapter:
                  f"({before} -> {cost_new:,.0f})")
 
     def _check_paid(self, directed: np.ndarray, current: list[int | None], events: float, record: dict) -> None:
-        """At the first judgment with ALONE_EVENTS events after a move (the threads still where it
-        put them): whether it lowered the distance the communication covers per event. On fewer
+        """Once PAID_EVENTS events are seen after a placement (the threads still where it put
+        them): whether it lowered the distance the communication covers per event. On fewer
         CPUs than threads, threads that share a CPU run in turns and are seen to talk less than
         those that run side by side, so what the sampler sees follows the placement: a move fitted
         to it finds the threads now apart talking most, and another move would follow. A move
-        that did not pay makes the next ones wait for a phase change (:meth:`_futile`)."""
-        before = self.paying[1] if self.paying is not None and tuple(current) == self.paying[0] else None
-        if before is None or events < ALONE_EVENTS:
+        that did not pay makes the next ones wait for a phase change (:meth:`_futile`): until two
+        judgments in a row find the placement stale (STALE_SHARE) against what it left."""
+        if self.futile is not None and tuple(current) == self.futile[0] and events >= ALONE_EVENTS:
+            now, chance = self.score.per_event(directed, current)
+            self.stale_in_a_row = self.stale_in_a_row + 1 if now > self.futile[1] + STALE_SHARE * chance else 0
+            if self.stale_in_a_row >= 2:
+                self.futile, self.stale_in_a_row = None, 0
+        if self.paying is None:
             return
-        self.paying = None
-        after = self.score.per_event(directed, current)[0]
+        if tuple(current) != self.paying[0]:  # the threads are elsewhere now: nothing to measure it by
+            self.paying = self.paid_by = None
+            return
+        if self.paid_by is None:
+            self.paid_by = directed.copy()
+        else:
+            seen = np.zeros((max(len(directed), len(self.paid_by)),) * 2)
+            for part in (self.paid_by, directed):
+                seen[:len(part), :len(part)] += part
+            self.paid_by = seen
+        if self.paid_by.sum() - np.trace(self.paid_by) < PAID_EVENTS:
+            return
+        before, after = self.paying[1], self.score.per_event(self.paid_by, current)[0]
+        self.paying = self.paid_by = None
         if not np.isnan(before) and not np.isnan(after) and after > (1 - HYSTERESIS) * before:
-            self.futile = (tuple(current), after)
+            self.futile, self.stale_in_a_row = (tuple(current), after), 0
             record["futile"] = f"the last placement left {after:.2f} hops per event (before it {before:.2f})"
 
-    def _futile(self, directed: np.ndarray, current: list[int | None], record: dict) -> bool:
-        """Whether a move is to wait: the last one did not pay (:meth:`_check_paid`), the threads
-        are where it put them, and the placement does not look stale (STALE_SHARE: no phase
-        change since)."""
-        if self.futile is None:
-            return False
-        now, chance = self.score.per_event(directed, current)
-        if tuple(current) == self.futile[0] and not now > self.futile[1] + STALE_SHARE * chance:
-            record.setdefault("futile", "the last placement did not lower the hops per event: moves wait for a phase "
-                                        "change")
+    def _futile(self, current: list[int | None], record: dict) -> bool:
+        """Whether a move is to wait: whether the last one paid is not known yet (PAID_EVENTS), or
+        it did not pay (:meth:`_check_paid`), the threads are where it put them, and the placement
+        has not looked stale since (STALE_SHARE, in two judgments in a row: a phase change, not one
+        judgment's noise)."""
+        if self.paying is not None and tuple(current) == self.paying[0]:
+            record.setdefault("futile", "whether the last placement lowered the hops per event is not known yet")
             return True
-        self.futile = None
-        return False
+        if self.futile is None or tuple(current) != self.futile[0]:
+            self.futile = None
+            return False
+        record.setdefault("futile", "the last placement did not lower the hops per event: moves wait for a phase change")
+        return True
 
     def _held_out(self, recent: list[Window], policy: str, current: list[int | None], alive: list[int],
                   by_chance: bool) -> float:
