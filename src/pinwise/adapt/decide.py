@@ -27,8 +27,8 @@ TICKS_PER_INTERVAL = 4
 #: share of a random dealing's cost per event more than that judgment's data did: the threads
 #: that talk now are further apart than those that talked then (a phase change).
 STALE_SHARE = 0.25
-#: Intervals from the start in which, before the first move, any ticks that hold ALONE_EVENTS
-#: are judged, stale or not.
+#: Intervals from the start in which, before the first move, any ticks that hold STRONG_EVENTS
+#: are judged, stale or not (the held-out halves keep noise from moving the threads).
 WARM_UP = 2
 #: A new placement must cost less than this share of the current one (in two windows in a row).
 HYSTERESIS = 0.2
@@ -183,7 +183,8 @@ class Adapter:
         # first placement is wanted early (a thread that creates the others is busy in the first
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
-        newest = self._newest_ticks(stale=not (self.streak or warming))
+        newest = self._newest_ticks(stale=not (self.streak or warming),
+                                    need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
         ticks = newest or self.fresh
@@ -199,9 +200,9 @@ class Adapter:
         if due or newest is None or self.reference is None or placed != self.reference[0]:
             self.reference = (placed, self.score.per_event(span.directed(), placed)[0])
 
-    def _newest_ticks(self, stale: bool) -> list[Window] | None:
-        """The newest fresh ticks that hold ALONE_EVENTS weighted events, with ``stale`` only when
-        the placement looks stale on them (:meth:`_stale`); None otherwise."""
+    def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:
+        """The newest fresh ticks that hold ``need`` weighted events, with ``stale`` only when the
+        placement looks stale on them (:meth:`_stale`); None otherwise."""
         directed = None
         for first in range(len(self.fresh) - 1, -1, -1):
             d = self.fresh[first].directed()
@@ -209,7 +210,7 @@ class Adapter:
                 directed = d
             else:
                 directed[:d.shape[0], :d.shape[1]] += d
-            if directed.sum() - np.trace(directed) >= ALONE_EVENTS:
+            if directed.sum() - np.trace(directed) >= need:
                 return self.fresh[first:] if not stale or self._stale(directed) else None
         return None
 
@@ -379,7 +380,10 @@ class Adapter:
         judgments in a row find the placement stale (STALE_SHARE) against what it left."""
         if self.futile is not None and tuple(current) == self.futile[0] and events >= ALONE_EVENTS:
             now, chance = self.score.per_event(directed, current)
-            self.stale_in_a_row = self.stale_in_a_row + 1 if now > self.futile[1] + STALE_SHARE * chance else 0
+            if now > self.futile[1] + STALE_SHARE * chance:
+                self.stale_in_a_row += 1
+            elif not np.isnan(now):  # what is seen drifts towards the threads apart: the reference follows
+                self.futile, self.stale_in_a_row = (self.futile[0], max(self.futile[1], now)), 0
             if self.stale_in_a_row >= 2:
                 self.futile, self.stale_in_a_row = None, 0
         if self.paying is None:
