@@ -6,6 +6,7 @@ checks no other test reaches, word for word, and what the records hand the handl
 from __future__ import annotations
 
 import pytest
+from conftest import assert_clean_failure, run_pinwise
 
 from pinwise.cli import build_parser
 from pinwise.cli.mapping import MapCommand
@@ -124,3 +125,10 @@ def test_the_bench_record_holds_the_resolved_placements_and_the_experiments_sett
     assert command.baseline == "first" and command.options.runs == 7 and command.options.progress is False
     assert command.options.extra_config == {"threads": None, "comm": comm_csv}
     assert set(command.exports) == {"csv", "json", "markdown", "latex"} and not any(command.exports.values())
+
+
+@pytest.mark.parametrize("interval, message", [
+    ("1ms", "--interval must be at least 10ms, not 1ms"), ("20m", "--interval must be at most 10m, not 20m")])
+def test_a_duration_out_of_bounds_names_the_bound_in_a_unit(interval, message):
+    """The bound in the unit a user writes durations in (not 'at least 0.01', which says no unit)."""
+    assert_clean_failure(run_pinwise("run", "--adapt", "--interval", interval, "--", "true"), message)

@@ -22,12 +22,21 @@ _REAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z")
 MAX_DIGITS = 40
 
 
-def _bounded(value, text: str, what: str, minimum, maximum):
+def _bounded(value, text: str, what: str, minimum, maximum, say=str):
+    """``value`` within [minimum, maximum], else the message names the bound as ``say`` writes it."""
     if minimum is not None and value < minimum:
-        raise PinwiseError(f"{what} must be at least {minimum}, not {text}")
+        raise PinwiseError(f"{what} must be at least {say(minimum)}, not {text}")
     if maximum is not None and value > maximum:
-        raise PinwiseError(f"{what} must be at most {maximum}, not {text}")
+        raise PinwiseError(f"{what} must be at most {say(maximum)}, not {text}")
     return value
+
+
+def say_duration(seconds: float) -> str:
+    """A duration in the unit a user would write it in: 10ms, 1.5s, 10m, 2h."""
+    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= size or unit == "us":
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def whole_number(text: str, what: str, minimum: int | None = 0, maximum: int | None = None) -> int:
@@ -71,4 +80,4 @@ def duration_seconds(text: str, what: str, minimum: float | None = None, maximum
     if not found:
         raise PinwiseError(f"{what} {text[:MAX_DIGITS]!r} is not a duration such as 10s, 200ms or 2m")
     value = real_number(found.group(1), what) * _UNIT_SECONDS[found.group(2)]
-    return _bounded(value, text, what, minimum, maximum)
+    return _bounded(value, text, what, minimum, maximum, say_duration)
