@@ -175,7 +175,7 @@ class Adapter:
         ALONE_EVENTS weighted events are judged alone as soon as the placement looks stale on
         them (a phase change seen in a quarter of the interval, not a whole one later), when a
         move waits for a second judgment to agree, or in the first WARM_UP intervals before any
-        move."""
+        move (from STRONG_EVENTS then)."""
         self.fresh.append(tick)
         since = self.windows[-1].end_s if self.windows else 0.0
         due = tick.end_s - since >= self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
