@@ -30,7 +30,7 @@ STALE_SHARE = 0.25
 #: Intervals from the start in which, before the first move, any ticks that hold STRONG_EVENTS
 #: are judged, stale or not (the held-out halves keep noise from moving the threads).
 WARM_UP = 2
-#: A new placement must cost less than this share of the current one (in two windows in a row).
+#: A new placement must cost less than this share of the current one (in two judgments in a row).
 HYSTERESIS = 0.2
 #: ... or less than this share of it in one judgment of at least STRONG_EVENTS weighted events:
 #: a gain sampling noise does not make.
@@ -87,6 +87,7 @@ class Adapter:
         self.windows: list[Window] = []           # the spans judged, each the ticks since the one before
         self.fresh: list[Window] = []             # the ticks since the last judgment
         self.last_judged: Window | None = None    # the newest tick of the last judgment
+        self.ticks = 0                            # ticks fed
         self.reference: tuple[tuple[int | None, ...], float] | None = None  # CPUs then, and their cost per event
         self.score = Scorer(topology)
         self.paying: tuple[tuple[int | None, ...], float] | None = None  # the last move's CPUs, hops per event before it
@@ -97,7 +98,7 @@ class Adapter:
         self.plan = None                          # the last plan applied (None: the OS places)
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
         self.left_alone: dict[int, str] = {}
-        self.streak = 0                           # windows in a row that favour a move
+        self.streak = 0                           # judgments in a row that favour a move
         self.pending_since: float | None = None
         self.pending_monotonic = 0
         self.moves: list[Move] = []
@@ -177,6 +178,7 @@ class Adapter:
         move waits for a second judgment to agree, or in the first WARM_UP intervals before any
         move (from STRONG_EVENTS then)."""
         self.fresh.append(tick)
+        self.ticks += 1
         since = self.windows[-1].end_s if self.windows else 0.0
         due = tick.end_s - since >= self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
         # a pending move is confirmed on fresh events; in the first intervals, before any move, the

@@ -28,9 +28,10 @@ class AdaptResult:
     left_alone: dict[int, str] = field(default_factory=dict)         # thread -> why
     sampler_cpu_s: float = 0.0
     seconds: float = 0.0
-    windows: int = 0
+    windows: int = 0                    # spans judged
     threads: int = 0
     ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
+    ticks: int = 0                      # the sampler's windows read
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -84,7 +85,8 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             log.close()
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
-                       max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on)
+                       max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
+                       adapter.ticks)
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
@@ -138,8 +140,9 @@ def _exit_status(out_path: Path) -> int:
 
 def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     """What ``pinwise run --adapt`` prints at the end."""
-    lines = [f"adapted: {result.windows} windows in {result.seconds:.1f} s, {result.threads} threads, "
-             f"{len(result.moves)} placement(s) applied, {sum(m.moved for m in result.moves)} thread move(s); "
+    lines = [f"adapted: {result.windows} judgments of {result.ticks} windows in {result.seconds:.1f} s, "
+             f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
+             f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))

@@ -120,12 +120,13 @@ def adapt_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adapt", action="store_true",
                        help="place the threads while the program runs: sample who shares data with whom (the "
                             "sampling tracer), and whenever another placement would cost less than 4/5 of the "
-                            "current one in two windows in a row, move the threads (--policy: the policy to place "
+                            "current one in two judgments in a row, move the threads (--policy: the policy to place "
                             "with; default: the one analyze recommends for each phase); no trace step")
     group.add_argument("--interval", type=argument_type(duration_seconds, "--interval", 0.01, 600.0), default=None,
-                       metavar="TIME", help="how long a window of the sampler lasts (default 200ms)")
+                       metavar="TIME", help="how often the placement is judged at least; the sampler's windows are a "
+                            "quarter of it, and a phase change is judged as soon as they show it (default 200ms)")
     group.add_argument("--log", metavar="FILE", type=OUTPUT_FILE,
-                       help="with --adapt: every window's decision and every move, as JSON lines, while it runs")
+                       help="with --adapt: every judgment's decision and every move, as JSON lines, while it runs")
     group.add_argument("--duration", type=argument_type(duration_seconds, "--duration", 0.01, 1e9), metavar="TIME",
                        help="with pin --pid --adapt: adapt for this long, then detach (default: until the process "
                             "ends or Ctrl-C)")

@@ -82,7 +82,7 @@ class Adaptation(Frozen):
     --policy says how (and a placement given in full is a contradiction)."""
 
     policy: str | None         # the policy to place with; None: the one analyze recommends for each phase
-    interval: float            # seconds a window of the sampler lasts
+    interval: float            # seconds between judgments at most (the sampler's windows: a quarter)
     log: str | None            # every window's decision and every move, as JSON lines
     duration: float | None     # pin --pid: adapt for this long, then detach
 
