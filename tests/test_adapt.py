@@ -353,9 +353,9 @@ def test_before_the_first_move_each_tick_with_enough_events_is_judged():
 
 
 def test_a_stale_placement_is_judged_at_each_tick_until_the_new_phase_shows_clearly():
-    """Seen on a machine with a core for every thread: the first ticks after pairs swap partners show the new partners
-    apart, but not yet contending (the barrier between the phases, the first samples of the new
-    lines); the judgment keeps the threads where they are. The ticks after it are judged early
+    """Seen on a machine with a core for every thread: the first ticks after pairs swap partners
+    show the new partners apart, but not yet contending (the barrier between the phases, the first
+    samples of the new lines); the judgment keeps the threads where they are. The ticks after it are judged early
     too, and the first in which the new pairs contend moves them, without first giving the old
     pairs back to the OS."""
     from pinwise.topology import load_topology
