@@ -349,7 +349,7 @@ class Adapter:
         if better and self.streak == 1:  # the change began in the newest window at the latest
             self.pending_since, self.pending_monotonic = began
         if self.streak < (1 if strong else 2):
-            self._record(**record, decision="moving if the next window agrees" if better else "stay")
+            self._record(**record, decision="moving if the next judgment agrees" if better else "stay")
             return
         moved, pinned = self._apply(window.tids, candidate)
         self.streak = 0
