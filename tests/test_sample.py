@@ -149,6 +149,27 @@ def test_sixty_four_threads_complete_with_bounded_memory(tmp_path):
     assert peak_kib < 64 * 1024, f"the sampler (or the program) peaked at {peak_kib} KiB"
 
 
+def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted_alike(tmp_path):
+    """Quiet sampling (what pinwise run --adapt asks for): with no trap for a while the sampler
+    samples at the quiet period, and each of those samples counts for 4 of the base period's, so
+    the samples still add up to the CPU time the program ran (1 ms each)."""
+    out = tmp_path / "quiet.txt"
+    process = subprocess.Popen([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--quiet-period-us", "4000",
+                                "--", PATTERNS, "private", "-n", "2", "-i", "300000"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, process.stderr.read()
+    fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
+    quiet = fields["quiet"]
+    assert quiet[quiet.index("period-ns") + 1] == "4000000" and float(quiet[quiet.index("seconds") + 1]) > 0
+    samples_ms = sum(int(v) for v in fields["samples-per-thread"])
+    assert 0.7 < samples_ms / (usage.ru_utime * 1000) < 1.3, (samples_ms, usage.ru_utime)
+    refused = subprocess.run([str(SAMPLER), "--out", str(out), "--quiet-period-us", "1500", "--", "true"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--quiet-period-us must be a multiple of --period-us" in refused.stderr
+
+
 @pytest.mark.parametrize("program, env", [("omp_stencil.c", {"OMP_WAIT_POLICY": "active"}), ("spin_stencil.c", {})],
                          ids=["openmp-active", "pthreads-spin"])
 def test_a_spinning_barrier_gives_the_neighbours_or_says_it_cannot(tmp_path, build_dir, program, env):

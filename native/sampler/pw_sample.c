@@ -27,10 +27,10 @@
  *    tracer adds an event to both. Because the estimate divides by the arms each pair got, where
  *    the offers go changes only its variance: they go to a thread drawn from a mixture (uniform,
  *    by the hits A's samples had with each, by the bulletin board of recent samples on the same
- *    line), and samples on lines whose watchpoints never trapped are watched less often; each
- *    hit weighs 1 / its chance (Horvitz-Thompson, importance sampling). Hits are also
- *    kept per time block, for a bootstrap of how sure the pattern is, and per line for the lines
- *    that carried the events (spin-waits, false sharing).
+ *    line), and samples on lines or of instructions whose watchpoints never trapped are watched
+ *    less often; each hit weighs 1 / its chance (Horvitz-Thompson, importance sampling). Hits are
+ *    also kept per time block, for a bootstrap of how sure the pattern is, and per line for the
+ *    lines that carried the events (spin-waits, false sharing).
  *
  * Threads are numbered in creation order, main = 0, as pinwise run and the Valgrind tracer
  * number them. Started programs are followed with per-CPU inherited events (every thread and
@@ -52,7 +52,12 @@
  *
  * Limitations: a watchpoint covers 8 bytes of the 64-byte line (sharing of other words of the
  * line is seen only when one of them is sampled); a thread that a debugger or the program itself
- * gives debug registers gets fewer watchpoints; samples landing in the kernel are not taken.
+ * gives debug registers gets fewer watchpoints; samples landing in the kernel are not taken. The
+ * clock samples an instruction in proportion to the time it takes, where a PMU's memory samples
+ * (ComDetective's) count accesses: an access to a line another core wrote last takes longer, and
+ * is sampled more often, than one to a line written on the same CPU, so threads that share a CPU
+ * are seen to talk less than threads apart (4 threads on 2 CPUs, all-to-all: 0.22-0.34 of the
+ * events, every watched shared word trapping in both).
  */
 #define _GNU_SOURCE
 #include "decode.h"
@@ -108,6 +113,15 @@
 #define ARMED_SWITCH_COST_NS 3300.0
 #define ARMED_COST_SHARE 0.01
 #define LINES_KEPT 4096
+/* Quiet sampling (--quiet-period-us, what pinwise run --adapt asks for): the clock samples cost the
+   program most of what the sampler costs it (their interrupts: 2 % of a private-work program at
+   1 ms, measured on a 2-CPU KVM guest, 0.4 % at 4 ms), and a program whose threads share nothing
+   needs none of them. After QUIET_AFTER_NS without a trap, the sampling events take the quiet
+   period (PERF_EVENT_IOC_PERIOD); the first trap gives them back the base period. Every sample
+   carries the period it was taken with and counts as period / base period samples, so the
+   counts and the matrix stay in the base period's units. Events that threads inherited in
+   per-task mode keep the period they were made with (the ioctl reaches only the event given). */
+#define QUIET_AFTER_NS 100000000ULL
 
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
 
@@ -119,6 +133,7 @@ struct options {
     pid_t pid;
     char **argv;
     uint64_t period_ns, window_ns, duration_ns, block_ns;
+    uint64_t quiet_period_ns; /* --quiet-period-us: sample this slowly while no watchpoint traps (0: never) */
     double arms_per_s;
     int sharing_any, readonly, stack, watch, blocks;
     double switch_limit;
@@ -140,10 +155,11 @@ struct slot {
     uint64_t code;            /* the sampled instruction */
 };
 
-/* Lines' watch records: how often a watchpoint on the line was armed, and trapped. */
+/* Watch records of lines and of instructions: how often a watchpoint on a sample of the line (or of
+   the instruction) was armed, and trapped. */
 #define RECORDS 65536
 struct record {
-    uint64_t line;
+    uint64_t key;             /* the line, or the instruction's address */
     uint32_t arms, traps;
 };
 
@@ -194,7 +210,7 @@ static FILE *stream;
 static struct pw_blocks blocks;
 static struct pw_lines lines;
 static struct posting board[BOARD];
-static struct record records[RECORDS];
+static struct record records[RECORDS], codes[RECORDS];
 static uint64_t passed_over;
 static double busiest_switch_rate = -1;  /* the most any measured thread of the process switched */
 static uint64_t team_since;                /* when the process first had two live threads */
@@ -204,6 +220,11 @@ static double tokens;
 static uint64_t tokens_at;
 static uint64_t rng_state;
 static long page_size;
+static uint64_t period_now_ns;     /* the sampling period in force */
+static struct { uint64_t at_ns, period_ns; } periods[16];  /* the last changes of it, a ring */
+static unsigned nperiods;
+static uint64_t last_trap_ns;      /* when a trap was last counted, or the start */
+static uint64_t quiet_since_ns, quiet_ns, quiet_spells;
 
 static uint64_t now_ns(void)
 {
@@ -225,7 +246,7 @@ static void fail(int status, const char *format, ...) __attribute__((noreturn, f
 static void cleanup(void);
 static int attach_thread(int index);
 static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint64_t ip, double weight);
-static struct record *record_of(uint64_t line);
+static struct record *record_of(struct record *table, uint64_t key);
 
 static void fail(int status, const char *format, ...)
 {
@@ -315,7 +336,7 @@ static struct perf_event_attr clock_attr(int inherit)
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.sample_period = opt.period_ns;
+    attr.sample_period = period_now_ns;
     attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
     attr.sample_regs_user = PW_REGS_MASK;
     attr.exclude_kernel = 1;
@@ -414,7 +435,8 @@ static void settle(int index, struct slot *s)
     uint64_t count = 0;
     if (read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0) {
         count_hit(s->owner, index, s->word, s->armed_ns, s->code, s->weight);
-        record_of(s->word >> 6)->traps++;
+        record_of(records, s->word >> 6)->traps++;
+        record_of(codes, s->code)->traps++;
     }
     close(s->fd);
     s->fd = -1;
@@ -451,9 +473,46 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
     return nthreads++;
 }
 
+/* How many base periods a sample taken at ``time`` stands for: the period then in force over the
+   base period (a cpu-clock sample's own period field keeps the period the event was made with). */
+static uint64_t sample_weight(uint64_t time)
+{
+    for (unsigned k = 0; k < nperiods && k < 16; k++) {
+        unsigned i = (nperiods - 1 - k) % 16;
+        if (periods[i].at_ns <= time)
+            return periods[i].period_ns / opt.period_ns;
+    }
+    return 1;
+}
+
+/* Every sampling event takes ``period`` (quiet sampling, QUIET_AFTER_NS). */
+static void set_period(uint64_t period, uint64_t now)
+{
+    if (period == period_now_ns)
+        return;
+    periods[nperiods % 16].at_ns = now;
+    periods[nperiods % 16].period_ns = period;
+    nperiods++;
+    for (int i = 0; i < nrings; i++)
+        if (rings[i].fd >= 0)
+            ioctl(rings[i].fd, PERF_EVENT_IOC_PERIOD, &period);
+    for (int i = 0; i < nthreads; i++)
+        if (threads[i].ring.fd >= 0)
+            ioctl(threads[i].ring.fd, PERF_EVENT_IOC_PERIOD, &period);
+    if (period != opt.period_ns) {
+        quiet_since_ns = now;
+        quiet_spells++;
+    } else {
+        quiet_ns += now - quiet_since_ns;
+    }
+    period_now_ns = period;
+}
+
 /* The word a slot watched was touched by its thread: one event of the owner with it, weighted. */
 static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint64_t ip, double weight)
 {
+    last_trap_ns = now_ns();
+    set_period(opt.period_ns, last_trap_ns);
     *pw_pair(&hits, owner, thread) += weight;
     traps++;
     pw_blocks_add(&blocks, time, owner, thread, weight);
@@ -541,26 +600,33 @@ static int arm(int b, struct slot *s, int owner, const struct pw_access *a, uint
     return 1;
 }
 
-/* Offer thread a's sampled access to one other live thread, drawn at random (module comment). */
-static struct record *record_of(uint64_t line)
+/* The watch record of a line or of an instruction (a hash table that forgets on collisions). */
+static struct record *record_of(struct record *table, uint64_t key)
 {
-    struct record *r = &records[(line * 0xD6E8FEB86659FD93ULL) >> 48];
-    if (r->line != line)
-        *r = (struct record){line, 0, 0};
+    struct record *r = &table[(key * 0xD6E8FEB86659FD93ULL) >> 48];
+    if (r->key != key)
+        *r = (struct record){key, 0, 0};
     return r;
 }
 
-/* The chance that a sample on ``line`` is watched at all: 1, until the line's watchpoints have
-   trapped nowhere for a while (a thread's private data); then falling with its fruitless arms, to
-   a floor, so the token budget goes where sharing is. The hit of a line watched with chance p
-   weighs 1/p (Horvitz-Thompson), so the estimate stays that of watching every sample. */
-static double watch_chance(uint64_t line)
+/* The chance that a sample is watched at all: 1, until the watchpoints on its line, or those on
+   samples of its instruction, have trapped nowhere for a while (a thread's private data; a loop
+   over a private array of many lines is known by its instruction long before by each line); then
+   falling with their fruitless arms, to a floor, so the token budget goes where sharing is. The
+   hit of a sample watched with chance p weighs 1/p (Horvitz-Thompson), so the estimate stays that
+   of watching every sample. */
+static double fruitless_chance(const struct record *r)
 {
-    struct record *r = record_of(line);
     if (r->traps > 0 || r->arms < 4)
         return 1.0;
     double chance = 4.0 / r->arms;
     return chance < 0.05 ? 0.05 : chance;
+}
+
+static double watch_chance(uint64_t line, uint64_t code)
+{
+    double by_line = fruitless_chance(record_of(records, line)), by_code = fruitless_chance(record_of(codes, code));
+    return by_line < by_code ? by_line : by_code;
 }
 
 /* The other live threads whose samples fell on ``line`` within the window (the board's), into
@@ -590,15 +656,15 @@ static int post(int a, uint64_t line, uint64_t time, int *out)
    whose samples fell on the same line lately (the bulletin board). The hit is weighted by 1 / the
    chance of the thread drawn (Horvitz-Thompson), so the estimate stays that of uniform offers
    while the watchpoints go where sharing is (module comment, point 3). */
-static void offer(int a, const struct pw_access *access, uint64_t time)
+static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t w)
 {
     int posted[2], nposted = post(a, access->addr >> 6, time, posted);
     if (nalive < 2 || !opt.watch) {
         no_partner++;
         return;
     }
-    threads[a].eligible++;
-    double watched = watch_chance(access->addr >> 6);
+    threads[a].eligible += w;
+    double watched = watch_chance(access->addr >> 6, access->ip);
     if (watched < 1.0 && (double)(random64() >> 11) * 0x1p-53 >= watched) {
         passed_over++;
         return;
@@ -670,8 +736,9 @@ static void offer(int a, const struct pw_access *access, uint64_t time)
         s = &t->slot[random64() % (uint64_t)t->nslots];
         replaced++;
     }
-    if (arm(b, s, a, access, time, 1.0 / (chance * watched))) {
-        record_of(access->addr >> 6)->arms++;
+    if (arm(b, s, a, access, time, (double)w / (chance * watched))) {
+        record_of(records, access->addr >> 6)->arms++;
+        record_of(codes, access->ip)->arms++;
         if (threads[b].switch_rate > 0)  /* the armed time this thread's switching can afford */
             threads[b].next_arm_ns = now + (uint64_t)((double)opt.window_ns * threads[b].switch_rate *
                                                       ARMED_SWITCH_COST_NS * 1e-9 / ARMED_COST_SHARE);
@@ -730,6 +797,7 @@ static void handle_sample(const unsigned char *body, size_t size)
     memcpy(&tid, body + 12, 4);
     memcpy(&time, body + 16, 8);
     memcpy(&abi, body + 24, 8);
+    uint64_t w = sample_weight(time);
     if ((pid_t)pid != target) {
         int ours = !system_wide;  /* per-task events see the program and its children only */
         for (int i = 0; i < nchildren && !ours; i++)
@@ -738,20 +806,20 @@ static void handle_sample(const unsigned char *body, size_t size)
             other_samples++;
             return;
         }
-        samples_total++;
-        child_samples++;
+        samples_total += w;
+        child_samples += w;
         return;
     }
-    samples_total++;
+    samples_total += w;
     int a = thread_of((pid_t)tid);
     if (a < 0) {
         samples_unknown++;
         return;
     }
     struct thread *t = &threads[a];
-    t->samples++;
+    t->samples += w;
     if (nalive > 1)
-        t->together++;
+        t->together += w;
     int n = __builtin_popcountll(PW_REGS_MASK);
     if (abi == 0 || size < 32 + 8 * (size_t)n)
         return;
@@ -761,27 +829,27 @@ static void handle_sample(const unsigned char *body, size_t size)
             regs[bit] = values[k++];
     struct pw_access access;
     enum pw_skip why = pw_decode(decoder, ip, regs, &access);
-    skipped[why]++;
+    skipped[why] += w;
     if (why != PW_OK)
         return;
-    t->accesses++;
+    t->accesses += w;
     if (access.kind == PW_WRITE)
-        t->writes++;
+        t->writes += w;
     else
-        t->reads++;
+        t->reads += w;
     struct pw_line *e = pw_lines_find(&lines, access.addr >> 6);
     if (e) {
         if (access.kind == PW_WRITE) {
-            e->writes[a]++;
+            e->writes[a] += (uint32_t)w;
             e->write_ip = access.ip;
         } else {
-            e->reads[a]++;
+            e->reads[a] += (uint32_t)w;
             if (!e->read_ip)
                 e->read_ip = access.ip;
         }
     }
     if (now_ns() <= time + opt.window_ns)  /* a stale sample would watch a moment long past */
-        offer(a, &access, time);
+        offer(a, &access, time, w);
 }
 
 static void handle_record(const unsigned char *record)
@@ -1184,6 +1252,10 @@ static void write_result(int exit_status, int partial)
             (unsigned long long)replaced, (unsigned long long)expired, (unsigned long long)budget_skips,
             (unsigned long long)no_partner, (unsigned long long)arm_failures, (unsigned long long)passed_over,
             (unsigned long long)switch_skips);
+    if (opt.quiet_period_ns)
+        fprintf(out, "quiet period-ns %llu seconds %.3f spells %llu\n", (unsigned long long)opt.quiet_period_ns,
+                (double)(quiet_ns + (period_now_ns != opt.period_ns ? end - quiet_since_ns : 0)) * 1e-9,
+                (unsigned long long)quiet_spells);
     fprintf(out, "switch-rates");
     for (int i = 0; i < nthreads; i++)
         fprintf(out, " %.0f", threads[i].switch_rate);
@@ -1271,7 +1343,7 @@ static void emit_window(uint64_t now)
             *sm = *m;
             *sh = *h;
         }
-    fprintf(stream, "\nend\n");
+    fprintf(stream, "\nperiod-ns %llu\nend\n", (unsigned long long)period_now_ns);
     fflush(stream);
 }
 
@@ -1312,7 +1384,7 @@ static void cleanup(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--stream FILE [--interval-ms N]] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
-                    "[--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
+                    "[--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
 }
@@ -1382,6 +1454,8 @@ static void parse(int argc, char **argv)
             opt.pid = (pid_t)number(argv[++i], "--pid", 1, 1u << 30);
         } else if (!strcmp(a, "--period-us")) {
             opt.period_ns = number(argv[++i], "--period-us", 10, 10000000) * 1000;
+        } else if (!strcmp(a, "--quiet-period-us")) {
+            opt.quiet_period_ns = number(argv[++i], "--quiet-period-us", 10, 10000000) * 1000;
         } else if (!strcmp(a, "--window-ms")) {
             opt.window_ns = number(argv[++i], "--window-ms", 1, 100000) * 1000000;
         } else if (!strcmp(a, "--arms-per-s")) {
@@ -1405,6 +1479,9 @@ static void parse(int argc, char **argv)
     }
     if (opt.out == NULL || (opt.pid == 0) == (opt.argv == NULL))
         usage();
+    if (opt.quiet_period_ns && (opt.quiet_period_ns <= opt.period_ns || opt.quiet_period_ns % opt.period_ns))
+        fail(EXIT_USAGE, "--quiet-period-us must be a multiple of --period-us, and longer");
+    period_now_ns = opt.period_ns;
     rng_state = opt.seed ? opt.seed : 1;
 }
 
@@ -1435,7 +1512,7 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGCHLD);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    start_ns = now_ns();
+    start_ns = last_trap_ns = now_ns();
     pid_t child = opt.argv ? launch() : (attach(), 0);
     int pidfd = child ? -1 : (int)syscall(SYS_pidfd_open, target, 0);
     int exit_status = -1, stopped = 0, ended = 0;
@@ -1458,6 +1535,8 @@ int main(int argc, char **argv)
         drain_all();
         uint64_t now = now_ns();
         expire(now);
+        if (opt.quiet_period_ns && opt.watch && period_now_ns == opt.period_ns && now > last_trap_ns + QUIET_AFTER_NS)
+            set_period(opt.quiet_period_ns, now);
         if (child) {
             int status;
             if (waitpid(child, &status, WNOHANG) == child) {

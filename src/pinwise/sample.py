@@ -41,6 +41,9 @@ TOOL_VERSION = "pinwise-sample 1"
 PERIOD_US = 1000
 WINDOW_MS = 20
 ARMS_PER_S = 1000
+#: ``pinwise run --adapt``'s sampling period while no watchpoint has trapped for a while (quiet
+#: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
+QUIET_PERIOD_US = 4 * PERIOD_US
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
 #: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a
 #: second when it runs system-wide (ARMED_COST_SHARE: 1% of 20 ms windows at 3.3 us a switch).

@@ -15,7 +15,7 @@ from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop, program_part,
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop, program_part,
                       read_windows, sampler_failure, start_sampler)
 from .decide import INTERVAL, Adapter, Move, tick_ms
 
@@ -32,6 +32,7 @@ class AdaptResult:
     threads: int = 0
     ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
     ticks: int = 0                      # the sampler's windows read
+    quiet_s: float = 0.0                # how long the sampler sampled at the quiet period
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -69,9 +70,8 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
         with temporary_folder("adapt") as tmp:
             stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
             stream_path.touch()
-            command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path), "--stream",
-                       str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us",
-                       str(PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
+            command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path),
+                       *_sampling(stream_path, interval),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
             command += program_part([program, *argv[1:]] if program is not None else None, pid,
                                     program_environment(None, None, memory=memory, extra_env=extra_env)
@@ -79,14 +79,21 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
                 raise sampler_failure(returncode, error_path)
-            exit_status = _exit_status(out_path)
+            exit_status, quiet_s = _result_facts(out_path)
     finally:
         if log is not None:
             log.close()
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
                        max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks)
+                       adapter.ticks, quiet_s)
+
+
+def _sampling(stream_path: Path, interval: float) -> list[str]:
+    """The sampler's options for an adaptive run: its stream of windows, a quarter interval each, and
+    the quiet period while no thread shares data."""
+    return ["--stream", str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
+            "--quiet-period-us", str(QUIET_PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
@@ -127,15 +134,19 @@ def _poll_step(interval: float) -> float:
     return min(interval / 4, 0.02)
 
 
-def _exit_status(out_path: Path) -> int:
+def _result_facts(out_path: Path) -> tuple[int, float]:
+    """The program's exit status and the seconds sampled at the quiet period, from the sampler's result."""
+    status, quiet = 0, 0.0
     try:
         for line in out_path.read_text().splitlines():
-            if line.startswith("exit-status "):
-                value = int(line.split()[1])
-                return max(value, 0)
-    except (OSError, ValueError):
+            words = line.split()
+            if words[:1] == ["exit-status"]:
+                status = max(int(words[1]), 0)
+            elif words[:1] == ["quiet"] and "seconds" in words:
+                quiet = float(words[words.index("seconds") + 1])
+    except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return status, quiet
 
 
 def summary_lines(result: AdaptResult, memory=None) -> list[str]:
@@ -143,7 +154,9 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     lines = [f"adapted: {result.windows} judgments of {result.ticks} windows in {result.seconds:.1f} s, "
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
-             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
+             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"
+             + (f" (sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.quiet_s:.1f} s, "
+                "while no thread touched another's data)" if result.quiet_s >= 0.05 else "")]
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
@@ -171,9 +184,7 @@ class BackgroundAdapter:
         check_sampler()
         self.stream = folder / "windows.txt"
         self.stream.touch()
-        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), "--stream", str(self.stream),
-                        "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
-                        "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
+        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), *_sampling(self.stream, interval)]
         self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
         self.interval = interval
