@@ -396,3 +396,32 @@ def test_when_what_is_seen_follows_the_placement_the_threads_are_moved_once_at_m
     assert len(adapter.moves) <= 1, said
     if adapter.moves:
         assert "futile" in adapter.log.getvalue()
+
+
+def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
+    """The sampler's clock samples time, so of two threads on one CPU it sees about a third of the
+    events it sees of them apart (an access to a line the same CPU wrote last is cheap). Four
+    threads that all talk alike on two CPUs, seen so wherever they run: the first placement may
+    follow what the OS's placement made look different, and from the second tick after it (the
+    first ran partly before it) the pairs it pinned on one CPU are counted as if apart, so no
+    judgment finds a placement that looks better than it (none is)."""
+    import io
+
+    from pinwise.adapt.decide import HYSTERESIS
+    from pinwise.adapt.scoring import SEEN_ON_ONE_CPU
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    paper, said = _OnPaper([0, 0, 1, 1]), []
+    adapter = paper.adapter(machine, said)
+    adapter.log = io.StringIO()
+    tids = [101, 102, 103, 104]
+    for k in range(40):  # 2 s of ticks
+        seen = {(a, b): 12.0 * (SEEN_ON_ONE_CPU if paper.cpus[a] == paper.cpus[b] else 1.0)
+                for a in range(4) for b in range(4) if a != b}
+        adapter.feed(_window(0.05 * (k + 1), tids, seen))
+    assert len(adapter.moves) <= 1, said
+    judged = [json.loads(line) for line in adapter.log.getvalue().splitlines()]
+    after = [r for r in judged if adapter.moves and r["t"] > adapter.moves[0].at_s and "cost_new" in r]
+    tempting = [r for r in after if r["cost_new"] < (1 - HYSTERESIS) * r["cost_now"]]
+    assert after and len(tempting) <= 1, tempting

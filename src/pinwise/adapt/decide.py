@@ -16,7 +16,7 @@ from .. import policies
 from ..comm import CommMatrix
 from ..sample import Window, merge_windows, split_window
 from .pairs import contending_pairs
-from .scoring import Scorer
+from .scoring import Scorer, as_if_apart
 
 INTERVAL = 0.2
 #: The sampler's windows (ticks) are this share of the interval: a judgment is made on the ticks
@@ -88,6 +88,7 @@ class Adapter:
         self.fresh: list[Window] = []             # the ticks since the last judgment
         self.last_judged: Window | None = None    # the newest tick of the last judgment
         self.ticks = 0                            # ticks fed
+        self.placed_tick = -1                     # the tick at whose judgment threads were last pinned or released
         self.reference: tuple[tuple[int | None, ...], float] | None = None  # CPUs then, and their cost per event
         self.score = Scorer(topology)
         self.paying: tuple[tuple[int | None, ...], float] | None = None  # the last move's CPUs, hops per event before it
@@ -176,7 +177,10 @@ class Adapter:
         ALONE_EVENTS weighted events are judged alone as soon as the placement looks stale on
         them (a phase change seen in a quarter of the interval, not a whole one later), when a
         move waits for a second judgment to agree, or in the first WARM_UP intervals before any
-        move (from STRONG_EVENTS then)."""
+        move (from STRONG_EVENTS then). Threads pinwise pinned on one CPU since before the tick are
+        seen as if apart (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
+        if self.ticks > self.placed_tick:  # not the tick in which they moved: part of it ran before
+            tick = as_if_apart(tick, {k: next(iter(c)) for k, c in self.pinned.items() if len(c) == 1})
         self.fresh.append(tick)
         self.ticks += 1
         since = self.windows[-1].end_s if self.windows else 0.0
@@ -271,6 +275,7 @@ class Adapter:
             # moved to their new partners instead, as any phase change)
             self.unshare_streak = 0
             released = self._release(window.tids)
+            self.placed_tick = self.ticks
             self.streak = 0
             self._record(t=record["t"], decision="released", released=released,
                          why="the pairs that shared a CPU no longer contend")
@@ -352,6 +357,7 @@ class Adapter:
             self._record(**record, decision="moving if the next judgment agrees" if better else "stay")
             return
         moved, pinned = self._apply(window.tids, candidate)
+        self.placed_tick = self.ticks
         self.streak = 0
         self.sharing = sharing
         if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
