@@ -425,3 +425,17 @@ def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
     after = [r for r in judged if adapter.moves and r["t"] > adapter.moves[0].at_s and "cost_new" in r]
     tempting = [r for r in after if r["cost_new"] < (1 - HYSTERESIS) * r["cost_now"]]
     assert after and len(tempting) <= 1, tempting
+
+
+def test_threads_the_os_crowded_on_a_cpu_move_at_the_first_judgment_that_is_no_noise():
+    """Two pairs on two CPUs, three of them crowded on one by the OS: in the first tick with
+    STRONG_EVENTS, a plan under half of what its CPUs cost with the threads dealt at random, on
+    held-out events too, moves them at once (each tick it waits, a pair runs apart)."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    paper, said = _OnPaper([0, 0, 0, 1]), []
+    adapter = paper.adapter(machine, said)
+    adapter.feed(_window(0.05, [101, 102, 103, 104], {(0, 1): 20, (1, 0): 20, (2, 3): 20, (3, 2): 20}))
+    assert len(adapter.moves) == 1, said
+    assert paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3]

@@ -170,6 +170,41 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
     assert refused.returncode == 2 and "--quiet-period-us must be a multiple of --period-us" in refused.stderr
 
 
+def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window(tmp_path):
+    """--stream (what pinwise run --adapt reads): windows a quarter of --interval-ms long until two
+    intervals have passed, so that a program is placed soon after it starts, then the interval;
+    after each record a byte on --notify-fd, so that the reader wakes when one is there."""
+    from pinwise.sample import read_windows
+
+    stream = tmp_path / "windows.txt"
+    wake, told = os.pipe()
+    try:
+        result = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--stream", str(stream),
+                                 "--interval-ms", "40", "--notify-fd", str(told), "--", PATTERNS, "pairs", "-n", "2",
+                                 "-i", "150000"], pass_fds=(told,), capture_output=True, text=True, timeout=120)
+        os.close(told)
+        told = -1
+        wakes = b""
+        while chunk := os.read(wake, 4096):
+            wakes += chunk
+    finally:
+        os.close(wake)
+        if told >= 0:
+            os.close(told)
+    assert result.returncode == 0, result.stderr
+    text = stream.read_text()
+    windows, used = read_windows(text)
+    assert used == len(text) and len(wakes) == text.count("\nend\n") == len(windows) > 4
+    ends = [w.end_s for w in windows]
+    early = [b - a for a, b in zip(ends, ends[1:]) if b <= 0.08]
+    late = [b - a for a, b in zip(ends, ends[1:]) if a >= 0.08]
+    assert early and min(early) >= 0.01 and min(early) < 0.03, early
+    assert late and min(late) >= 0.04, late
+    refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--notify-fd", "999", "--", "true"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--notify-fd 999: no such descriptor" in refused.stderr
+
+
 @pytest.mark.parametrize("program, env", [("omp_stencil.c", {"OMP_WAIT_POLICY": "active"}), ("spin_stencil.c", {})],
                          ids=["openmp-active", "pthreads-spin"])
 def test_a_spinning_barrier_gives_the_neighbours_or_says_it_cannot(tmp_path, build_dir, program, env):

@@ -39,9 +39,11 @@
  * their fork records arrive. Samples of child processes are counted, not measured.
  *
  * With --stream FILE, a window record is appended every --interval-ms while it runs (emit_window):
- * what `pinwise run --adapt` places the threads by. The first two windows are a quarter and a half
- * of the interval (never under 10 ms), so that a program is placed soon after it starts, not a
- * whole interval later: a contending pair runs half as fast until then.
+ * what `pinwise run --adapt` places the threads by. Until two intervals have passed the windows
+ * are a quarter of the interval (never under 10 ms), so that a program is placed soon after it
+ * starts, not a whole interval later: a contending pair runs half as fast until then. With
+ * --notify-fd N a byte is written to descriptor N (a pipe: never waited on) after each record,
+ * so that the reader wakes when one is there instead of polling the file.
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
@@ -128,6 +130,7 @@ enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
 struct options {
     const char *out, *status, *error_file, *stream;
     uint64_t interval_ns;     /* --stream: one window record every interval */
+    int notify_fd;            /* --notify-fd: a byte written after each window record, or -1 */
     char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
     int nsetenv;
     pid_t pid;
@@ -1345,6 +1348,9 @@ static void emit_window(uint64_t now)
         }
     fprintf(stream, "\nperiod-ns %llu\nend\n", (unsigned long long)period_now_ns);
     fflush(stream);
+    if (opt.notify_fd >= 0 && write(opt.notify_fd, "w", 1) < 0) {
+        /* a full pipe: the reader has a wake-up pending already */
+    }
 }
 
 static void write_status(void)
@@ -1383,7 +1389,7 @@ static void cleanup(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--stream FILE [--interval-ms N]] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
+    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--stream FILE [--interval-ms N] [--notify-fd N]] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
                     "[--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
@@ -1408,6 +1414,7 @@ static void parse(int argc, char **argv)
     opt.arms_per_s = 1000;
     opt.switch_limit = SWITCH_LIMIT;
     opt.interval_ns = 200000000;
+    opt.notify_fd = -1;
     opt.watch = 1;
     opt.blocks = 32;
     opt.block_ns = 50000000;
@@ -1444,6 +1451,10 @@ static void parse(int argc, char **argv)
             opt.error_file = argv[++i];
         } else if (!strcmp(a, "--stream")) {
             opt.stream = argv[++i];
+        } else if (!strcmp(a, "--notify-fd")) {
+            opt.notify_fd = (int)number(argv[++i], "--notify-fd", 3, 65535);
+            if (fcntl(opt.notify_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(opt.notify_fd, F_SETFL, O_NONBLOCK) != 0)
+                fail(EXIT_USAGE, "--notify-fd %d: no such descriptor", opt.notify_fd);
         } else if (!strcmp(a, "--interval-ms")) {
             opt.interval_ns = number(argv[++i], "--interval-ms", 10, 600000) * 1000000;
         } else if (!strcmp(a, "--setenv")) {
@@ -1485,13 +1496,14 @@ static void parse(int argc, char **argv)
     rng_state = opt.seed ? opt.seed : 1;
 }
 
-/* The length of stream window n (0: the empty record at the start, at once): a quarter and a half
-   of the interval for the first two, then the interval (at least 10 ms, as --interval-ms is). */
-static uint64_t window_length(uint64_t n, uint64_t interval_ns)
+/* The length of the stream window that follows ``n`` windows ``elapsed`` ns after the start (0:
+   the empty record at the start, at once): a quarter of the interval until two intervals have
+   passed, then the interval (at least 10 ms, as --interval-ms is). */
+static uint64_t window_length(uint64_t n, uint64_t elapsed, uint64_t interval_ns)
 {
     if (n == 0)
         return 0;
-    uint64_t length = n == 1 ? interval_ns / 4 : n == 2 ? interval_ns / 2 : interval_ns;
+    uint64_t length = elapsed < 2 * interval_ns ? interval_ns / 4 : interval_ns;
     return length < 10000000ULL ? 10000000ULL : length;
 }
 
@@ -1574,7 +1586,7 @@ int main(int argc, char **argv)
             last_status = now;
         }
         static uint64_t last_window, windows;
-        if (stream && now - last_window >= window_length(windows, opt.interval_ns)) {
+        if (stream && now - last_window >= window_length(windows, now - start_ns, opt.interval_ns)) {
             emit_window(now);
             last_window = now;
             windows++;

@@ -175,14 +175,15 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     return comm
 
 
-def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: bool = False) -> subprocess.Popen:
+def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: bool = False,
+                  pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """The sampler in a process group of its own (the program it starts in it too), watched by
-    ``guard`` so that it ends with pinwise however pinwise ends."""
+    ``guard`` so that it ends with pinwise however pinwise ends; ``pass_fds`` stay open in it."""
     with signals_held():
         try:
             process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
                                        stdout=subprocess.DEVNULL if quiet else None,
-                                       stdin=subprocess.DEVNULL if attached else None)
+                                       stdin=subprocess.DEVNULL if attached else None, pass_fds=pass_fds)
         except OSError as err:
             raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
         guard.watch(process.pid)

@@ -20,10 +20,13 @@ where the threads run now (the plan pinwise applied, or, before any, the CPUs th
 read from /proc). The threads move only when the new placement costs less than (1 - HYSTERESIS)
 of the current one in two judgments in a row, so sampling noise never moves them back and forth,
 or at once when it costs less than STRONG of it (a gain noise does not make: half the cost, in
-at least STRONG_EVENTS events), and only when the placement made on a random half of the events
-beats the current one on the other half (:meth:`Adapter._held_out`) and the last move paid
-(:meth:`Adapter._check_paid`: on fewer CPUs than threads, what the sampler sees follows the
-placement); a phase change is named at the first judgment that saw it. Threads
+at least STRONG_EVENTS events; threads the OS crowded on a CPU, which have no cost to beat, when
+the plan costs less than STRONG of its CPUs with the threads dealt at random, on held-out events
+too), and only when the placement made on a random half of the events beats the current one on
+the other half (:meth:`Adapter._held_out`) and the last move paid (:meth:`Adapter._check_paid`:
+what the sampler sees follows the placement, whose pairs on one CPU are counted as if apart,
+:func:`~pinwise.adapt.scoring.as_if_apart`); a phase change is named at the first judgment that
+saw it. Threads
 the OS places have no placement made for any pattern: where it has them is chance, and it may move
 them apart at any time, so a locality placement that costs less than (1 - HYSTERESIS) of what its
 CPUs would cost with the threads dealt to them at random is applied to them too (where the OS has

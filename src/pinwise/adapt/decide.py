@@ -340,16 +340,24 @@ class Adapter:
                 if cost_now <= cost_new:  # as good as the plan: pinned where they are, none moved
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
-        if better and cost_now != float("inf"):
+        crowded = cost_now == float("inf")
+        if better and crowded and events >= STRONG_EVENTS:
+            # crowded threads have no cost to beat; a plan under STRONG of its CPUs dealt at random,
+            # on held-out events too, is a gain noise does not make
+            by_chance = self.score.by_chance(matrix, candidate)
+            if by_chance is not None and cost_new < STRONG * by_chance:
+                record["cost_by_chance"] = by_chance
+        if better and (not crowded or "cost_by_chance" in record):
             # a plan made on half the events must beat the placement on the other half: a plan fitted
             # to noise (six pairs that talk alike, 150 events) looks cheaper on the events it was
             # made from, never on others
             held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record)
             record["held_out"] = round(held_out, 3)
-            better = held_out < 1 - HYSTERESIS
+            better = crowded or held_out < 1 - HYSTERESIS
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
-        strong = better and cost_now != float("inf") and events >= STRONG_EVENTS and \
-            cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now))
+        strong = better and events >= STRONG_EVENTS and \
+            cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now)) and \
+            (not crowded or record.get("held_out", 1.0) < STRONG)
         self.streak = self.streak + 1 if better else 0
         if better and self.streak == 1:  # the change began in the newest window at the latest
             self.pending_since, self.pending_monotonic = began

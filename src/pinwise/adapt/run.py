@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop, program_part,
                       read_windows, sampler_failure, start_sampler)
-from .decide import INTERVAL, Adapter, Move, tick_ms
+from .decide import INTERVAL, TICKS_PER_INTERVAL, Adapter, Move, tick_ms
 
 
 @dataclass
@@ -97,40 +98,57 @@ def _sampling(stream_path: Path, interval: float) -> list[str]:
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
-    """Start the sampler, feed its windows to the adapter as they come, stop it cleanly."""
+    """Start the sampler, feed its windows to the adapter as they come (the sampler writes a byte
+    to a pipe after each: pinwise wakes then, not at a poll), stop it cleanly."""
     adapter.sampler_cpu = 0.0
+    wake, told = os.pipe()
+    try:
+        with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
+            try:
+                process = start_sampler([*command[:1], "--notify-fd", str(told), *command[1:]], guard, attached,
+                                        pass_fds=(told,))
+            finally:
+                os.close(told)
+            return _feed(process, stream, wake, adapter, interval, attached)
+    finally:
+        os.close(wake)
+
+
+def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attached: bool) -> int:
+    """The sampler's windows to the adapter as they come, until the sampler ends; its exit status."""
     pending = ""  # what the sampler wrote that is not yet a whole window record
-    with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
-        process = start_sampler(command, guard, attached)
-        try:
-            while True:
+    try:
+        while True:
+            try:
+                # woken by the sampler after each window, and when it ends (the pipe closes)
+                ready, _, _ = select.select([wake], [], [], interval / TICKS_PER_INTERVAL)
+                if ready and not os.read(wake, 4096):  # closed: the sampler is ending
+                    time.sleep(_poll_step(interval) / 4)
+                returncode = process.poll()
+            except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
+                pass_stop(process, interrupt, attached)
+                returncode = None
+            cpu = _cpu_seconds(process.pid)
+            if cpu >= 0:
+                adapter.sampler_cpu = cpu
+            pending += stream.read()  # only what was appended since the last read
+            windows, used = read_windows(pending)
+            pending = pending[used:]
+            for window in windows:
                 try:
-                    time.sleep(_poll_step(interval))
-                    returncode = process.poll()
-                except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
-                    pass_stop(process, interrupt, attached)
-                    returncode = None
-                done = returncode is not None
-                cpu = _cpu_seconds(process.pid)
-                if cpu >= 0:
-                    adapter.sampler_cpu = cpu
-                pending += stream.read()  # only what was appended since the last read
-                windows, used = read_windows(pending)
-                pending = pending[used:]
-                for window in windows:
-                    try:
-                        adapter.feed(window)
-                    except PinwiseError as err:  # a plan the policy cannot make for this window
-                        adapter._record(t=window.end_s, decision=f"no plan: {err}")
-                if done:
-                    return returncode
-        finally:
-            kill_group(process.pid)
+                    adapter.feed(window)
+                except PinwiseError as err:  # a plan the policy cannot make for this window
+                    adapter._record(t=window.end_s, decision=f"no plan: {err}")
+            if returncode is not None:
+                return returncode
+    finally:
+        kill_group(process.pid)
 
 
 def _poll_step(interval: float) -> float:
-    """How often the sampler's stream is read: a window is judged within this of its end (read
-    every half interval, a phase change waited up to 100 ms more at the default)."""
+    """The longest pinwise waits for the sampler's next window before it looks whether the
+    sampler has ended (a bench run's adapter, which reads the file without a pipe, reads it this
+    often: a window is judged within this of its end)."""
     return min(interval / 4, 0.02)
 
 
