@@ -775,15 +775,25 @@ static void read_switches(uint64_t now)
     }
 }
 
+/* Watchpoints whose window has passed are closed. With --stream, those that trapped are closed at
+   once (a read of each armed one, every POLL_MS): a window record counts an event when it
+   happened, not a watch window later, and the debug register is free for the next sample. */
 static void expire(uint64_t now)
 {
     for (int i = 0; i < nalive; i++) {
         struct thread *t = &threads[alive[i]];
-        for (int k = 0; k < t->nslots; k++)
-            if (t->slot[k].fd >= 0 && now > t->slot[k].armed_ns + opt.window_ns) {
-                settle(alive[i], &t->slot[k]);
+        for (int k = 0; k < t->nslots; k++) {
+            struct slot *s = &t->slot[k];
+            uint64_t count = 0;
+            if (s->fd < 0)
+                continue;
+            if (now > s->armed_ns + opt.window_ns) {
+                settle(alive[i], s);
                 expired++;
+            } else if (stream && read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0) {
+                settle(alive[i], s);
             }
+        }
     }
 }
 
