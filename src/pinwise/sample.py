@@ -41,7 +41,7 @@ TOOL_VERSION = "pinwise-sample 1"
 PERIOD_US = 1000
 WINDOW_MS = 20
 ARMS_PER_S = 1000
-#: ``pinwise run --adapt``'s sampling period while no watchpoint has trapped for a while (quiet
+#: ``pinwise run --adapt``'s sampling period before the first trap and while none has trapped for a while (quiet
 #: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
 QUIET_PERIOD_US = 4 * PERIOD_US
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
