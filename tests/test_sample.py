@@ -150,21 +150,29 @@ def test_sixty_four_threads_complete_with_bounded_memory(tmp_path):
 
 
 def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted_alike(tmp_path):
-    """Quiet sampling (what pinwise run --adapt asks for): with no trap for a while the sampler
-    samples at the quiet period, and each of those samples counts for 4 of the base period's, so
-    the samples still add up to the CPU time the program ran (1 ms each)."""
-    out = tmp_path / "quiet.txt"
-    process = subprocess.Popen([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--quiet-period-us", "4000",
-                                "--", PATTERNS, "private", "-n", "2", "-i", "300000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0, process.stderr.read()
-    fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
-    quiet = fields["quiet"]
-    assert quiet[quiet.index("period-ns") + 1] == "4000000" and float(quiet[quiet.index("seconds") + 1]) > 0
-    samples_ms = sum(int(v) for v in fields["samples-per-thread"])
-    assert 0.7 < samples_ms / (usage.ru_utime * 1000) < 1.3, (samples_ms, usage.ru_utime)
+    """Quiet sampling (what pinwise run --adapt asks for): until a trap, and with no trap for a
+    while, the sampler samples at the quiet period, and each of those samples counts for 4 of the
+    base period's, so the samples still add up to the CPU time the program ran (1 ms each). Per
+    task (an unprivileged user) the threads' inherited events would keep their period: the
+    sampler samples at the base period throughout, and says so."""
+    for mode, program in (([], "private"), (["--per-task"], "private"), (["--per-task"], "pairs")):
+        out = tmp_path / "quiet.txt"
+        process = subprocess.Popen([str(SAMPLER), "--out", str(out), *mode, "--period-us", "1000",
+                                    "--quiet-period-us", "4000", "--", PATTERNS, program, "-n", "2", "-i",
+                                    "300000" if program == "private" else "60000"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        assert process.returncode == 0, process.stderr.read()
+        fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
+        quiet = fields["quiet"]
+        if mode or fields["mode"] == ["per-task"]:
+            assert quiet[0] == "off", quiet
+        else:
+            assert quiet[quiet.index("period-ns") + 1] == "4000000" and float(quiet[quiet.index("seconds") + 1]) > 0
+        per_thread = [int(v) for v in fields["samples-per-thread"]]
+        assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (mode, program, per_thread, usage.ru_utime)
+        assert min(per_thread) > 0.8 * max(per_thread), (mode, program, per_thread)  # two threads, equal work
     refused = subprocess.run([str(SAMPLER), "--out", str(out), "--quiet-period-us", "1500", "--", "true"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--quiet-period-us must be a multiple of --period-us" in refused.stderr

@@ -121,8 +121,9 @@
    needs none of them. From the start, and after QUIET_AFTER_NS without a trap, the sampling events
    take the quiet period (PERF_EVENT_IOC_PERIOD); the first trap gives them the base period. Every sample
    carries the period it was taken with and counts as period / base period samples, so the
-   counts and the matrix stay in the base period's units. Events that threads inherited in
-   per-task mode keep the period they were made with (the ioctl reaches only the event given). */
+   counts and the matrix stay in the base period's units. Events that threads inherit in per-task
+   mode would keep the period they were made with (the ioctl reaches only the event given): there
+   the sampler samples at the base period throughout, and says so. */
 #define QUIET_AFTER_NS 100000000ULL
 
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
@@ -228,6 +229,7 @@ static struct { uint64_t at_ns, period_ns; } periods[16];  /* the last changes o
 static unsigned nperiods;
 static uint64_t last_trap_ns;      /* when a trap was last counted, or the start */
 static uint64_t quiet_since_ns, quiet_ns, quiet_spells;
+static int quiet_off;              /* --quiet-period-us given, but the events are inherited (per-task launch) */
 
 static uint64_t now_ns(void)
 {
@@ -1028,6 +1030,14 @@ static pid_t launch(void)
     close(failed[1]);
     target = child;
     int cpus[MAX_CPUS], ncpus = open_system_wide() ? 0 : online_cpus(cpus);
+    if (!system_wide && opt.quiet_period_ns) {
+        /* the threads' inherited events would keep the period they were made with: no quiet sampling */
+        opt.quiet_period_ns = 0;
+        quiet_off = 1;
+        period_now_ns = opt.period_ns;
+        nperiods = 0;
+        quiet_spells = 0;
+    }
     struct perf_event_attr attr = clock_attr(1);
     attr.disabled = 1;
     attr.enable_on_exec = 1;
@@ -1265,6 +1275,8 @@ static void write_result(int exit_status, int partial)
             (unsigned long long)replaced, (unsigned long long)expired, (unsigned long long)budget_skips,
             (unsigned long long)no_partner, (unsigned long long)arm_failures, (unsigned long long)passed_over,
             (unsigned long long)switch_skips);
+    if (quiet_off)
+        fprintf(out, "quiet off (per-task: the threads' inherited events keep the period they were made with)\n");
     if (opt.quiet_period_ns)
         fprintf(out, "quiet period-ns %llu seconds %.3f spells %llu\n", (unsigned long long)opt.quiet_period_ns,
                 (double)(quiet_ns + (period_now_ns != opt.period_ns ? end - quiet_since_ns : 0)) * 1e-9,
