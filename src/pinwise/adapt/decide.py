@@ -177,8 +177,9 @@ class Adapter:
         STRONG_EVENTS weighted events (what an immediate move needs) are judged alone as soon as
         the placement looks stale on them (a phase change seen in a quarter of the interval, not a
         whole one later; on 2 CPUs a tick holds about 100 samples in all), when a move waits for a
-        second judgment to agree, or in the first WARM_UP intervals before any move. Threads pinwise pinned on one CPU since before the tick are
-        seen as if apart (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
+        second judgment to agree, or in the first WARM_UP intervals before any move. Threads
+        pinwise pinned on one CPU since before the tick are seen as if apart
+        (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
         if self.ticks > self.placed_tick:  # not the tick in which they moved: part of it ran before
             tick = as_if_apart(tick, {k: next(iter(c)) for k, c in self.pinned.items() if len(c) == 1})
         self.fresh.append(tick)
