@@ -6,10 +6,10 @@ The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends 
 address samples, per ordered pair of threads the draws, arms and weighted watchpoint hits since
 the last record. Windows become a matrix by the sampler's own estimate (``estimate()`` in
 pw_sample.c, here :meth:`Window.directed`). The ticks since the last judgment are judged together
-once an interval has passed; before, the newest ticks that hold STRONG_EVENTS weighted events are
+once an interval has passed; before, the newest ticks that hold ALONE_EVENTS weighted events are
 judged alone when the placement looks stale on them (STALE_SHARE: the threads that talk now are
 further apart under it than those that talked at the last judgment), or when a move waits for a
-second judgment, or, before the first move, in the first WARM_UP intervals: a phase change is
+second judgment, or, before the first move, in the first WARM_UP intervals (from STRONG_EVENTS): a phase change is
 seen within a tick or two, and a steady program costs one judgment an interval.
 
 Deciding is the cost model's (:func:`pinwise.mapping.cost.mapping_cost`, the sum over pairs of

@@ -20,7 +20,7 @@ from .scoring import Scorer, as_if_apart
 
 INTERVAL = 0.2
 #: The sampler's windows (ticks) are this share of the interval: a judgment is made on the ticks
-#: since the last one when an interval has passed, or before, as soon as they hold STRONG_EVENTS
+#: since the last one when an interval has passed, or before, as soon as they hold ALONE_EVENTS
 #: weighted events and the placement looks stale on them (STALE_SHARE).
 TICKS_PER_INTERVAL = 4
 #: The placement looks stale when, under the CPUs of the last judgment, the fresh ticks cost this
@@ -174,12 +174,11 @@ class Adapter:
     def feed(self, tick: Window) -> None:
         """One window of the sampler's stream (a tick). The ticks since the last judgment are
         judged together once an interval has passed; before, the newest of them that hold
-        STRONG_EVENTS weighted events (what an immediate move needs) are judged alone as soon as
-        the placement looks stale on them (a phase change seen in a quarter of the interval, not a
-        whole one later; on 2 CPUs a tick holds about 100 samples in all), when a move waits for a
-        second judgment to agree, or in the first WARM_UP intervals before any move. Threads
-        pinwise pinned on one CPU since before the tick are seen as if apart
-        (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
+        ALONE_EVENTS weighted events are judged alone as soon as the placement looks stale on
+        them (a phase change seen in a quarter of the interval, not a whole one later), when a
+        move waits for a second judgment to agree, or in the first WARM_UP intervals before any
+        move (from STRONG_EVENTS then). Threads pinwise pinned on one CPU since before the tick
+        are seen as if apart (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
         if self.ticks > self.placed_tick:  # not the tick in which they moved: part of it ran before
             tick = as_if_apart(tick, {k: next(iter(c)) for k, c in self.pinned.items() if len(c) == 1})
         self.fresh.append(tick)
@@ -190,7 +189,8 @@ class Adapter:
         # first placement is wanted early (a thread that creates the others is busy in the first
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
-        newest = self._newest_ticks(stale=not (self.streak or warming), need=STRONG_EVENTS)
+        newest = self._newest_ticks(stale=not (self.streak or warming),
+                                    need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
         ticks = newest or self.fresh
@@ -199,7 +199,7 @@ class Adapter:
         span = merge_windows(ticks)
         self.fresh = []
         self.last_judged = tick
-        self._judge(span, (before.end_s, before.monotonic_ns), alone=newest is not None)
+        self._judge(span, (before.end_s, before.monotonic_ns))
         placed = tuple(self._placement_now(self._where_now(span.tids)))
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
@@ -237,17 +237,14 @@ class Adapter:
             return False
         return bool(now > (0.0 if np.isnan(before) else before) + STALE_SHARE * chance)
 
-    def _judge(self, window: Window, began: tuple[float, int], alone: bool = False) -> None:
-        """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns);
-        ``alone``: an early judgment (a new phase, or the first placement), never summed with the
-        span before, which the new phase would be read through."""
+    def _judge(self, window: Window, began: tuple[float, int]) -> None:
+        """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns)."""
         from ..mapping import compute_mapping
         from ..patterns import analyze
 
         self.windows.append(window)
-        own = window.directed()
-        alone = alone or own.sum() - np.trace(own) >= ALONE_EVENTS
-        recent = [window] if alone else self.windows[-2:]
+        alone = window.directed()
+        recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS else self.windows[-2:]
         t = len(window.tids)
         directed = np.zeros((t, t))
         for w in recent:

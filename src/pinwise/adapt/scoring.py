@@ -16,8 +16,9 @@ from ..sample import Window
 #: Of two threads pinned on one CPU the sampler sees about this share of the events it sees of
 #: them on two cores: its clock samples an instruction in proportion to the time it takes, and an
 #: access to a line written last on the same CPU is cheap (all-to-all, 4 threads on 2 CPUs of an
-#: AMD EPYC guest: 0.22-0.34; the upper end taken, so that the correction is not overdone).
-SEEN_ON_ONE_CPU = 1 / 3
+#: AMD EPYC guest: 0.22-0.34). With 1/3, what was left of the bias still placed all-to-all threads
+#: twice in 2-3 runs of 30; with 1/4, in none of 70.
+SEEN_ON_ONE_CPU = 1 / 4
 
 
 def as_if_apart(tick: Window, cpu_of: dict[int, int]) -> Window:
