@@ -118,9 +118,9 @@
 /* Quiet sampling (--quiet-period-us, what pinwise run --adapt asks for): the clock samples cost the
    program most of what the sampler costs it (their interrupts: 2 % of a private-work program at
    1 ms, measured on a 2-CPU KVM guest, 0.4 % at 4 ms), and a program whose threads share nothing
-   needs none of them. From the start, and after QUIET_AFTER_NS without a trap, the sampling events
-   take the quiet period (PERF_EVENT_IOC_PERIOD); the first trap gives them the base period. Every sample
-   carries the period it was taken with and counts as period / base period samples, so the
+   needs none of them. From the start, and after QUIET_AFTER_NS without a trap, the sampling
+   events take the quiet period (PERF_EVENT_IOC_PERIOD); the first trap gives them the base
+   period. Every sample counts as the period then in force over the base period samples, so the
    counts and the matrix stay in the base period's units. Events that threads inherit in per-task
    mode would keep the period they were made with (the ioctl reaches only the event given): there
    the sampler samples at the base period throughout, and says so. */
@@ -630,7 +630,8 @@ static double fruitless_chance(const struct record *r)
 
 static double watch_chance(uint64_t line, uint64_t code)
 {
-    double by_line = fruitless_chance(record_of(records, line)), by_code = fruitless_chance(record_of(codes, code));
+    double by_line = fruitless_chance(record_of(records, line));
+    double by_code = fruitless_chance(record_of(codes, code));
     return by_line < by_code ? by_line : by_code;
 }
 
@@ -1411,8 +1412,10 @@ static void cleanup(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] [--stream FILE [--interval-ms N] [--notify-fd N]] [--setenv NAME=VALUE] [--period-us N] [--window-ms N] "
-                    "[--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
+    fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] "
+                    "[--stream FILE [--interval-ms N] [--notify-fd N]] [--setenv NAME=VALUE] [--period-us N] "
+                    "[--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] "
+                    "[--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
 }
