@@ -189,6 +189,8 @@ def test_planted_alpha_is_counted_exactly(tmp_path, build_dir):
 HANDSHAKE_EVENTS = 8
 #: How far small windows' counts may move between runs of the same program (see below).
 SMALL_WINDOW_DRIFT = 0.10
+#: How far small windows' events may move from one pair to another, as a share of all the workers' events.
+SMALL_WINDOW_SHIFT = 0.05
 
 
 @pytest.mark.parametrize("options", [["--pw-window=1000000000"], ["--pw-window=2000"],
@@ -218,15 +220,21 @@ def test_line_cache_does_not_change_the_matrix(tmp_path, build_dir, options):
     assert matrices[0].sum() > 0
     # With 2000-access windows every boundary falls where main's handshake timing puts it (a join
     # that blocks takes a few more accesses than one that does not), so events move between
-    # windows: up to 3.9% of the workers' entries seen on a loaded machine, and main's row, whose
-    # events depend on which window main's writes land in, by 31%: it is compared only over one
-    # whole-run window. A cache that lost or doubled counts would be far off (dropping the settle
-    # at eviction loses 49 of every 50 events here).
+    # windows and between pairs: up to 3.9% of a worker entry seen on a loaded machine, and 8
+    # events of 70 that went to the next pair (0.9% of the workers' events, their total unchanged);
+    # main's row, whose events depend on which window main's writes land in, by 31%: it is
+    # compared only over one whole-run window. So small windows are held to the workers' total,
+    # and each entry to a share of that total. A cache that lost or doubled counts would be far off
+    # (dropping the settle at eviction loses 49 of every 50 events here).
     whole_run = options[0] == "--pw-window=1000000000"
     for other in matrices[1:]:
-        np.testing.assert_allclose(other[1:, 1:], matrices[0][1:, 1:], rtol=0 if whole_run else SMALL_WINDOW_DRIFT)
         if whole_run:
+            np.testing.assert_array_equal(other[1:, 1:], matrices[0][1:, 1:])
             np.testing.assert_allclose(other[0], matrices[0][0], atol=HANDSHAKE_EVENTS, rtol=0)
+        else:
+            workers = matrices[0][1:, 1:].sum()
+            assert other[1:, 1:].sum() == pytest.approx(workers, rel=SMALL_WINDOW_DRIFT)
+            np.testing.assert_allclose(other[1:, 1:], matrices[0][1:, 1:], atol=SMALL_WINDOW_SHIFT * workers, rtol=0)
 
 
 def test_mazouz_alpha_model(tmp_path):
