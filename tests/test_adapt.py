@@ -85,7 +85,8 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
                          timeout=300)
     assert result.returncode == 0, result.stderr
     assert len([r for r in _records(log) if r.get("decision") in PLACED]) <= 1
-    assert "sampling 4x less often" in result.stderr  # no thread touches another's data: quiet sampling
+    # no thread touches another's data: quiet sampling, slower after 300 ms without a trap
+    assert "sampling 4x to 16x less often" in result.stderr, result.stderr
 
 
 def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):

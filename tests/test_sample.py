@@ -58,6 +58,8 @@ def test_planted_patterns_are_found_at_the_programs_speed(tmp_path, workload, th
     assert found["pattern"] == pattern, found
     assert found["backend"] == "sample" and comm.info.backend == "sample"
     assert comm.threads == threads and comm.info.sampling["samples"] > 0
+    # the sampler's own CPU time, as it reports it: some, and less than the run took (one thread)
+    assert 0 < comm.info.sampling["cpu_s"] < comm.info.seconds
     if pattern != "none":
         assert found["confidence"]["pattern_agreement"] >= 0.9, found["confidence"]
     assert "a statistical estimate" in result.stderr
@@ -151,8 +153,9 @@ def test_sixty_four_threads_complete_with_bounded_memory(tmp_path):
 
 def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted_alike(tmp_path):
     """Quiet sampling (what pinwise run --adapt asks for): until a trap, and with no trap for a
-    while, the sampler samples at the quiet period, and each of those samples counts for 4 of the
-    base period's, so the samples still add up to the CPU time the program ran (1 ms each). Per
+    while, the sampler samples at the quiet period, slower still the longer no trap comes, and each
+    of those samples counts for the base periods it stands for, so the samples still add up to the
+    CPU time the program ran (1 ms each). Per
     task (an unprivileged user) the threads' inherited events would keep their period: the
     sampler samples at the base period throughout, and says so."""
     for mode, program in (([], "private"), (["--per-task"], "private"), (["--per-task"], "pairs")):
@@ -170,6 +173,9 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
             assert quiet[0] == "off", quiet
         else:
             assert quiet[quiet.index("period-ns") + 1] == "4000000" and float(quiet[quiet.index("seconds") + 1]) > 0
+            traps = int(fields["watch"][fields["watch"].index("traps") + 1])
+            if traps == 0:  # half a second without a trap: down to a sample every 16 ms after 300 ms
+                assert quiet[quiet.index("deepest-ns") + 1] == "16000000", quiet
         per_thread = [int(v) for v in fields["samples-per-thread"]]
         assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (mode, program, per_thread, usage.ru_utime)
         assert min(per_thread) > 0.8 * max(per_thread), (mode, program, per_thread)  # two threads, equal work
@@ -184,12 +190,27 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
     after each record a byte on --notify-fd, so that the reader wakes when one is there."""
     from pinwise.sample import read_windows
 
+    text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "40"], [PATTERNS, "pairs", "-n", "2", "-i", "150000"])
+    windows, used = read_windows(text)
+    assert used == len(text) and wakes == text.count("\nend\n") == len(windows) > 4
+    ends = [w.end_s for w in windows]
+    early = [b - a for a, b in zip(ends, ends[1:]) if b <= 0.08]
+    late = [b - a for a, b in zip(ends, ends[1:]) if a >= 0.08]
+    assert early and min(early) >= 0.01 and min(early) < 0.03, early
+    assert late and min(late) >= 0.04, late
+    refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--notify-fd", "999", "--", "true"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--notify-fd 999: no such descriptor" in refused.stderr
+
+
+def _sampled_with_wakes(tmp_path, options: list[str], program: list[str]) -> tuple[str, int]:
+    """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd."""
     stream = tmp_path / "windows.txt"
     wake, told = os.pipe()
     try:
         result = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--stream", str(stream),
-                                 "--interval-ms", "40", "--notify-fd", str(told), "--", PATTERNS, "pairs", "-n", "2",
-                                 "-i", "150000"], pass_fds=(told,), capture_output=True, text=True, timeout=120)
+                                 "--notify-fd", str(told), *options, "--", *program], pass_fds=(told,),
+                                capture_output=True, text=True, timeout=120)
         os.close(told)
         told = -1
         wakes = b""
@@ -200,17 +221,33 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
         if told >= 0:
             os.close(told)
     assert result.returncode == 0, result.stderr
-    text = stream.read_text()
-    windows, used = read_windows(text)
-    assert used == len(text) and len(wakes) == text.count("\nend\n") == len(windows) > 4
-    ends = [w.end_s for w in windows]
-    early = [b - a for a, b in zip(ends, ends[1:]) if b <= 0.08]
-    late = [b - a for a, b in zip(ends, ends[1:]) if a >= 0.08]
-    assert early and min(early) >= 0.01 and min(early) < 0.03, early
-    assert late and min(late) >= 0.04, late
-    refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--notify-fd", "999", "--", "true"],
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "--notify-fd 999: no such descriptor" in refused.stderr
+    return stream.read_text(), len(wakes)
+
+
+def test_the_stream_wakes_its_reader_only_for_news_or_after_the_idle_time(tmp_path):
+    """With --notify-idle-ms (what pinwise run --adapt passes: its interval), a record wakes the
+    reader only when it holds watchpoint hits or threads born or ended since the last wake, or the
+    idle time has passed since it: a program that shares nothing is not interrupted by pinwise
+    each window. Checked record by record against the rule, on private work (few wakes) and on
+    pairs (hits: woken at each record that holds them)."""
+    from pinwise.sample import read_windows
+
+    for program, idle_ms in ((["private", "-n", "2", "-i", "150000"], 150), (["pairs", "-n", "2", "-i", "150000"], 1000)):
+        text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "20", "--notify-idle-ms", str(idle_ms)],
+                                          [PATTERNS, *program])
+        windows, _ = read_windows(text)
+        expected, last_ns, last_threads = 0, None, None
+        for w in windows:
+            threads = (len(w.tids), sum(tid > 0 for tid in w.tids))
+            hits = any(p[4] != 0 for p in w.pairs)
+            if hits or threads != last_threads or last_ns is None or w.monotonic_ns - last_ns >= idle_ms * 1_000_000:
+                expected, last_ns, last_threads = expected + 1, w.monotonic_ns, threads
+        assert wakes == expected, (program, wakes, expected, len(windows))
+        with_hits = sum(any(p[4] != 0 for p in w.pairs) for w in windows)
+        if program[0] == "private":
+            assert len(windows) > 10 and wakes < len(windows) / 2, (wakes, len(windows))
+        else:
+            assert with_hits > 3 and wakes >= with_hits, (wakes, with_hits)
 
 
 @pytest.mark.parametrize("program, env", [("omp_stencil.c", {"OMP_WAIT_POLICY": "active"}), ("spin_stencil.c", {})],

@@ -43,7 +43,10 @@
  * are a quarter of the interval (never under 10 ms), so that a program is placed soon after it
  * starts, not a whole interval later: a contending pair runs half as fast until then. With
  * --notify-fd N a byte is written to descriptor N (a pipe: never waited on) after each record,
- * so that the reader wakes when one is there instead of polling the file.
+ * so that the reader wakes when one is there instead of polling the file; with --notify-idle-ms M,
+ * only after a record that holds watchpoint hits or a thread born or ended since the last byte, or
+ * M ms after the last byte (a reader that has nothing to judge in the others is not woken: each
+ * wake-up of pinwise's takes CPU time from the program on a machine it fills).
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
@@ -121,10 +124,14 @@
    needs none of them. From the start, and after QUIET_AFTER_NS without a trap, the sampling
    events take the quiet period (PERF_EVENT_IOC_PERIOD); the first trap gives them the base
    period. Every sample counts as the period then in force over the base period samples, so the
-   counts and the matrix stay in the base period's units. Events that threads inherit in per-task
+   counts and the matrix stay in the base period's units. A spell that stays quiet goes deeper: the
+   period doubles after each further QUIET_AFTER_NS without a trap, up to QUIET_DEEPEST times the
+   quiet period (a program that shares nothing pays for a quarter of the samples; one that starts
+   sharing later is seen then within a few of the slowest periods). Events that threads inherit in per-task
    mode would keep the period they were made with (the ioctl reaches only the event given): there
    the sampler samples at the base period throughout, and says so. */
 #define QUIET_AFTER_NS 100000000ULL
+#define QUIET_DEEPEST 4
 
 enum { EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_PROCESS = 4, EXIT_FAILED = 5 };
 
@@ -132,6 +139,7 @@ struct options {
     const char *out, *status, *error_file, *stream;
     uint64_t interval_ns;     /* --stream: one window record every interval */
     int notify_fd;            /* --notify-fd: a byte written after each window record, or -1 */
+    uint64_t notify_idle_ns;  /* --notify-idle-ms: records without hits or new threads wake no sooner */
     char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
     int nsetenv;
     pid_t pid;
@@ -228,7 +236,7 @@ static uint64_t period_now_ns;     /* the sampling period in force */
 static struct { uint64_t at_ns, period_ns; } periods[16];  /* the last changes of it, a ring */
 static unsigned nperiods;
 static uint64_t last_trap_ns;      /* when a trap was last counted, or the start */
-static uint64_t quiet_since_ns, quiet_ns, quiet_spells;
+static uint64_t quiet_since_ns, quiet_ns, quiet_spells, quiet_deepest_ns;
 static int quiet_off;              /* --quiet-period-us given, but the events are inherited (per-task launch) */
 
 static uint64_t now_ns(void)
@@ -504,13 +512,30 @@ static void set_period(uint64_t period, uint64_t now)
     for (int i = 0; i < nthreads; i++)
         if (threads[i].ring.fd >= 0)
             ioctl(threads[i].ring.fd, PERF_EVENT_IOC_PERIOD, &period);
-    if (period != opt.period_ns) {
+    if (period != opt.period_ns && period_now_ns == opt.period_ns) {
         quiet_since_ns = now;
         quiet_spells++;
-    } else {
+    } else if (period == opt.period_ns) {
         quiet_ns += now - quiet_since_ns;
     }
     period_now_ns = period;
+    if (period > quiet_deepest_ns)
+        quiet_deepest_ns = period;
+}
+
+/* The sampling period quiet sampling wants ``now``: the quiet period from the start until the
+   first trap, else the base period until QUIET_AFTER_NS have passed without one, then the quiet
+   period, doubled after each further QUIET_AFTER_NS up to QUIET_DEEPEST times it. */
+static uint64_t quiet_period_now(uint64_t now)
+{
+    uint64_t since = now - last_trap_ns;  /* the start until the first trap */
+    if (since < QUIET_AFTER_NS)
+        return traps ? opt.period_ns : opt.quiet_period_ns;
+    uint64_t period = opt.quiet_period_ns;
+    for (uint64_t t = 2 * QUIET_AFTER_NS; t <= since && period < QUIET_DEEPEST * opt.quiet_period_ns;
+         t += QUIET_AFTER_NS)
+        period *= 2;
+    return period;
 }
 
 /* The word a slot watched was touched by its thread: one event of the owner with it, weighted. */
@@ -1261,8 +1286,10 @@ static void write_result(int exit_status, int partial)
     fprintf(out, "period-ns %llu\nwindow-ns %llu\nsharing %s\narms-per-s %.0f\nseconds %.3f\n",
             (unsigned long long)opt.period_ns, (unsigned long long)opt.window_ns, opt.sharing_any ? "any" : "write",
             opt.arms_per_s, (double)(end - start_ns) * 1e-9);
-    fprintf(out, "mode %s\nsamples-other %llu\n", system_wide ? "system-wide" : "per-task",
-            (unsigned long long)other_samples);
+    struct timespec used;  /* the sampler's own CPU time (its threads, not the program's) */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+    fprintf(out, "mode %s\nsamples-other %llu\ncpu-seconds %.4f\n", system_wide ? "system-wide" : "per-task",
+            (unsigned long long)other_samples, (double)used.tv_sec + (double)used.tv_nsec * 1e-9);
     fprintf(out, "exit-status %d\nsamples %llu\nsamples-child %llu\nchild-processes %llu\nexecs %llu\n"
             "samples-unknown %llu\nlost %llu\n", exit_status, (unsigned long long)samples_total,
             (unsigned long long)child_samples, (unsigned long long)child_processes, (unsigned long long)execs,
@@ -1279,7 +1306,8 @@ static void write_result(int exit_status, int partial)
     if (quiet_off)
         fprintf(out, "quiet off (per-task: the threads' inherited events keep the period they were made with)\n");
     if (opt.quiet_period_ns)
-        fprintf(out, "quiet period-ns %llu seconds %.3f spells %llu\n", (unsigned long long)opt.quiet_period_ns,
+        fprintf(out, "quiet period-ns %llu deepest-ns %llu seconds %.3f spells %llu\n",
+                (unsigned long long)opt.quiet_period_ns, (unsigned long long)quiet_deepest_ns,
                 (double)(quiet_ns + (period_now_ns != opt.period_ns ? end - quiet_since_ns : 0)) * 1e-9,
                 (unsigned long long)quiet_spells);
     fprintf(out, "switch-rates");
@@ -1343,6 +1371,7 @@ static void write_result(int exit_status, int partial)
    does the whole run's (estimate()). */
 static void emit_window(uint64_t now)
 {
+    int news = 0;  /* watchpoint hits in the window: the reader is woken at once */
     fprintf(stream, "window %llu %d %llu\ntids", (unsigned long long)(now - start_ns), nthreads,
             (unsigned long long)now);  /* since the start, and CLOCK_MONOTONIC */
     for (int i = 0; i < nthreads; i++)
@@ -1365,14 +1394,23 @@ static void emit_window(uint64_t now)
                    *sh = pw_pair(&streamed_hits, a, b);
             if (*o != *so || *h != *sh)
                 fprintf(stream, " %d %d %.0f %.0f %.6g", a, b, *o - *so, *m - *sm, *h - *sh);
+            news |= *h != *sh;
             *so = *o;
             *sm = *m;
             *sh = *h;
         }
     fprintf(stream, "\nperiod-ns %llu\nend\n", (unsigned long long)period_now_ns);
     fflush(stream);
-    if (opt.notify_fd >= 0 && write(opt.notify_fd, "w", 1) < 0) {
-        /* a full pipe: the reader has a wake-up pending already */
+    static uint64_t notified_ns;
+    static int notified_threads, notified_alive;
+    news |= nthreads != notified_threads || nalive != notified_alive;
+    if (opt.notify_fd >= 0 && (news || now - notified_ns >= opt.notify_idle_ns)) {
+        if (write(opt.notify_fd, "w", 1) < 0) {
+            /* a full pipe: the reader has a wake-up pending already */
+        }
+        notified_ns = now;
+        notified_threads = nthreads;
+        notified_alive = nalive;
     }
 }
 
@@ -1413,7 +1451,8 @@ static void cleanup(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] "
-                    "[--stream FILE [--interval-ms N] [--notify-fd N]] [--setenv NAME=VALUE] [--period-us N] "
+                    "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]]] [--setenv NAME=VALUE] "
+                    "[--period-us N] "
                     "[--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] "
                     "[--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
@@ -1480,6 +1519,8 @@ static void parse(int argc, char **argv)
             opt.notify_fd = (int)number(argv[++i], "--notify-fd", 3, 65535);
             if (fcntl(opt.notify_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(opt.notify_fd, F_SETFL, O_NONBLOCK) != 0)
                 fail(EXIT_USAGE, "--notify-fd %d: no such descriptor", opt.notify_fd);
+        } else if (!strcmp(a, "--notify-idle-ms")) {
+            opt.notify_idle_ns = number(argv[++i], "--notify-idle-ms", 0, 600000) * 1000000;
         } else if (!strcmp(a, "--interval-ms")) {
             opt.interval_ns = number(argv[++i], "--interval-ms", 10, 600000) * 1000000;
         } else if (!strcmp(a, "--setenv")) {
@@ -1577,8 +1618,8 @@ int main(int argc, char **argv)
         drain_all();
         uint64_t now = now_ns();
         expire(now);
-        if (opt.quiet_period_ns && opt.watch && period_now_ns == opt.period_ns && now > last_trap_ns + QUIET_AFTER_NS)
-            set_period(opt.quiet_period_ns, now);
+        if (opt.quiet_period_ns && opt.watch)  /* a trap gives the base period at once (count_hit) */
+            set_period(quiet_period_now(now), now);
         if (child) {
             int status;
             if (waitpid(child, &status, WNOHANG) == child) {

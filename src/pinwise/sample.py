@@ -280,6 +280,7 @@ def parse_sample(text: str, source: str) -> CommMatrix:
         sampling = {
             "clock": header["clock"][0], "period_ns": int(header["period-ns"][0]),
             "mode": header.get("mode", ["per-task"])[0], "other_samples": int(header.get("samples-other", ["0"])[0]),
+            "cpu_s": float(header.get("cpu-seconds", ["0"])[0]),
             "window_ns": int(header["window-ns"][0]), "arms_per_s": float(header["arms-per-s"][0]),
             "samples": int(header["samples"][0]), "address_samples": sum(ints["accv"]),
             "samples_per_thread": ints["samples-per-thread"], "reads": ints["reads"], "writes": ints["writes"],

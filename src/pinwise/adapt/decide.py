@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -68,13 +67,13 @@ class Move:
 
 
 def _current_cpu(tid: int) -> int | None:
+    """The CPU thread ``tid`` (of any process) ran on last; None once it has ended. /proc/TID
+    holds every thread, listed or not: one read, while the program runs."""
     try:
-        return int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+        with open(f"/proc/{tid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[36])
     except (OSError, IndexError, ValueError):
-        try:
-            return int(Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()[36])
-        except (OSError, IndexError, ValueError):
-            return None
+        return None
 
 
 class Adapter:
@@ -105,7 +104,7 @@ class Adapter:
         self.moves: list[Move] = []
         self.phases: list[tuple[float, str]] = []
         self.ran_on: dict[int, set[int]] = {}
-        self.sampler_cpu = 0.0                    # CPU seconds the sampler used so far
+        self.now_cpus: list[int | None] = []     # where the threads ran at the last judgment
         self.last_pattern: str | None = None
         self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
@@ -200,7 +199,7 @@ class Adapter:
         self.fresh = []
         self.last_judged = tick
         self._judge(span, (before.end_s, before.monotonic_ns))
-        placed = tuple(self._placement_now(self._where_now(span.tids)))
+        placed = tuple(self._placement_now(self.now_cpus))  # pinwise's moves: pinned where they went
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
         if due or newest is None or self.reference is None or placed != self.reference[0]:
@@ -253,7 +252,7 @@ class Adapter:
         matrix = directed + directed.T
         accesses = np.array([sum(w.accesses[k] if k < len(w.accesses) else 0 for w in recent) for k in range(t)])
         alive = [k for k, tid in enumerate(window.tids) if tid > 0]
-        now_cpus = self._where_now(window.tids)
+        now_cpus = self.now_cpus = self._where_now(window.tids)
         for k in alive:
             self._own_pinning(k, window.tids[k])
         events = matrix[np.triu_indices(t, 1)].sum()
@@ -281,7 +280,7 @@ class Adapter:
                          why="the pairs that shared a CPU no longer contend")
             self.say(f"pinwise: {window.end_s:.1f} s: the pairs sharing a CPU no longer contend: "
                      f"{released} thread(s) given back to the OS")
-            now_cpus = self._where_now(window.tids)
+            now_cpus = self.now_cpus = self._where_now(window.tids)
         if len(alive) < 2 or events <= 0 or sum(len(w.pairs) for w in recent) == 0:
             self._record(**record, decision="nothing to judge")
             return

@@ -18,7 +18,7 @@ from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop,
                       program_part, read_windows, sampler_failure, start_sampler)
-from .decide import INTERVAL, TICKS_PER_INTERVAL, Adapter, Move, tick_ms
+from .decide import INTERVAL, Adapter, Move, tick_ms
 
 
 @dataclass
@@ -33,15 +33,8 @@ class AdaptResult:
     threads: int = 0
     ran_on: dict[int, set[int]] = field(default_factory=dict)        # thread -> CPUs seen running it
     ticks: int = 0                      # the sampler's windows read
-    quiet_s: float = 0.0                # how long the sampler sampled at the quiet period
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return -1.0
+    quiet_s: float = 0.0                # how long the sampler sampled at the quiet period (or slower)
+    quiet_deepest: int = QUIET_PERIOD_US // PERIOD_US  # the slowest it sampled, in base periods
 
 
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
@@ -80,14 +73,14 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
                 raise sampler_failure(returncode, error_path)
-            exit_status, quiet_s = _result_facts(out_path)
+            exit_status, quiet_s, quiet_deepest, sampler_cpu = _result_facts(out_path)
     finally:
         if log is not None:
             log.close()
-    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, adapter.sampler_cpu,
+    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
                        max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks, quiet_s)
+                       adapter.ticks, quiet_s, quiet_deepest)
 
 
 def _sampling(stream_path: Path, interval: float) -> list[str]:
@@ -99,14 +92,15 @@ def _sampling(stream_path: Path, interval: float) -> list[str]:
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
     """Start the sampler, feed its windows to the adapter as they come (the sampler writes a byte
-    to a pipe after each: pinwise wakes then, not at a poll), stop it cleanly."""
-    adapter.sampler_cpu = 0.0
+    to a pipe after each that holds watchpoint hits or new threads, and an interval after the last
+    byte: pinwise wakes then, not at a poll, and not for windows with nothing to judge), stop it
+    cleanly."""
     wake, told = os.pipe()
     try:
         with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
             try:
-                process = start_sampler([*command[:1], "--notify-fd", str(told), *command[1:]], guard, attached,
-                                        pass_fds=(told,))
+                notify = ["--notify-fd", str(told), "--notify-idle-ms", str(round(interval * 1000))]
+                process = start_sampler([*command[:1], *notify, *command[1:]], guard, attached, pass_fds=(told,))
             finally:
                 os.close(told)
             return _feed(process, stream, wake, adapter, interval, attached)
@@ -120,17 +114,15 @@ def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attache
     try:
         while True:
             try:
-                # woken by the sampler after each window, and when it ends (the pipe closes)
-                ready, _, _ = select.select([wake], [], [], interval / TICKS_PER_INTERVAL)
+                # woken by the sampler after a window with news, each interval, and when it ends (the
+                # pipe closes)
+                ready, _, _ = select.select([wake], [], [], interval)
                 if ready and not os.read(wake, 4096):  # closed: the sampler is ending
                     time.sleep(_poll_step(interval) / 4)
                 returncode = process.poll()
             except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
                 pass_stop(process, interrupt, attached)
                 returncode = None
-            cpu = _cpu_seconds(process.pid)
-            if cpu >= 0:
-                adapter.sampler_cpu = cpu
             pending += stream.read()  # only what was appended since the last read
             windows, used = read_windows(pending)
             pending = pending[used:]
@@ -152,9 +144,10 @@ def _poll_step(interval: float) -> float:
     return min(interval / 4, 0.02)
 
 
-def _result_facts(out_path: Path) -> tuple[int, float]:
-    """The program's exit status and the seconds sampled at the quiet period, from the sampler's result."""
-    status, quiet = 0, 0.0
+def _result_facts(out_path: Path) -> tuple[int, float, int, float]:
+    """The program's exit status, the seconds sampled at the quiet period or slower, the slowest
+    period (in base periods) and the CPU seconds the sampler used, from the sampler's result."""
+    status, quiet, deepest, cpu = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0
     try:
         for line in out_path.read_text().splitlines():
             words = line.split()
@@ -162,9 +155,19 @@ def _result_facts(out_path: Path) -> tuple[int, float]:
                 status = max(int(words[1]), 0)
             elif words[:1] == ["quiet"] and "seconds" in words:
                 quiet = float(words[words.index("seconds") + 1])
+                if "deepest-ns" in words:
+                    deepest = max(deepest, int(words[words.index("deepest-ns") + 1]) // (PERIOD_US * 1000))
+            elif words[:1] == ["cpu-seconds"]:
+                cpu = float(words[1])
     except (OSError, ValueError, IndexError):
         pass
-    return status, quiet
+    return status, quiet, deepest, cpu
+
+
+def _fewer(deepest: int) -> str:
+    """How much less often the sampler sampled while quiet: "4x", or "4x to 16x" when it went deeper."""
+    first = QUIET_PERIOD_US // PERIOD_US
+    return f"{first}x" if deepest <= first else f"{first}x to {deepest}x"
 
 
 def summary_lines(result: AdaptResult, memory=None) -> list[str]:
@@ -173,7 +176,7 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"
-             + (f" (sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.quiet_s:.1f} s, "
+             + (f" (sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, "
                 "while no thread touched another's data)" if result.quiet_s >= 0.05 else "")]
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
