@@ -158,7 +158,7 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
     CPU time the program ran (1 ms each). Per
     task (an unprivileged user) the threads' inherited events would keep their period: the
     sampler samples at the base period throughout, and says so."""
-    for mode, program in (([], "private"), (["--per-task"], "private"), (["--per-task"], "pairs")):
+    for mode, program in (([], "private"), ([], "pairs"), (["--per-task"], "private"), (["--per-task"], "pairs")):
         out = tmp_path / "quiet.txt"
         process = subprocess.Popen([str(SAMPLER), "--out", str(out), *mode, "--period-us", "1000",
                                     "--quiet-period-us", "4000", "--", PATTERNS, program, "-n", "2", "-i",
@@ -176,6 +176,9 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
             traps = int(fields["watch"][fields["watch"].index("traps") + 1])
             if traps == 0:  # half a second without a trap: down to a sample every 16 ms after 300 ms
                 assert quiet[quiet.index("deepest-ns") + 1] == "16000000", quiet
+            if program == "pairs":  # traps all along: quiet only until the first (seen: 0.03 s, 1 spell)
+                spells, seconds = int(quiet[quiet.index("spells") + 1]), float(quiet[quiet.index("seconds") + 1])
+                assert traps > 20 and spells < traps / 5 and seconds < 0.5 * float(fields["seconds"][0]), quiet
         per_thread = [int(v) for v in fields["samples-per-thread"]]
         assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (mode, program, per_thread, usage.ru_utime)
         assert min(per_thread) > 0.8 * max(per_thread), (mode, program, per_thread)  # two threads, equal work

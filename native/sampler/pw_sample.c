@@ -528,7 +528,8 @@ static void set_period(uint64_t period, uint64_t now)
    period, doubled after each further QUIET_AFTER_NS up to QUIET_DEEPEST times it. */
 static uint64_t quiet_period_now(uint64_t now)
 {
-    uint64_t since = now - last_trap_ns;  /* the start until the first trap */
+    /* since the start until the first trap; a trap counted after ``now`` was read: none yet */
+    uint64_t since = now > last_trap_ns ? now - last_trap_ns : 0;
     if (since < QUIET_AFTER_NS)
         return traps ? opt.period_ns : opt.quiet_period_ns;
     uint64_t period = opt.quiet_period_ns;
