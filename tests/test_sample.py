@@ -207,8 +207,9 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
 
 
 def _sampled_with_wakes(tmp_path, options: list[str], program: list[str]) -> tuple[str, int]:
-    """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd."""
-    stream = tmp_path / "windows.txt"
+    """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd (a stream file
+    of its own: the sampler appends to one that exists)."""
+    stream = tmp_path / f"windows-{program[1]}.txt"
     wake, told = os.pipe()
     try:
         result = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--stream", str(stream),
@@ -321,3 +322,25 @@ def test_the_work_of_child_processes_is_named_not_measured(tmp_path):
     result = run_pinwise("trace", "--backend", "sample", "-o", str(tmp_path / "c.json"), "--", "sh", "-c",
                          f"{PATTERNS} pairs -n 4 -i 40000; true", timeout=120)
     assert_clean_failure(result, "child process", "trace the program that creates the threads")
+
+
+def test_watchpoints_are_rationed_to_the_traps_wanted_without_changing_the_pattern(tmp_path):
+    """--traps-per-s (what pinwise run --adapt passes): once most watchpoints trap, the sampler
+    arms only as fast as gives about that many traps a second; the offers it turns down count as
+    offered, so the pairs stay what they are, from fewer watchpoints."""
+    from pinwise.sample import parse_sample
+
+    seen = {}
+    for limit in ([], ["--traps-per-s", "100"]):
+        out = tmp_path / f"r{len(seen)}.txt"
+        result = subprocess.run([str(SAMPLER), "--out", str(out), *limit, "--", PATTERNS, "pairs", "-n", "4", "-i",
+                                 "100000"], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        text = out.read_text()
+        comm = parse_sample(text, str(out))
+        seen[bool(limit)] = comm.info.sampling["arms"], comm.info.sampling["events"], comm.matrix, text
+    (arms, traps, matrix, _), (few_arms, few_traps, few_matrix, text) = seen[False], seen[True]
+    assert "traps-per-s 100" in text.splitlines()
+    assert traps > 100 and few_arms < 0.6 * arms, (arms, traps, few_arms, few_traps)
+    for m in (matrix, few_matrix):  # pairs {0,1} and {2,3} carry the events either way
+        assert m[0, 1] + m[2, 3] > 0.9 * m[np.triu_indices(4, 1)].sum(), m

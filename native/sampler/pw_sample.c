@@ -147,6 +147,7 @@ struct options {
     uint64_t period_ns, window_ns, duration_ns, block_ns;
     uint64_t quiet_period_ns; /* --quiet-period-us: sample this slowly while no watchpoint traps (0: never) */
     double arms_per_s;
+    double traps_per_s;       /* --traps-per-s: arm no faster than gives about this many traps (0: off) */
     int sharing_any, readonly, stack, watch, blocks;
     double switch_limit;
     int per_task;             /* --per-task: never system-wide (what an unprivileged user gets) */
@@ -441,16 +442,20 @@ static int thread_of(pid_t tid)
    between two watchpoints: a per-thread event breaks the kernel's cheap switch between threads
    of one process (their inherited sampling contexts are clones), and a program that switches
    threads a million times a second (a yielding spin barrier) then ran 5x slower. */
+static void note_outcome(int trapped);
+
 static void settle(int index, struct slot *s)
 {
     if (s->fd < 0)
         return;
     uint64_t count = 0;
-    if (read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0) {
+    int trapped = read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0;
+    if (trapped) {
         count_hit(s->owner, index, s->word, s->armed_ns, s->code, s->weight);
         record_of(records, s->word >> 6)->traps++;
         record_of(codes, s->code)->traps++;
     }
+    note_outcome(trapped);
     close(s->fd);
     s->fd = -1;
 }
@@ -580,12 +585,47 @@ static void end_thread(int index, uint64_t time)
 
 /* -- watchpoints --------------------------------------------------------------------------------- */
 
+/* --traps-per-s (what pinwise run --adapt asks for): each watchpoint costs the program its arming,
+   trap and removal (interrupts of the CPU it runs on: a pinned contending pair ran 3.4 % slower
+   at 850 arms a second, 1 % at 250, on a 2-CPU KVM guest), and once most of them trap, a quarter
+   of them tells as much of who shares with whom. So the token bucket fills at the rate that gives
+   about this many traps a second at the share of the last RECENT_NS to 2 RECENT_NS's watchpoints
+   that trapped, never above --arms-per-s. Offers the bucket turns down count as offered, as
+   always: the estimate (hits / armed per pair) does not change, its variance does. */
+#define RECENT_NS 250000000ULL
+static double outcomes[2][2];  /* [this slice, the one before][settled, trapped] */
+static uint64_t outcomes_at;
+
+static void note_outcome(int trapped)
+{
+    uint64_t now = now_ns();
+    if (now - outcomes_at >= RECENT_NS) {
+        int skipped = now - outcomes_at >= 2 * RECENT_NS;
+        outcomes[1][0] = skipped ? 0 : outcomes[0][0];
+        outcomes[1][1] = skipped ? 0 : outcomes[0][1];
+        outcomes[0][0] = outcomes[0][1] = 0;
+        outcomes_at = now;
+    }
+    outcomes[0][0] += 1;
+    outcomes[0][1] += trapped;
+}
+
+static double arm_rate(void)
+{
+    double settled = outcomes[0][0] + outcomes[1][0], trapped = outcomes[0][1] + outcomes[1][1];
+    if (opt.traps_per_s <= 0 || settled < 20 || trapped <= 0)
+        return opt.arms_per_s;
+    double rate = opt.traps_per_s * settled / trapped;
+    return rate < opt.arms_per_s ? rate : opt.arms_per_s;
+}
+
 static void refill_tokens(uint64_t now)
 {
+    double rate = arm_rate();
     if (tokens_at) {
-        tokens += (double)(now - tokens_at) * 1e-9 * opt.arms_per_s;
-        if (tokens > opt.arms_per_s / 10 + 1)
-            tokens = opt.arms_per_s / 10 + 1;
+        tokens += (double)(now - tokens_at) * 1e-9 * rate;
+        if (tokens > rate / 10 + 1)
+            tokens = rate / 10 + 1;
     }
     tokens_at = now;
 }
@@ -1287,6 +1327,8 @@ static void write_result(int exit_status, int partial)
     fprintf(out, "period-ns %llu\nwindow-ns %llu\nsharing %s\narms-per-s %.0f\nseconds %.3f\n",
             (unsigned long long)opt.period_ns, (unsigned long long)opt.window_ns, opt.sharing_any ? "any" : "write",
             opt.arms_per_s, (double)(end - start_ns) * 1e-9);
+    if (opt.traps_per_s > 0)
+        fprintf(out, "traps-per-s %.0f\n", opt.traps_per_s);
     struct timespec used;  /* the sampler's own CPU time (its threads, not the program's) */
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
     fprintf(out, "mode %s\nsamples-other %llu\ncpu-seconds %.4f\n", system_wide ? "system-wide" : "per-task",
@@ -1454,7 +1496,7 @@ static void usage(void)
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] "
                     "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]]] [--setenv NAME=VALUE] "
                     "[--period-us N] "
-                    "[--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--sharing write|any] [--readonly] "
+                    "[--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--traps-per-s N] [--sharing write|any] [--readonly] "
                     "[--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
@@ -1536,6 +1578,8 @@ static void parse(int argc, char **argv)
             opt.quiet_period_ns = number(argv[++i], "--quiet-period-us", 10, 10000000) * 1000;
         } else if (!strcmp(a, "--window-ms")) {
             opt.window_ns = number(argv[++i], "--window-ms", 1, 100000) * 1000000;
+        } else if (!strcmp(a, "--traps-per-s")) {
+            opt.traps_per_s = (double)number(argv[++i], "--traps-per-s", 0, 1000000);
         } else if (!strcmp(a, "--arms-per-s")) {
             opt.arms_per_s = (double)number(argv[++i], "--arms-per-s", 1, 1000000);
         } else if (!strcmp(a, "--duration-ms")) {

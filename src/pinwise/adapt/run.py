@@ -16,7 +16,7 @@ from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler, pass_stop,
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_S, WINDOW_MS, check_pid, check_sampler, pass_stop,
                       program_part, read_windows, sampler_failure, start_sampler)
 from .decide import INTERVAL, Adapter, Move, tick_ms
 
@@ -87,7 +87,8 @@ def _sampling(stream_path: Path, interval: float) -> list[str]:
     """The sampler's options for an adaptive run: its stream of windows, a quarter interval each, and
     the quiet period while no thread shares data."""
     return ["--stream", str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
-            "--quiet-period-us", str(QUIET_PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S)]
+            "--quiet-period-us", str(QUIET_PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
+            "--traps-per-s", str(TRAPS_PER_S)]
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
