@@ -210,10 +210,12 @@ def _last_cpu(tid: int) -> int:
     return int(_stat(tid)[36])
 
 
-def test_threads_the_os_placed_well_by_chance_are_pinned_where_they_run():
+@pytest.mark.parametrize("rehearsed", [False, True])
+def test_threads_the_os_placed_well_by_chance_are_pinned_where_they_run(rehearsed):
     """Pairs the OS happens to run together (its placement is chance, and it may part them at any
     moment) are pinned where they run, none moved; threads that all talk alike, which no placement
-    helps, are left to the OS. Threads here are processes asleep where taskset put them."""
+    helps, are left to the OS. Threads here are processes asleep where taskset put them. The
+    rehearsal pinwise run --adapt makes before the program starts changes none of it."""
     from pinwise.adapt import Adapter
     from pinwise.topology import load_topology
 
@@ -230,6 +232,9 @@ def test_threads_the_os_placed_well_by_chance_are_pinned_where_they_run():
         flat = {(a, b): 30 for a in range(4) for b in range(4) if a != b}
         said = []
         adapter = Adapter(machine, None, None, say=said.append)
+        if rehearsed:
+            adapter.rehearse()
+            assert not said and not adapter.moves and not adapter.windows and not adapter.phases
         for k in range(3):
             adapter.feed(_window(0.2 * (k + 1), tids, flat))
         assert not said and [_affinity(tid) for tid in tids] == [{0, 1}] * 4

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import select
 import threading
@@ -52,13 +51,9 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     if pid is not None:
         check_pid(pid)
     program = find_program(argv) if argv is not None else None
-    # the deciding stages loaded now, before the program starts: loading them at the first window
-    # (numpy's linear algebra, the mapping kernels) took CPU time while the program ran
-    for stage in ("pinwise.mapping", "pinwise.patterns"):
-        importlib.import_module(stage)
-
     log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
     adapter = Adapter(topology, policy, log, say, memory, interval)
+    adapter.rehearse()  # the deciding stages loaded and run once now, not while the program waits
     started = time.perf_counter()
     try:
         with temporary_folder("adapt") as tmp:
