@@ -236,7 +236,8 @@ def test_the_stream_wakes_its_reader_only_for_news_or_after_the_idle_time(tmp_pa
     pairs (hits: woken at each record that holds them)."""
     from pinwise.sample import read_windows
 
-    for program, idle_ms in ((["private", "-n", "2", "-i", "150000"], 150), (["pairs", "-n", "2", "-i", "150000"], 1000)):
+    for program, idle_ms in ((["private", "-n", "2", "-i", "150000"], 150),
+                             (["pairs", "-n", "2", "-i", "150000"], 1000)):
         text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "20", "--notify-idle-ms", str(idle_ms)],
                                           [PATTERNS, *program])
         windows, _ = read_windows(text)

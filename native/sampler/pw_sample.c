@@ -127,9 +127,9 @@
    counts and the matrix stay in the base period's units. A spell that stays quiet goes deeper: the
    period doubles after each further QUIET_AFTER_NS without a trap, up to QUIET_DEEPEST times the
    quiet period (a program that shares nothing pays for a quarter of the samples; one that starts
-   sharing later is seen then within a few of the slowest periods). Events that threads inherit in per-task
-   mode would keep the period they were made with (the ioctl reaches only the event given): there
-   the sampler samples at the base period throughout, and says so. */
+   sharing later is seen then within a few of the slowest periods). Events that threads inherit in
+   per-task mode would keep the period they were made with (the ioctl reaches only the event
+   given): there the sampler samples at the base period throughout, and says so. */
 #define QUIET_AFTER_NS 100000000ULL
 #define QUIET_DEEPEST 4
 
@@ -1495,9 +1495,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] "
                     "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]]] [--setenv NAME=VALUE] "
-                    "[--period-us N] "
-                    "[--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--traps-per-s N] [--sharing write|any] [--readonly] "
-                    "[--stack] [--no-watch] [--per-task] [--duration-ms N] "
+                    "[--period-us N] [--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--traps-per-s N] "
+                    "[--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
 }

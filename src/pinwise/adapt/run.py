@@ -15,8 +15,8 @@ from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_S, WINDOW_MS, check_pid, check_sampler, pass_stop,
-                      program_part, read_windows, sampler_failure, start_sampler)
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_S, WINDOW_MS, check_pid, check_sampler,
+                      pass_stop, program_part, read_windows, sampler_failure, start_sampler)
 from .decide import INTERVAL, Adapter, Move, tick_ms
 
 
