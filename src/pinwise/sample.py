@@ -47,7 +47,7 @@ QUIET_PERIOD_US = 4 * PERIOD_US
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
 #: at the share that trapped lately (--traps-per-s in pw_sample.c): each costs the program
 #: interrupts, and once most trap, fewer tell as much.
-TRAPS_PER_S = 250
+TRAPS_PER_S = 100
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
 #: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a
 #: second when it runs system-wide (ARMED_COST_SHARE: 1% of 20 ms windows at 3.3 us a switch).
