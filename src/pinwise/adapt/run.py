@@ -204,6 +204,7 @@ class BackgroundAdapter:
         self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), *_sampling(self.stream, interval)]
         self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
+        self.adapter.rehearse()  # before the program starts, as run_adaptive does
         self.interval = interval
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._follow, daemon=True)
