@@ -53,6 +53,24 @@ def test_every_run_is_recorded_under_its_placement_and_read_back(tmp_path):
     assert all(len(p.times) == 6 for p in summary.policies)
 
 
+def test_the_adaptive_placement_is_benched_beside_the_static_ones(tmp_path):
+    """``adapt`` among the placements: each of its runs starts the program under the sampler,
+    which places the threads while it runs, and is recorded and judged like any other; nothing
+    of the sampler's is left behind."""
+    db_path = str(tmp_path / "adapt.db")
+    patterns = str(NATIVE_DIR / "bin" / "patterns")
+    result = run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os,adapt", "--time-regex", TIME_REGEX,
+                         "--quiet", "--", patterns, "pairs", "-n", "4", "-i", "60000", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert policy_counts(db_path) == {"os": 2, "adapt": 2}
+    rows = runs(open_db(db_path, create=False), 1)
+    adapted = [r for r in rows if r.policy == "adapt"]
+    assert all(r.placement == "adapt" and r.failure is None and r.program_time > 0 for r in adapted), adapted
+    assert "adapt ran" in result.stdout
+    leftover = subprocess.run(["pgrep", "-f", "pinwise-sample"], capture_output=True, text=True)
+    assert leftover.stdout == "", leftover.stdout
+
+
 def test_runs_are_interleaved_in_shuffled_blocks(tmp_path):
     db_path = str(tmp_path / "order.db")
     run_pinwise("bench", "--db", db_path, "-r", "4", "--policies", "os,compact", "--placement", "one=1", "--quiet",
