@@ -47,9 +47,11 @@ def interleaved(placements: dict[str, list[str]], runs: int) -> dict[str, list[f
     for round_ in range(runs):
         order = list(placements)
         random.shuffle(order)
-        console.print(f"[dim]round {round_ + 1}/{runs}: {', '.join(order)}[/dim]")
         for name in order:
             times[name].append(program_time(placements[name]))
+        # each round's times as they come: a run cut short still says what it measured
+        console.print(f"[dim]round {round_ + 1}/{runs}: " + ", ".join(f"{name} {times[name][-1]:.3f} s" for name in order)
+                      + "[/dim]")
     return times
 
 
@@ -122,7 +124,7 @@ def main() -> int:
                 log = Path(tmp, f"{name}.jsonl")
                 most = 0
                 both = {"os": [], "adapt": []}
-                for _ in range(args.runs):
+                for round_ in range(args.runs):
                     order = ["os", "adapt"]
                     random.shuffle(order)
                     for kind in order:
@@ -131,6 +133,8 @@ def main() -> int:
                         else:
                             both["adapt"].append(program_time([*adapt, "--log", str(log), "--", *command]))
                             most = max(most, moves_of(log))
+                    console.print(f"[dim]{name} round {round_ + 1}/{args.runs}: os {both['os'][-1]:.3f} s, adapt "
+                                  f"{both['adapt'][-1]:.3f} s ({moves_of(log)} placement(s))[/dim]")
                 ratio = statistics.median(both["adapt"]) / statistics.median(both["os"])
                 met &= ratio <= 1.02 and most <= 1
                 out.add_row(name, f"{statistics.median(both['os']):.3f}", f"{statistics.median(both['adapt']):.3f}",

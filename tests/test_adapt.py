@@ -165,12 +165,28 @@ def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], i
     return Window(end_s, tids, accesses, np.maximum(accesses, 1.0), pairs)
 
 
-def test_contending_pairs_share_a_cpu_until_they_stop_contending():
+def _rationed(end_s: float, tids: list[int], pairs: list[tuple[int, int]], nth: int):
+    """The ``nth`` tick (a quarter interval) of a sampler whose token bucket arms few watchpoints:
+    every thread made 25 address samples, each ordered pair of ``pairs`` was offered all of them
+    and armed 16 of them in the even ticks, whose hits came in the tick after (their traps a moment
+    later): every watched sample was touched by the partner."""
+    import numpy as np
+
+    from pinwise.adapt import Window
+
+    rows = [(a, b, 25.0, 16.0 if nth % 2 == 0 else 0.0, 16.0 if nth % 2 else 0.0) for a, b in pairs]
+    return Window(end_s, tids, np.full(len(tids), 25.0), np.full(len(tids), 25.0), rows)
+
+
+@pytest.mark.parametrize("rationed", [False, True])
+def test_contending_pairs_share_a_cpu_until_they_stop_contending(rationed):
     """A pair that spends most of its accesses on one line (two threads hammering one counter),
     on a machine with a core for each: the pair is put on one CPU, where its threads take turns
     instead of bouncing the line (read back from /proc); when they stop contending, they are given
     back to the OS. Threads here are processes that sleep, each last run on CPU k, where the OS
-    left them (sched_setaffinity treats a thread id and a process id alike)."""
+    left them (sched_setaffinity treats a thread id and a process id alike). ``rationed``: the
+    watchpoints armed in every other tick, each hit in the tick after its arm (16 cores at 100 traps
+    a second arm a pair a few times an interval), which summed tick by tick showed no event at all."""
     from pinwise.adapt import Adapter, contending_pairs
     from pinwise.topology import load_topology
 
@@ -184,8 +200,12 @@ def test_contending_pairs_share_a_cpu_until_they_stop_contending():
         contend = {(0, 1): 80, (1, 0): 80}
         said = []
         adapter = Adapter(machine, None, None, say=said.append)
-        for k in range(4):
-            adapter.feed(_window(0.2 * (k + 1), tids, contend))
+        if rationed:
+            for k in range(8):
+                adapter.feed(_rationed(0.05 * (k + 1), tids, list(contend), k))
+        else:
+            for k in range(4):
+                adapter.feed(_window(0.2 * (k + 1), tids, contend))
         placed = [_affinity(tid) for tid in tids]
         assert placed[0] == placed[1] and len(placed[0]) == 1, placed
         assert said and "1 contending pair(s) sharing a CPU each" in said[0]

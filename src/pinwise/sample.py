@@ -45,9 +45,15 @@ ARMS_PER_S = 1000
 #: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
 QUIET_PERIOD_US = 4 * PERIOD_US
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
-#: at the share that trapped lately (--traps-per-s in pw_sample.c): each costs the program
-#: interrupts, and once most trap, fewer tell as much.
-TRAPS_PER_S = 100
+#: for each CPU the program may use (--traps-per-s in pw_sample.c, at the share that trapped
+#: lately, never above ARMS_PER_S): each costs the CPU it traps on interrupts, and once most trap,
+#: fewer tell as much (100 a second on 2 CPUs cost the blog's program 1.3 points less than 250).
+TRAPS_PER_CPU = 50
+
+
+def traps_per_s(cpus: int) -> int:
+    """``pinwise run --adapt``'s --traps-per-s for a program that may use ``cpus`` CPUs."""
+    return min(ARMS_PER_S, TRAPS_PER_CPU * max(2, cpus))
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
 #: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a
 #: second when it runs system-wide (ARMED_COST_SHARE: 1% of 20 ms windows at 3.3 us a switch).
@@ -414,6 +420,10 @@ class Window:
         np.add.at(d, (a, b), hits[keep] * offered[keep] / armed[keep] * self.accesses[a] / self.eligible[a])
         return d
 
+    def watched(self) -> float:
+        """The watchpoints armed in the window: how many samples its estimate rests on."""
+        return float(sum(pair[3] for pair in self.pairs))
+
     def matrix(self) -> np.ndarray:
         """The window's communication matrix, estimated as the sampler estimates the whole run's."""
         d = self.directed()
@@ -421,17 +431,29 @@ class Window:
 
 
 def merge_windows(windows: list[Window]) -> Window:
-    """Windows in a row as one: their counts summed (a thread that appeared meanwhile has none in
-    the earlier ones), the last one's end and threads."""
+    """Windows in a row as one: their counts summed, each pair's offers, arms and hits too (a thread
+    that appeared meanwhile has none in the earlier ones), the last one's end and threads.
+
+    A pair's share of watched samples that trapped is estimated over the whole span, not window by
+    window: where the token bucket arms a pair once in several windows, a window that offered it
+    samples but armed none estimates 0 and one whose hit came from an arm of the window before
+    cannot be weighed, so estimates summed window by window fall short by the chance that a pair is
+    armed in a window (a third with 4 busy threads on 16 cores at 100 traps a second)."""
     if len(windows) == 1:
         return windows[0]
     last = windows[-1]
     accesses, eligible = np.zeros(len(last.tids)), np.zeros(len(last.tids))
+    pairs: dict[tuple[int, int], list[float]] = {}
     for w in windows:
         accesses[:len(w.accesses)] += w.accesses
         eligible[:len(w.eligible)] += w.eligible
-    return Window(last.end_s, list(last.tids), accesses, eligible, [p for w in windows for p in w.pairs],
-                  last.monotonic_ns)
+        for a, b, offered, armed, hits in w.pairs:
+            counts = pairs.setdefault((a, b), [0.0, 0.0, 0.0])
+            counts[0] += offered
+            counts[1] += armed
+            counts[2] += hits
+    return Window(last.end_s, list(last.tids), accesses, eligible,
+                  [(a, b, *counts) for (a, b), counts in pairs.items()], last.monotonic_ns)
 
 
 def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Window]:

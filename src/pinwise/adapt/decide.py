@@ -41,6 +41,12 @@ MIN_EVENTS = 10.0
 #: The newest window alone is judged when it holds this many weighted events; with fewer, the
 #: last two together.
 ALONE_EVENTS = 100.0
+#: Watchpoints armed in the span judged below which threads that are not crowded stay where they
+#: are, however many weighted events their hits stand for: a pair's few hits weighed by its offers
+#: add up to ALONE_EVENTS, and a plan fitted to them beats the held-out half by chance (4-thread
+#: all-to-all on 2 CPUs at 100 traps a second: second moves made on 11-30 watched samples placed
+#: 6 runs of 40 twice without this floor).
+MIN_WATCHED = 32
 #: Judgments in a row without contention, over this many intervals less one at least, before
 #: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
 #: (a judgment may sum the last two spans).
@@ -50,11 +56,6 @@ RELEASE_WINDOWS = 3
 PAID_EVENTS = 2 * ALONE_EVENTS
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")
-
-
-def tick_ms(interval: float) -> int:
-    """The sampler's window, in ms, for an adaptive run of ``interval`` seconds (its floor: 10 ms)."""
-    return max(10, round(interval * 1000 / TICKS_PER_INTERVAL))
 
 
 @dataclass
@@ -209,13 +210,8 @@ class Adapter:
     def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:
         """The newest fresh ticks that hold ``need`` weighted events, with ``stale`` only when the
         placement looks stale on them (:meth:`_stale`); None otherwise."""
-        directed = None
         for first in range(len(self.fresh) - 1, -1, -1):
-            d = self.fresh[first].directed()
-            if directed is None:
-                directed = d
-            else:
-                directed[:d.shape[0], :d.shape[1]] += d
+            directed = merge_windows(self.fresh[first:]).directed()  # each pair's share over the span
             if directed.sum() - np.trace(directed) >= need:
                 return self.fresh[first:] if not stale or self._stale(directed) else None
         return None
@@ -244,20 +240,20 @@ class Adapter:
 
         self.windows.append(window)
         alone = window.directed()
-        recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS else self.windows[-2:]
+        recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS and window.watched() >= MIN_WATCHED \
+            else self.windows[-2:]
         t = len(window.tids)
-        directed = np.zeros((t, t))
-        for w in recent:
-            d = w.directed()
-            directed[:d.shape[0], :d.shape[1]] += d
+        merged = merge_windows(recent)
+        directed = merged.directed()
         matrix = directed + directed.T
-        accesses = np.array([sum(w.accesses[k] if k < len(w.accesses) else 0 for w in recent) for k in range(t)])
+        accesses = merged.accesses
         alive = [k for k, tid in enumerate(window.tids) if tid > 0]
         now_cpus = self.now_cpus = self._where_now(window.tids)
         for k in alive:
             self._own_pinning(k, window.tids[k])
         events = matrix[np.triu_indices(t, 1)].sum()
-        record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1)}
+        record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1),
+                  "watched": round(merged.watched())}
         # pairs that changed partners are moved to them as any phase change, not released first
         if self.sharing and not contending_pairs(directed, accesses, alive):
             if not self.unshare_streak:
@@ -327,11 +323,13 @@ class Adapter:
             self._record(**record, decision="too few events or threads to judge")
             return
         self._check_paid(directed, current, events, record)
-        better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current
+        # crowded threads move on less (any spread is better); others only on MIN_WATCHED watched samples
+        few = cost_now != float("inf") and record["watched"] < MIN_WATCHED
+        better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current and not few
         if better and self._futile(current, record):
             better = False
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
-        if not better and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
+        if not better and not few and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
             # the OS has these threads where it does by chance (module docstring)
             by_chance = self.score.by_chance(matrix, candidate)
             better = by_chance is not None and cost_new < (1 - HYSTERESIS) * by_chance

@@ -15,9 +15,9 @@ from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_S, WINDOW_MS, check_pid, check_sampler,
-                      pass_stop, program_part, read_windows, sampler_failure, start_sampler)
-from .decide import INTERVAL, Adapter, Move, tick_ms
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler,
+                      pass_stop, program_part, read_windows, sampler_failure, start_sampler, traps_per_s)
+from .decide import INTERVAL, TICKS_PER_INTERVAL, Adapter, Move
 
 
 @dataclass
@@ -60,7 +60,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
             stream_path.touch()
             command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path),
-                       *_sampling(stream_path, interval),
+                       *_sampling(stream_path, interval, len(topology.allowed)),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
             command += program_part([program, *argv[1:]] if program is not None else None, pid,
                                     program_environment(None, None, memory=memory, extra_env=extra_env)
@@ -78,12 +78,17 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
                        adapter.ticks, quiet_s, quiet_deepest)
 
 
-def _sampling(stream_path: Path, interval: float) -> list[str]:
-    """The sampler's options for an adaptive run: its stream of windows, a quarter interval each, and
-    the quiet period while no thread shares data."""
+def tick_ms(interval: float) -> int:
+    """The sampler's window, in ms, for an adaptive run of ``interval`` seconds (its floor: 10 ms)."""
+    return max(10, round(interval * 1000 / TICKS_PER_INTERVAL))
+
+
+def _sampling(stream_path: Path, interval: float, cpus: int) -> list[str]:
+    """The sampler's options for an adaptive run on ``cpus`` CPUs: its stream of windows, a quarter
+    interval each, the quiet period while no thread shares data, the traps rationed."""
     return ["--stream", str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
             "--quiet-period-us", str(QUIET_PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
-            "--traps-per-s", str(TRAPS_PER_S)]
+            "--traps-per-s", str(traps_per_s(cpus))]
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
@@ -201,7 +206,7 @@ class BackgroundAdapter:
         check_sampler()
         self.stream = folder / "windows.txt"
         self.stream.touch()
-        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), *_sampling(self.stream, interval)]
+        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), *_sampling(self.stream, interval, len(topology.allowed))]
         self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
         self.adapter.rehearse()  # before the program starts, as run_adaptive does
