@@ -219,6 +219,33 @@ def test_contending_pairs_share_a_cpu_until_they_stop_contending(rationed):
             p.wait()
 
 
+def test_the_held_out_halves_split_the_watched_samples_with_what_became_of_them():
+    """Each half of a judgment's events (the held-out check) gets some of a pair's watched samples
+    and the traps among them: a pair whose every watchpoint trapped shows it in both halves, and
+    the halves add up to the whole. (Halving the arms and dealing only the hits made a pair that
+    trapped 10 times in 10 look contended in one half and not in the other.)"""
+    import numpy as np
+
+    from pinwise.adapt import Window
+    from pinwise.sample import split_window
+
+    window = Window(1.0, [11, 12, 13], np.array([0.0, 40.0, 40.0]), np.array([1.0, 40.0, 40.0]),
+                    [(1, 2, 40.0, 10.0, 10.0), (2, 1, 40.0, 10.0, 4.0), (1, 0, 20.0, 0.0, 1.0)])
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        halves = split_window(window, rng)
+        for k, (a, b, offered, armed, hits) in enumerate(window.pairs):
+            parts = [half.pairs[k] for half in halves]
+            assert sum(p[3] for p in parts) == armed and sum(p[4] for p in parts) == hits
+            assert all(p[4] <= p[3] for p in parts if armed)
+            if hits == armed:
+                assert all(p[4] == p[3] for p in parts)
+        for half in halves:
+            d = half.directed()
+            if half.pairs[0][3]:
+                assert d[1, 2] == pytest.approx(20.0)  # every watched sample of 1 trapped in 2
+
+
 def _stat(tid: int) -> list[str]:
     return Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()
 

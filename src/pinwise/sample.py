@@ -457,15 +457,26 @@ def merge_windows(windows: list[Window]) -> Window:
 
 
 def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Window]:
-    """The window's events dealt to two halves at random, as two windows (each watchpoint hit to
-    one or the other, each thread's address samples halved): what one half shows and the other
-    does not is sampling noise."""
+    """The window's watched samples dealt to two halves at random, as two windows, each watched
+    sample with what became of it (a pair's arms split at random, its traps among them as they
+    fall: a pair whose every watchpoint trapped shows that in both halves), its offers and each
+    thread's address samples halved: what one half shows and the other does not is sampling
+    noise. A pair's weighted hits are its traps times the weight of each, and it trapped at most
+    as often as it was armed."""
     first, second = [], []
     for a, b, offered, armed, hits in window.pairs:
-        whole = int(hits)
-        kept = float(rng.binomial(whole, 0.5)) + (hits - whole) / 2 if whole > 0 else hits / 2
-        first.append((a, b, offered / 2, armed / 2, kept))
-        second.append((a, b, offered / 2, armed / 2, hits - kept))
+        arms = int(round(armed))
+        if arms < 1 or hits <= 0:  # nothing watched here (a hit whose arm came before the span)
+            kept = float(rng.binomial(1, 0.5)) * hits
+            first.append((a, b, offered / 2, armed / 2, kept))
+            second.append((a, b, offered / 2, armed / 2, hits - kept))
+            continue
+        traps = min(arms, max(1, int(round(hits))))
+        weight = hits / traps
+        arms_kept = int(rng.binomial(arms, 0.5))
+        traps_kept = int(rng.hypergeometric(traps, arms - traps, arms_kept)) if arms_kept else 0
+        first.append((a, b, offered / 2, float(arms_kept), traps_kept * weight))
+        second.append((a, b, offered / 2, float(arms - arms_kept), (traps - traps_kept) * weight))
     halves = tuple(Window(window.end_s, list(window.tids), window.accesses / 2, window.eligible / 2, pairs,
                           window.monotonic_ns) for pairs in (first, second))
     return halves[0], halves[1]

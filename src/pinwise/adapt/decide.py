@@ -460,7 +460,7 @@ class Adapter:
         the larger ratio."""
         from ..mapping import compute_mapping
 
-        halves = [merge_windows(list(pair)) for pair in zip(*(split_window(w, self.rng) for w in recent))]
+        halves = split_window(merge_windows(recent), self.rng)
         ratios = []
         for made, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
             directed = made.directed()
