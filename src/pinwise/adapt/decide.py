@@ -41,11 +41,12 @@ MIN_EVENTS = 10.0
 #: The newest window alone is judged when it holds this many weighted events; with fewer, the
 #: last two together.
 ALONE_EVENTS = 100.0
-#: Watchpoints armed in the span judged below which threads that are not crowded stay where they
-#: are, however many weighted events their hits stand for: a pair's few hits weighed by its offers
-#: add up to ALONE_EVENTS, and a plan fitted to them beats the held-out half by chance (4-thread
-#: all-to-all on 2 CPUs at 100 traps a second: second moves made on 11-30 watched samples placed
-#: 6 runs of 40 twice without this floor).
+#: Watchpoints armed in the span judged below which threads pinwise has placed before, and that
+#: are not crowded, stay where they are, however many weighted events their hits stand for: a
+#: pair's few hits weighed by its offers add up to ALONE_EVENTS, and a plan fitted to them beats
+#: the held-out half by chance (4-thread all-to-all on 2 CPUs at 100 traps a second: second moves
+#: made on 11-30 watched samples placed 6 runs of 40 twice without this floor). The first
+#: placement does not wait for it (the blog's program on 2 CPUs waited 0.05-0.25 s of its 0.3).
 MIN_WATCHED = 32
 #: Judgments in a row without contention, over this many intervals less one at least, before
 #: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
@@ -323,8 +324,8 @@ class Adapter:
             self._record(**record, decision="too few events or threads to judge")
             return
         self._check_paid(directed, current, events, record)
-        # crowded threads move on less (any spread is better); others only on MIN_WATCHED watched samples
-        few = cost_now != float("inf") and record["watched"] < MIN_WATCHED
+        # once placed, threads that are not crowded move again only on MIN_WATCHED watched samples
+        few = bool(self.moves) and cost_now != float("inf") and record["watched"] < MIN_WATCHED
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current and not few
         if better and self._futile(current, record):
             better = False
@@ -348,10 +349,11 @@ class Adapter:
         if better and (not crowded or "cost_by_chance" in record):
             # a plan made on half the events must beat the placement on the other half: a plan fitted
             # to noise (six pairs that talk alike, 150 events) looks cheaper on the events it was
-            # made from, never on others
+            # made from, never on others; threads pinwise placed already move again on a plan that
+            # halves the cost there (all-to-all re-placed on 0.63-0.78 in 2 runs of 40)
             held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record)
             record["held_out"] = round(held_out, 3)
-            better = crowded or held_out < 1 - HYSTERESIS
+            better = crowded or held_out < (STRONG if self.moves else 1 - HYSTERESIS)
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
         strong = better and events >= STRONG_EVENTS and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now)) and \
