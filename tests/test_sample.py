@@ -206,9 +206,10 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
 
 
 def _sampled_with_wakes(tmp_path, options: list[str], program: list[str]) -> tuple[str, int]:
-    """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd (a stream file
-    of its own: the sampler appends to one that exists)."""
+    """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd; the stream
+    file held a record of an earlier run, which the sampler replaces, as perf record -o does."""
     stream = tmp_path / f"windows-{program[1]}.txt"
+    stream.write_text("window 1 0 0\ntids 1 2\naccv 9 9\neligible 9 9\nend\n")
     wake, told = os.pipe()
     try:
         result = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--stream", str(stream),

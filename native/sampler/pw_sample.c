@@ -38,7 +38,7 @@
  * existing thread gets its own events, numbered by start time, and new threads are opened as
  * their fork records arrive. Samples of child processes are counted, not measured.
  *
- * With --stream FILE, a window record is appended every --interval-ms while it runs (emit_window):
+ * With --stream FILE (replaced), a window record is appended every --interval-ms while it runs (emit_window):
  * what `pinwise run --adapt` places the threads by. Until two intervals have passed the windows
  * are a quarter of the interval (never under 10 ms), so that a program is placed soon after it
  * starts, not a whole interval later: a contending pair runs half as fast until then. With
@@ -1623,7 +1623,7 @@ int main(int argc, char **argv)
     page_size = sysconf(_SC_PAGESIZE);
     if (!pw_blocks_init(&blocks, opt.blocks, opt.block_ns) || !pw_lines_init(&lines, LINES_KEPT))
         fail(EXIT_FAILED, "out of memory");
-    if (opt.stream && (stream = fopen(opt.stream, "ae")) == NULL)
+    if (opt.stream && (stream = fopen(opt.stream, "we")) == NULL)  /* a stream of this run alone */
         fail(EXIT_FAILED, "cannot write %s: %s", opt.stream, strerror(errno));
     /* Stop signals arrive on a descriptor: the loop finishes its work and writes the result. */
     sigset_t mask;
