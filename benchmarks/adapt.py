@@ -50,8 +50,8 @@ def interleaved(placements: dict[str, list[str]], runs: int) -> dict[str, list[f
         for name in order:
             times[name].append(program_time(placements[name]))
         # each round's times as they come: a run cut short still says what it measured
-        console.print(f"[dim]round {round_ + 1}/{runs}: " + ", ".join(f"{name} {times[name][-1]:.3f} s" for name in order)
-                      + "[/dim]")
+        measured = ", ".join(f"{name} {times[name][-1]:.3f} s" for name in order)
+        console.print(f"[dim]round {round_ + 1}/{runs}: {measured}[/dim]")
     return times
 
 

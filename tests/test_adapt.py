@@ -185,9 +185,9 @@ def test_contending_pairs_share_a_cpu_until_they_stop_contending(rationed):
     instead of bouncing the line (read back from /proc); when they stop contending, they are given
     back to the OS. Threads here are processes that sleep, each last run on CPU k, where the OS
     left them (sched_setaffinity treats a thread id and a process id alike). ``rationed``: the
-    watchpoints armed in every other tick, each hit in the tick after its arm (16 cores at 100 traps
-    a second arm a pair a few times an interval), which summed tick by tick showed no event at all."""
-    from pinwise.adapt import Adapter, contending_pairs
+    watchpoints armed in every other tick, each hit in the tick after its arm (the token bucket arms
+    a pair a few times an interval), which summed tick by tick showed no event at all."""
+    from pinwise.adapt import Adapter
     from pinwise.topology import load_topology
 
     machine = load_topology("pack:1 core:2 pu:1")  # CPUs 0 and 1, which this machine has

@@ -47,13 +47,9 @@ QUIET_PERIOD_US = 4 * PERIOD_US
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
 #: for each CPU the program may use (--traps-per-s in pw_sample.c, at the share that trapped
 #: lately, never above ARMS_PER_S): each costs the CPU it traps on interrupts, and once most trap,
-#: fewer tell as much (100 a second on 2 CPUs cost the blog's program 1.3 points less than 250).
+#: fewer tell as much (on 2 CPUs the sampler cost a hand-pinned contending pair 5.6% unrationed,
+#: 4.3% at 250 a second; 100 ran two phases 1-1.7% faster than 250).
 TRAPS_PER_CPU = 50
-
-
-def traps_per_s(cpus: int) -> int:
-    """``pinwise run --adapt``'s --traps-per-s for a program that may use ``cpus`` CPUs."""
-    return min(ARMS_PER_S, TRAPS_PER_CPU * max(2, cpus))
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
 #: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a
 #: second when it runs system-wide (ARMED_COST_SHARE: 1% of 20 ms windows at 3.3 us a switch).
@@ -61,6 +57,11 @@ SWITCH_LIMIT = 2000
 RATIONED_ABOVE = 10000
 #: The sampler's exit statuses that are a refusal, with its one line as the message.
 _REFUSALS = {2: "usage", 3: "refused", 4: "no process", 5: "failed"}
+
+
+def traps_per_s(cpus: int) -> int:
+    """``pinwise run --adapt``'s --traps-per-s for a program that may use ``cpus`` CPUs."""
+    return min(ARMS_PER_S, TRAPS_PER_CPU * max(2, cpus))
 
 
 def check_sampler() -> Path:

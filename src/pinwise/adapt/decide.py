@@ -38,8 +38,8 @@ STRONG = 0.5
 STRONG_EVENTS = 50.0
 #: Fewer weighted events than this in the windows judged: nothing to decide on.
 MIN_EVENTS = 10.0
-#: The newest window alone is judged when it holds this many weighted events; with fewer, the
-#: last two together.
+#: The newest window alone is judged when it holds this many weighted events (and MIN_WATCHED
+#: watched samples); with fewer, the last two together.
 ALONE_EVENTS = 100.0
 #: Watchpoints armed in the span judged below which threads pinwise has placed before, and that
 #: are not crowded, stay where they are, however many weighted events their hits stand for: a

@@ -206,7 +206,8 @@ class BackgroundAdapter:
         check_sampler()
         self.stream = folder / "windows.txt"
         self.stream.touch()
-        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"), *_sampling(self.stream, interval, len(topology.allowed))]
+        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"),
+                        *_sampling(self.stream, interval, len(topology.allowed))]
         self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
         self.adapter.rehearse()  # before the program starts, as run_adaptive does
