@@ -230,7 +230,7 @@ def test_the_held_out_halves_split_the_watched_samples_with_what_became_of_them(
     from pinwise.sample import split_window
 
     window = Window(1.0, [11, 12, 13], np.array([0.0, 40.0, 40.0]), np.array([1.0, 40.0, 40.0]),
-                    [(1, 2, 40.0, 10.0, 10.0), (2, 1, 40.0, 10.0, 4.0), (1, 0, 20.0, 0.0, 1.0)])
+                    [(1, 2, 40.0, 10.0, 10.0), (2, 1, 40.0, 10.0, 4.0), (1, 0, 20.0, 0.0, 1.0), (2, 0, 20.0, 6.0, 0.0)])
     rng = np.random.default_rng(7)
     for _ in range(50):
         halves = split_window(window, rng)

@@ -467,13 +467,13 @@ def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Wind
     first, second = [], []
     for a, b, offered, armed, hits in window.pairs:
         arms = int(round(armed))
-        if arms < 1 or hits <= 0:  # nothing watched here (a hit whose arm came before the span)
+        if arms < 1:  # nothing watched here (a hit whose arm came before the span)
             kept = float(rng.binomial(1, 0.5)) * hits
             first.append((a, b, offered / 2, armed / 2, kept))
             second.append((a, b, offered / 2, armed / 2, hits - kept))
             continue
-        traps = min(arms, max(1, int(round(hits))))
-        weight = hits / traps
+        traps = min(arms, max(1 if hits > 0 else 0, int(round(hits))))
+        weight = hits / traps if traps else 0.0
         arms_kept = int(rng.binomial(arms, 0.5))
         traps_kept = int(rng.hypergeometric(traps, arms - traps, arms_kept)) if arms_kept else 0
         first.append((a, b, offered / 2, float(arms_kept), traps_kept * weight))

@@ -245,7 +245,7 @@ class Adapter:
             else self.windows[-2:]
         t = len(window.tids)
         merged = merge_windows(recent)
-        directed = merged.directed()
+        directed = alone if merged is window else merged.directed()
         matrix = directed + directed.T
         accesses = merged.accesses
         alive = [k for k, tid in enumerate(window.tids) if tid > 0]
