@@ -186,6 +186,34 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
     assert refused.returncode == 2 and "--quiet-period-us must be a multiple of --period-us" in refused.stderr
 
 
+def test_rationed_watchpoints_slow_the_clock_while_traps_keep_coming(tmp_path):
+    """Rationed sampling (pw_sample.c, RATIONED_MARGIN): when a quarter of the samples would still
+    offer twice what --traps-per-s lets the watchpoints arm, the clock takes the quiet period while
+    traps come, each sample counted for four (the samples still add up to the program's CPU time),
+    and the traps go on; with a budget the samples never fill, the base period stays."""
+    for budget, rationed in (("10", True), ("100000", False)):
+        out = tmp_path / f"rationed-{budget}.txt"
+        process = subprocess.Popen([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--quiet-period-us", "4000",
+                                    "--arms-per-s", "1000", "--traps-per-s", budget, "--", PATTERNS, "pairs", "-n", "2",
+                                    "-i", "150000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, process.stderr.read()
+        fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
+        if fields["mode"] == ["per-task"]:
+            pytest.skip("per-task mode samples at the base period throughout")
+        traps = int(fields["watch"][fields["watch"].index("traps") + 1])
+        seconds = float(fields["seconds"][0])
+        if rationed:
+            spell = fields["rationed"]
+            assert spell[spell.index("period-ns") + 1] == "4000000", spell
+            assert float(spell[spell.index("seconds") + 1]) > 0.4 * seconds, (spell, seconds)
+            assert traps >= 0.3 * 10 * seconds, (traps, seconds)  # the budget's traps, not fewer
+        else:
+            assert "rationed" not in fields and traps > 100, (fields.get("rationed"), traps)
+        per_thread = [int(v) for v in fields["samples-per-thread"]]
+        assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (budget, per_thread, usage.ru_utime)
+
+
 def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window(tmp_path):
     """--stream (what pinwise run --adapt reads): windows a quarter of --interval-ms long until two
     intervals have passed, so that a program is placed soon after it starts, then the interval;
