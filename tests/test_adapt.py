@@ -366,6 +366,49 @@ def test_pairs_sharing_a_cpu_that_swap_partners_are_moved_in_the_first_window_th
     assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
 
 
+def test_threads_placed_where_they_cost_nothing_are_judged_without_a_plan(monkeypatch):
+    """A steady program whose placement costs no hops (each contending pair on one CPU): no plan can
+    beat it, so its judgments make none (the mapping and the weak-reading check were most of
+    pinwise's CPU time, taken from the program on a machine it fills); the pattern is still read,
+    and a phase change still moves the threads."""
+    import io
+
+    import pinwise.mapping
+    import pinwise.patterns
+    from pinwise.topology import load_topology
+
+    calls = {"plans": 0, "weak": 0}
+    plan, weak = pinwise.mapping.compute_mapping, pinwise.patterns.weak_reading
+
+    def counted_plan(*args, **kwargs):
+        calls["plans"] += 1
+        return plan(*args, **kwargs)
+
+    def counted_weak(*args, **kwargs):
+        calls["weak"] += 1
+        return weak(*args, **kwargs)
+
+    monkeypatch.setattr(pinwise.mapping, "compute_mapping", counted_plan)
+    monkeypatch.setattr(pinwise.patterns, "weak_reading", counted_weak)
+    paper, said = _OnPaper([0, 1, 2, 3]), []
+    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
+    adapter.log = io.StringIO()
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+    adapter.feed(_window(0.2, tids, first))
+    assert len(adapter.moves) == 1 and calls["weak"] == 1, said  # asked for the move's record only
+    plans = calls["plans"]
+    for k in range(2, 6):
+        adapter.feed(_window(0.2 * k, tids, first))
+    steady = [json.loads(line) for line in adapter.log.getvalue().splitlines()][-4:]
+    assert calls["plans"] == plans and calls["weak"] == 1, calls
+    assert all(r["decision"] == "stay" and r["cost_now"] == r["cost_new"] == 0 and r["pattern"] == "pairs"
+               for r in steady), steady
+    adapter.feed(_window(1.2, tids, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
+    assert len(adapter.moves) == 2 and calls["plans"] > plans, said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
+
+
 def test_a_phase_change_is_judged_in_the_first_ticks_that_show_it_and_a_steady_program_once_an_interval():
     """The sampler's windows are a quarter of the interval: a program that keeps its pattern is
     judged once an interval (the deciding costs pinwise's CPU time, which the program may need),
@@ -471,7 +514,7 @@ def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
     follow what the OS's placement made look different, and from the second tick after it (the
     first ran partly before it) the pairs it pinned on one CPU are counted as if apart, so no
     judgment finds a placement that looks better than it (none is)."""
-    from pinwise.adapt.decide import HYSTERESIS
+    from pinwise.adapt.limits import HYSTERESIS
     from pinwise.adapt.scoring import SEEN_ON_ONE_CPU
 
     adapter, said = _all_talk_alike(SEEN_ON_ONE_CPU)

@@ -463,11 +463,13 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
     return policy, f"{reason} (it costs {ratio:.2f}x compact's on {topology.source}: {why})", costs
 
 
-def analyze(comm: CommMatrix, topology=None) -> Analysis:
+def analyze(comm: CommMatrix, topology=None, weak: bool = True) -> Analysis:
     """The metrics, the pattern and the recommended policy of ``comm``, characterised without
     its spin-waits; with ``topology`` (a Topology) the recommendation is checked against the
     cost model there (:func:`checked_on`). A trace that missed part of the program's work gives
-    no recommendation: ``withheld`` says why."""
+    no recommendation: ``withheld`` says why. ``weak`` False: whether the reading is weak is not
+    asked (:func:`weak_reading`, half the time of a small matrix's analysis; --adapt asks it only
+    for the readings it moves threads on)."""
     spins = spin_waits(comm)
     used = without_lines(comm, spins)
     found = metrics(used)
@@ -476,7 +478,7 @@ def analyze(comm: CommMatrix, topology=None) -> Analysis:
         evidence += (f"; without the spin-wait{'s' if len(spins) > 1 else ''} on "
                      + ", ".join(line.where for line in spins))
     policy, reason = recommend(found, pattern)
-    doubt, alternatives = weak_reading(used, found, pattern, policy)
+    doubt, alternatives = weak_reading(used, found, pattern, policy) if weak else ("", ())
     costs = None
     if topology is not None and comm.threads >= 2:
         policy, reason, costs = checked_on(used, policy, reason, topology, found, bool(doubt))

@@ -15,48 +15,10 @@ from .. import policies
 from ..comm import CommMatrix
 from ..errors import PinwiseError
 from ..sample import Window, merge_windows, split_window
+from .limits import (ALONE_EVENTS, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PAID_EVENTS, PLACED, RELEASE_WINDOWS,
+                     STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
 from .pairs import contending_pairs
 from .scoring import Scorer, as_if_apart
-
-INTERVAL = 0.2
-#: The sampler's windows (ticks) are this share of the interval: a judgment is made on the ticks
-#: since the last one when an interval has passed, or before, as soon as they hold ALONE_EVENTS
-#: weighted events and the placement looks stale on them (STALE_SHARE).
-TICKS_PER_INTERVAL = 4
-#: The placement looks stale when, under the CPUs of the last judgment, the fresh ticks cost this
-#: share of a random dealing's cost per event more than that judgment's data did: the threads
-#: that talk now are further apart than those that talked then (a phase change).
-STALE_SHARE = 0.25
-#: Intervals from the start in which, before the first move, any ticks that hold STRONG_EVENTS
-#: are judged, stale or not (the held-out halves keep noise from moving the threads).
-WARM_UP = 2
-#: A new placement must cost less than this share of the current one (in two judgments in a row).
-HYSTERESIS = 0.2
-#: ... or less than this share of it in one judgment of at least STRONG_EVENTS weighted events:
-#: a gain sampling noise does not make.
-STRONG = 0.5
-STRONG_EVENTS = 50.0
-#: Fewer weighted events than this in the windows judged: nothing to decide on.
-MIN_EVENTS = 10.0
-#: The newest window alone is judged when it holds this many weighted events (and MIN_WATCHED
-#: watched samples); with fewer, the last two together.
-ALONE_EVENTS = 100.0
-#: Watchpoints armed in the span judged below which threads pinwise has placed before, and that
-#: are not crowded, stay where they are, however many weighted events their hits stand for: a
-#: pair's few hits weighed by its offers add up to ALONE_EVENTS, and a plan fitted to them beats
-#: the held-out half by chance (4-thread all-to-all on 2 CPUs at 100 traps a second: second moves
-#: made on 11-30 watched samples placed 6 runs of 40 twice without this floor). The first
-#: placement does not wait for it (the blog's program on 2 CPUs waited 0.05-0.25 s of its 0.3).
-MIN_WATCHED = 32
-#: Judgments in a row without contention, over this many intervals less one at least, before
-#: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
-#: (a judgment may sum the last two spans).
-RELEASE_WINDOWS = 3
-#: Weighted events seen under a new placement before whether it lowered the hops per event is
-#: judged (one judgment's 100 events read it either way on noise), and a further move may follow.
-PAID_EVENTS = 2 * ALONE_EVENTS
-#: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
-PLACED = ("moved", "pinned where they ran")
 
 
 @dataclass
@@ -237,7 +199,7 @@ class Adapter:
     def _judge(self, window: Window, began: tuple[float, int]) -> None:
         """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns)."""
         from ..mapping import compute_mapping
-        from ..patterns import analyze
+        from ..patterns import analyze, weak_reading
 
         self.windows.append(window)
         alone = window.directed()
@@ -283,7 +245,7 @@ class Adapter:
             self._record(**record, decision="nothing to judge")
             return
         comm = CommMatrix(matrix, accesses)
-        found = analyze(comm)
+        found = analyze(comm, weak=False)  # whether the reading is weak: for the moves only (below)
         pattern = found.pattern
         # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which
         # began when the newest window of the first began, or before
@@ -296,18 +258,29 @@ class Adapter:
                          since_monotonic_ns=since_ns)
         self.last_pattern = pattern
         policy = self.policy or found.policy
+        current = self._placement_now(now_cpus)
+        # the second thread of each contending pair pinwise put on one CPU is not crowding it
+        seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
+        crowding = self._stacked(current, [k for k in alive if k not in seconds])
+        by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
+        if not by_os and not crowding and events >= MIN_EVENTS and policies.lookup(policy).pins and \
+                self.score.cost(matrix, current) == 0:
+            # the threads placed cost no hops where they are: no plan can beat that, none is made
+            # (a steady program's judgment in a third of the CPU time: pinwise's CPU is the program's)
+            record.update(pattern=pattern, policy=policy, cost_new=0.0, cost_now=0.0)
+            self._check_paid(directed, current, events, record)
+            self.streak = 0
+            self._record(**record, decision="stay")
+            return
         plan = compute_mapping(policy, comm, self.topology) if policies.lookup(policy).pins else None
         if plan is None:
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
         targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
         sharing = self._share_cpus(targets, directed, accesses, alive)
-        current = self._placement_now(now_cpus)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self.score.cost(matrix, current), self.score.cost(matrix, candidate)
-        # the second thread of each contending pair pinwise put on one CPU is not crowding it
-        seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
-        if cost_now is not None and self._stacked(current, [k for k in alive if k not in seconds]):
+        if cost_now is not None and crowding:
             # threads crowded on fewer CPUs than the plan would use cost no hops, and take turns:
             # any placement the policy gives (one that spreads them as it must) is better. Pairs
             # pinwise put on one CPU each are costed as they are: when they change partners, the
@@ -317,8 +290,6 @@ class Adapter:
                       cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
         if sharing:
             record["pairs_sharing_a_cpu"] = [list(pair) for pair in sharing]
-        if found.doubt:
-            record["doubt"] = found.doubt
         if cost_now is None or cost_new is None or events < MIN_EVENTS:
             self.streak = 0
             self._record(**record, decision="too few events or threads to judge")
@@ -329,7 +300,6 @@ class Adapter:
         better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current and not few
         if better and self._futile(current, record):
             better = False
-        by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not better and not few and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
             # the OS has these threads where it does by chance (module docstring)
             by_chance = self.score.by_chance(matrix, candidate)
@@ -371,6 +341,9 @@ class Adapter:
         if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
             self._record(**record, decision="nothing to move")
             return
+        doubt = weak_reading(found.comm, found.metrics, pattern, found.policy)[0]
+        if doubt:
+            record["doubt"] = doubt
         # did it pay? (_check_paid, at the next judgment; threads pinned where they ran did not
         # move, and after it too a move waits for a phase change)
         self.paying = (tuple(candidate), self.score.per_event(directed, current)[0])

@@ -17,7 +17,8 @@ from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler,
                       pass_stop, program_part, read_windows, sampler_failure, start_sampler, traps_per_s)
-from .decide import INTERVAL, TICKS_PER_INTERVAL, Adapter, Move
+from .decide import Adapter, Move
+from .limits import INTERVAL, TICKS_PER_INTERVAL
 
 
 @dataclass
@@ -34,6 +35,7 @@ class AdaptResult:
     ticks: int = 0                      # the sampler's windows read
     quiet_s: float = 0.0                # how long the sampler sampled at the quiet period (or slower)
     quiet_deepest: int = QUIET_PERIOD_US // PERIOD_US  # the slowest it sampled, in base periods
+    rationed_s: float = 0.0             # how long it sampled at the quiet period because the traps were rationed
 
 
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
@@ -68,14 +70,14 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
                 raise sampler_failure(returncode, error_path)
-            exit_status, quiet_s, quiet_deepest, sampler_cpu = _result_facts(out_path)
+            exit_status, quiet_s, quiet_deepest, sampler_cpu, rationed_s = _result_facts(out_path)
     finally:
         if log is not None:
             log.close()
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
                        max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks, quiet_s, quiet_deepest)
+                       adapter.ticks, quiet_s, quiet_deepest, rationed_s)
 
 
 def tick_ms(interval: float) -> int:
@@ -145,10 +147,11 @@ def _poll_step(interval: float) -> float:
     return min(interval / 4, 0.02)
 
 
-def _result_facts(out_path: Path) -> tuple[int, float, int, float]:
+def _result_facts(out_path: Path) -> tuple[int, float, int, float, float]:
     """The program's exit status, the seconds sampled at the quiet period or slower, the slowest
-    period (in base periods) and the CPU seconds the sampler used, from the sampler's result."""
-    status, quiet, deepest, cpu = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0
+    period (in base periods), the CPU seconds the sampler used and the seconds it sampled at the
+    quiet period because the watchpoints were rationed, from the sampler's result."""
+    status, quiet, deepest, cpu, rationed = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0, 0.0
     try:
         for line in out_path.read_text().splitlines():
             words = line.split()
@@ -160,9 +163,11 @@ def _result_facts(out_path: Path) -> tuple[int, float, int, float]:
                     deepest = max(deepest, int(words[words.index("deepest-ns") + 1]) // (PERIOD_US * 1000))
             elif words[:1] == ["cpu-seconds"]:
                 cpu = float(words[1])
+            elif words[:1] == ["rationed"] and "seconds" in words:
+                rationed = float(words[words.index("seconds") + 1])
     except (OSError, ValueError, IndexError):
         pass
-    return status, quiet, deepest, cpu
+    return status, quiet, deepest, cpu, rationed
 
 
 def _fewer(deepest: int) -> str:
@@ -178,7 +183,9 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"
              + (f" (sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, "
-                "while no thread touched another's data)" if result.quiet_s >= 0.05 else "")]
+                "while no thread touched another's data)" if result.quiet_s >= 0.05 else "")
+             + (f" (sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, while a "
+                "quarter of the samples offered more than the watchpoints' budget)" if result.rationed_s >= 0.05 else "")]
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
