@@ -432,6 +432,49 @@ def test_a_phase_change_is_judged_in_the_first_ticks_that_show_it_and_a_steady_p
     assert adapter.moves[1].at_s == 0.85
 
 
+def _sparse(end_s: float, tids: list[int], partners: list[tuple[int, int]], arms: float):
+    """A tick of a sampler whose watchpoints are rationed: every thread made 40 address samples,
+    offered 30 to each partner and 5 to each other thread; ``arms`` of those offered to the partners
+    were watched and all trapped, one of those offered to each other thread, which did not."""
+    import numpy as np
+
+    from pinwise.adapt import Window
+
+    t = len(tids)
+    together = {(a, b) for pair in partners for a, b in (pair, pair[::-1])}
+    rows = [(a, b, 30.0, arms, arms) if (a, b) in together else (a, b, 5.0, 1.0, 0.0)
+            for a in range(t) for b in range(t) if a != b]
+    return Window(end_s, tids, np.full(t, 40.0), np.full(t, 40.0), rows)
+
+
+def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_first_ticks():
+    """Rationed watchpoints (2 CPUs: 100 traps a second, a handful a tick): the ticks in which the
+    placement looks stale are judged alone, not with the span of the phase that ended, and pairs
+    that swapped partners move on fewer than MIN_WATCHED watched samples, because the new plan
+    costs nothing on them and on the held-out half (the two-phase program waited 0.25-0.6 s for
+    32); an all-to-all tick on as few samples moves nothing."""
+    from pinwise.adapt.limits import MIN_WATCHED
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    tids = [101, 102, 103, 104]
+    paper, said = _OnPaper([0, 1, 0, 1]), []
+    adapter = paper.adapter(machine, said)
+    for k in range(12):
+        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    assert len(adapter.moves) == 1 and paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3], said
+    swapped = _sparse(0.65, tids, [(0, 2), (1, 3)], 2.0)
+    assert swapped.watched() < MIN_WATCHED
+    adapter.feed(swapped)
+    adapter.feed(_sparse(0.7, tids, [(0, 2), (1, 3)], 2.0))
+    assert len(adapter.moves) == 2 and adapter.moves[1].at_s <= 0.7, said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
+    every = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    for k in range(8):  # every pair alike: no plan costs a tenth of the placement
+        adapter.feed(_sparse(0.75 + 0.05 * k, tids, every, 1.0))
+    assert len(adapter.moves) == 2, said
+
+
 def test_before_the_first_move_each_tick_with_enough_events_is_judged():
     """The blog's program: the thread that creates the pairs is busy in the first tick (no pair
     looks contended among five busy threads), idle in join from the second; the pairs are put on

@@ -26,7 +26,7 @@
  *    M[A][B] = M[B][A] = N(A) hits(A,B) / armed(A,B) + N(B) hits(B,A) / armed(B,A), as the Valgrind
  *    tracer adds an event to both. Because the estimate divides by the arms each pair got, where
  *    the offers go changes only its variance: they go to a thread drawn from a mixture (uniform,
- *    by the hits A's samples had with each, by the bulletin board of recent samples on the same
+ *    by the hits A's samples had with each lately, by the bulletin board of recent samples on the same
  *    line), and samples on lines or of instructions whose watchpoints never trapped are watched
  *    less often; each hit weighs 1 / its chance (Horvitz-Thompson, importance sampling). Hits are
  *    also kept per time block, for a bootstrap of how sure the pattern is, and per line for the
@@ -227,6 +227,13 @@ static int nchildren;
 static uint64_t other_samples;
 static struct pw_decoder *decoder;
 static struct pw_pairs offered, armed, hits;
+/* The hits of the last few hundred ms (halved every LATELY_HALF_NS): what offers by hits are drawn
+   by, so that partners a phase change made get the watchpoints within a few tenths of a second,
+   not once their hits outweigh those of the whole run before it (the two-phase program on 2 CPUs:
+   a new pair armed no watchpoint for 0.15 s after the change). Each arm's weight is the chance it
+   had then, so the estimate stays unbiased whatever the draw. */
+static struct pw_pairs lately;
+#define LATELY_HALF_NS 100000000ULL
 static struct pw_pairs streamed_offered, streamed_armed, streamed_hits;  /* at the last window record */
 static FILE *stream;
 static struct pw_blocks blocks;
@@ -481,7 +488,8 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
             fail(EXIT_FAILED, "out of memory");
     }
     if (!pw_pairs_grow(&offered, nthreads + 1) || !pw_pairs_grow(&armed, nthreads + 1) ||
-        !pw_pairs_grow(&hits, nthreads + 1) || !pw_lines_grow(&lines, nthreads + 1) ||
+        !pw_pairs_grow(&hits, nthreads + 1) || !pw_pairs_grow(&lately, nthreads + 1) ||
+        !pw_lines_grow(&lines, nthreads + 1) ||
         (stream && (!pw_pairs_grow(&streamed_offered, nthreads + 1) || !pw_pairs_grow(&streamed_armed, nthreads + 1) ||
                     !pw_pairs_grow(&streamed_hits, nthreads + 1))))
         fail(EXIT_FAILED, "out of memory for %d threads", nthreads + 1);
@@ -584,6 +592,7 @@ static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint6
         set_period(rationed ? opt.quiet_period_ns : opt.period_ns, last_trap_ns, rationed);
     }
     *pw_pair(&hits, owner, thread) += weight;
+    *pw_pair(&lately, owner, thread) += weight;
     traps++;
     pw_blocks_add(&blocks, time, owner, thread, weight);
     uint64_t line = addr >> 6;
@@ -807,14 +816,14 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
     if (by_hits > 0)
         for (int i = 0; i < nalive; i++)
             if (alive[i] != a)
-                total += *pw_pair(&hits, a, alive[i]) + 0.1;
+                total += *pw_pair(&lately, a, alive[i]) + 0.1;
     double x = (double)(random64() >> 11) * 0x1p-53;
     if (x < by_board) {
         b = posted[random64() % (uint64_t)nposted];
     } else if (x < by_board + by_hits) {
         double y = (double)(random64() >> 11) * 0x1p-53 * total;
         for (int i = 0; i < nalive && b < 0; i++)
-            if (alive[i] != a && (y -= *pw_pair(&hits, a, alive[i]) + 0.1) <= 0)
+            if (alive[i] != a && (y -= *pw_pair(&lately, a, alive[i]) + 0.1) <= 0)
                 b = alive[i];
     }
     if (b < 0) {
@@ -846,7 +855,7 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
     }
     double chance = uniform / others;
     if (by_hits > 0)
-        chance += by_hits * (*pw_pair(&hits, a, b) + 0.1) / total;
+        chance += by_hits * (*pw_pair(&lately, a, b) + 0.1) / total;
     for (int k = 0; k < nposted; k++)
         if (posted[k] == b)
             chance += by_board / nposted;
@@ -1727,6 +1736,13 @@ int main(int argc, char **argv)
         drain_all();
         uint64_t now = now_ns();
         expire(now);
+        static uint64_t lately_at;
+        if (now - lately_at >= LATELY_HALF_NS && nthreads <= 1024) {  /* by hits only up to 1024 threads (offer) */
+            for (int a = 0; a < nthreads; a++)
+                for (int b = 0; b < nthreads; b++)
+                    *pw_pair(&lately, a, b) *= 0.5;
+            lately_at = now;
+        }
         if (opt.quiet_period_ns && opt.watch) {  /* a trap gives the base period at once (count_hit) */
             int rationed;
             uint64_t period = quiet_period_now(now, &rationed);

@@ -15,8 +15,8 @@ from .. import policies
 from ..comm import CommMatrix
 from ..errors import PinwiseError
 from ..sample import Window, merge_windows, split_window
-from .limits import (ALONE_EVENTS, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PAID_EVENTS, PLACED, RELEASE_WINDOWS,
-                     STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
+from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PAID_EVENTS, PLACED,
+                     RELEASE_WINDOWS, STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
 from .pairs import contending_pairs
 from .scoring import Scorer, as_if_apart
 
@@ -153,8 +153,8 @@ class Adapter:
         # first placement is wanted early (a thread that creates the others is busy in the first
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
-        newest = self._newest_ticks(stale=not (self.streak or warming),
-                                    need=STRONG_EVENTS if warming else ALONE_EVENTS)
+        stale = not (self.streak or warming)
+        newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
         ticks = newest or self.fresh
@@ -163,7 +163,7 @@ class Adapter:
         span = merge_windows(ticks)
         self.fresh = []
         self.last_judged = tick
-        self._judge(span, (before.end_s, before.monotonic_ns))
+        self._judge(span, (before.end_s, before.monotonic_ns), stale=stale and newest is not None)
         placed = tuple(self._placement_now(self.now_cpus))  # pinwise's moves: pinned where they went
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
@@ -196,15 +196,18 @@ class Adapter:
             return False
         return bool(now > (0.0 if np.isnan(before) else before) + STALE_SHARE * chance)
 
-    def _judge(self, window: Window, began: tuple[float, int]) -> None:
-        """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns)."""
+    def _judge(self, window: Window, began: tuple[float, int], stale: bool = False) -> None:
+        """Judge the span ``window`` (ticks merged), which ``began`` (s, CLOCK_MONOTONIC ns);
+        ``stale``: the placement looked stale on it, and it is judged alone whatever it holds (the
+        span before it is of the phase that ended: the two together read as neither, and the
+        two-phase program on 2 CPUs waited a judgment more, 0.1-0.15 s, for a span of its own)."""
         from ..mapping import compute_mapping
         from ..patterns import analyze, weak_reading
 
         self.windows.append(window)
         alone = window.directed()
-        recent = [window] if alone.sum() - np.trace(alone) >= ALONE_EVENTS and window.watched() >= MIN_WATCHED \
-            else self.windows[-2:]
+        recent = [window] if stale or (alone.sum() - np.trace(alone) >= ALONE_EVENTS and
+                                       window.watched() >= MIN_WATCHED) else self.windows[-2:]
         t = len(window.tids)
         merged = merge_windows(recent)
         directed = alone if merged is window else merged.directed()
@@ -295,9 +298,10 @@ class Adapter:
             self._record(**record, decision="too few events or threads to judge")
             return
         self._check_paid(directed, current, events, record)
-        # once placed, threads that are not crowded move again only on MIN_WATCHED watched samples
+        # once placed, threads that are not crowded move again only on MIN_WATCHED watched samples,
+        # or on fewer for a plan that costs under FEW_SHARE of the placement (on held-out events too)
         few = bool(self.moves) and cost_now != float("inf") and record["watched"] < MIN_WATCHED
-        better = cost_new < (1 - HYSTERESIS) * cost_now and candidate != current and not few
+        better = cost_new < (FEW_SHARE if few else 1 - HYSTERESIS) * cost_now and candidate != current
         if better and self._futile(current, record):
             better = False
         if not better and not few and by_os and policy in policies.LOCALITY_POLICIES and cost_new <= cost_now:
@@ -323,7 +327,7 @@ class Adapter:
             # halves the cost there (all-to-all re-placed on 0.63-0.78 in 2 runs of 40)
             held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record)
             record["held_out"] = round(held_out, 3)
-            better = crowded or held_out < (STRONG if self.moves else 1 - HYSTERESIS)
+            better = crowded or held_out < (FEW_SHARE if few else STRONG if self.moves else 1 - HYSTERESIS)
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
         strong = better and events >= STRONG_EVENTS and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now)) and \

@@ -31,6 +31,11 @@ ALONE_EVENTS = 100.0
 #: made on 11-30 watched samples placed 6 runs of 40 twice without this floor). The first
 #: placement does not wait for it (the blog's program on 2 CPUs waited 0.05-0.25 s of its 0.3).
 MIN_WATCHED = 32
+#: ... unless the plan costs less than this share of the placement, on the events judged and on
+#: the held-out half: pairs that swap partners cost nothing placed anew (the two-phase program on 2
+#: CPUs waited 0.25-0.6 s after its phase change for 32 watched samples, while each judgment read
+#: 0.0 on the held-out half), where the noise second moves of all-to-all rested on 0.46-1.0.
+FEW_SHARE = 0.1
 #: Judgments in a row without contention, over this many intervals less one at least, before
 #: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
 #: (a judgment may sum the last two spans).
