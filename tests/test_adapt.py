@@ -580,3 +580,27 @@ def test_threads_the_os_crowded_on_a_cpu_move_at_the_first_judgment_that_is_no_n
     adapter.feed(_window(0.05, [101, 102, 103, 104], {(0, 1): 20, (1, 0): 20, (2, 3): 20, (3, 2): 20}))
     assert len(adapter.moves) == 1, said
     assert paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3]
+
+
+@pytest.mark.parametrize("spec", ["pack:1 core:2 pu:1", "pack:2 core:4 pu:2", "pack:4 l3:2 core:4 pu:2"])
+def test_the_scorers_costs_are_the_cost_models(spec):
+    """What a judgment scores placements by (from distances kept per set of CPUs) is the cost
+    model's hops, and what chance gives is the mean of its distance over the pairs, on random
+    matrices and placements (threads stacked on a CPU included)."""
+    import numpy as np
+
+    from pinwise.adapt.scoring import Scorer
+    from pinwise.mapping.cost import mapping_cost
+    from pinwise.topology import load_topology
+
+    topology, rng = load_topology(spec), np.random.default_rng(7)
+    scorer, cpus = Scorer(topology), sorted(topology.allowed)
+    for _ in range(100):
+        n = int(rng.integers(2, 12))
+        matrix = rng.random((n, n))
+        matrix = matrix + matrix.T
+        np.fill_diagonal(matrix, 0)
+        placed = [int(rng.choice(cpus)) for _ in range(n)]
+        assert scorer.cost(matrix, placed) == pytest.approx(mapping_cost(matrix, topology, placed).hops)
+        every = mapping_cost(np.ones((n, n)), topology, placed).hops / (n * (n - 1) / 2)
+        assert scorer.by_chance(matrix, placed) == pytest.approx(matrix[np.triu_indices(n, 1)].sum() * every)

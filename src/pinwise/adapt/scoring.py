@@ -9,7 +9,6 @@ import dataclasses
 
 import numpy as np
 
-from ..mapping.cost import mapping_cost
 from ..mapping.tree import SlotTree
 from ..sample import Window
 
@@ -46,11 +45,14 @@ class Scorer:
         return [k for k in range(size) if cpus[k] is not None and cpus[k] in self.allowed]
 
     def cost(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
-        """The cost model's hops of ``matrix`` with thread k on ``cpus[k]`` (None: fewer than two placed)."""
+        """The cost model's hops (:func:`~pinwise.mapping.cost.mapping_cost`) of ``matrix`` with
+        thread k on ``cpus[k]`` (None: fewer than two placed), from the distances kept for these
+        CPUs (the tree built anew at each call took most of a judgment's time)."""
         alive = self._placed(cpus)
         if len(alive) < 2:
             return None
-        return mapping_cost(matrix[np.ix_(alive, alive)], self.topology, [cpus[k] for k in alive]).hops
+        distances = self.distances(tuple(cpus[k] for k in alive))
+        return float((np.triu(matrix[np.ix_(alive, alive)], 1) * distances).sum())
 
     def by_chance(self, matrix: np.ndarray, cpus: list[int | None]) -> float | None:
         """What ``cpus`` would cost with the threads dealt to them at random: each pair's
@@ -59,8 +61,8 @@ class Scorer:
         n = len(alive)
         if n < 2:
             return None
-        every_pair = mapping_cost(np.ones((n, n)), self.topology, [cpus[k] for k in alive]).hops
-        return float(matrix[np.ix_(alive, alive)][np.triu_indices(n, 1)].sum()) * every_pair / (n * (n - 1) / 2)
+        mean = float(self.distances(tuple(cpus[k] for k in alive))[np.triu_indices(n, 1)].mean())
+        return float(matrix[np.ix_(alive, alive)][np.triu_indices(n, 1)].sum()) * mean
 
     def per_event(self, directed: np.ndarray, cpus) -> tuple[float, float]:
         """Under ``cpus``, the tree distance the communication in ``directed`` covers per weighted
