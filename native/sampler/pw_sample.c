@@ -584,14 +584,15 @@ static uint64_t quiet_period_now(uint64_t now, int *rationed)
     return period;
 }
 
-/* How long the main loop sleeps: POLL_MS, or QUIET_POLL_MS while quiet sampling is slower than the
-   base period for want of traps (its samples fill the buffers a quarter as fast or slower, and no
-   watchpoint needs reading soon: each wake-up takes a CPU from the program on a machine it fills,
-   a private-work program on 2 CPUs paid 1.9 % for the sampler, 1.3 % so), except in the first two
-   intervals of a stream, whose windows are a quarter interval (a program is placed from them). */
+/* How long the main loop sleeps: POLL_MS, or QUIET_POLL_MS while the clock samples at the quiet
+   period or slower, for want of traps or because the watchpoints are rationed (the samples fill the
+   buffers a quarter as fast or slower, and few watchpoints need reading: each wake-up takes a CPU
+   from the program on a machine it fills; on 2 CPUs a private-work program paid 2.4 % for the
+   sampler, 1.5 % so, a pinned contending pair 2.3 %, 1.2 % so), except in the first two intervals
+   of a stream, whose windows are a quarter interval (a program is placed from them). */
 static int quiet_poll_ms(uint64_t now)
 {
-    if (!opt.quiet_period_ns || period_now_ns == opt.period_ns || slow_rationed)
+    if (!opt.quiet_period_ns || period_now_ns == opt.period_ns)
         return POLL_MS;
     return opt.stream && now - start_ns < 2 * opt.interval_ns ? POLL_MS : QUIET_POLL_MS;
 }
