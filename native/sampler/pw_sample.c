@@ -228,11 +228,12 @@ static int nchildren;
 static uint64_t other_samples;
 static struct pw_decoder *decoder;
 static struct pw_pairs offered, armed, hits;
-/* The hits of the last few hundred ms (halved every LATELY_HALF_NS): what offers by hits are drawn
-   by, so that partners a phase change made get the watchpoints within a few tenths of a second,
-   not once their hits outweigh those of the whole run before it (the two-phase program on 2 CPUs:
-   a new pair armed no watchpoint for 0.15 s after the change). Each arm's weight is the chance it
-   had then, so the estimate stays unbiased whatever the draw. */
+/* With --stream (pinwise run --adapt), the hits of the last few hundred ms (halved every
+   LATELY_HALF_NS): what offers by hits are drawn by, so that partners a phase change made get the
+   watchpoints within a few tenths of a second, not once their hits outweigh those of the whole run
+   before it (the two-phase program on 2 CPUs: a new pair armed no watchpoint for 0.15 s after the
+   change). Each arm's weight is the chance it had then, so the estimate stays unbiased whatever the
+   draw. A trace of the whole run keeps the whole run's hits (they spread its arms as its matrix). */
 static struct pw_pairs lately;
 #define LATELY_HALF_NS 100000000ULL
 static struct pw_pairs streamed_offered, streamed_armed, streamed_hits;  /* at the last window record */
@@ -1751,7 +1752,7 @@ int main(int argc, char **argv)
         uint64_t now = now_ns();
         expire(now);
         static uint64_t lately_at;
-        if (now - lately_at >= LATELY_HALF_NS && nthreads <= 1024) {  /* by hits only up to 1024 threads (offer) */
+        if (stream && now - lately_at >= LATELY_HALF_NS && nthreads <= 1024) {  /* by hits: up to 1024 threads (offer) */
             for (int a = 0; a < nthreads; a++)
                 for (int b = 0; b < nthreads; b++)
                     *pw_pair(&lately, a, b) *= 0.5;
