@@ -475,6 +475,29 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     assert len(adapter.moves) == 2, said
 
 
+def test_a_placement_that_holds_lowers_the_watchpoint_budget_until_it_may_be_stale():
+    """Three due judgments in a row that change nothing: the sampler is told the placement holds
+    (it arms at a quarter of its budget, each trap costing the program); the first tick on which
+    the placement looks stale gives it the whole budget back, before that tick is judged."""
+    from pinwise.topology import load_topology
+
+    paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
+    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
+    adapter.steer = told.append
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+    k = 0
+    while not told and k < 40:
+        k += 1
+        adapter.feed(_window(0.05 * k, tids, first))
+    assert told == [True] and len(adapter.moves) == 1, (told, said)
+    assert k * 0.05 >= 3 * adapter.interval  # three due judgments after the move
+    moved = []
+    adapter._apply = lambda tids_, cpus, apply=adapter._apply: moved.append(list(told)) or apply(tids_, cpus)
+    adapter.feed(_window(0.05 * (k + 1), tids, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
+    assert told == [True, False] and moved == [[True, False]], (told, moved, said)
+
+
 def test_before_the_first_move_each_tick_with_enough_events_is_judged():
     """The blog's program: the thread that creates the pairs is busy in the first tick (no pair
     looks contended among five busy threads), idle in join from the second; the pairs are put on

@@ -214,6 +214,35 @@ def test_rationed_watchpoints_slow_the_clock_while_traps_keep_coming(tmp_path):
         assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (budget, per_thread, usage.ru_utime)
 
 
+def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_path):
+    """--control-fd: an 's' from the reader (its placement holds) arms at a quarter of
+    --traps-per-s, a 'w' at all of it; the result says for how long. A contending pair traps at
+    every watchpoint, so the budget binds: told 's' from the start, it traps far less."""
+    traps, steady = {}, {}
+    for told in (b"", b"s"):
+        out = tmp_path / f"steer-{told.decode() or 'none'}.txt"
+        read, write = os.pipe()
+        try:
+            process = subprocess.Popen([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--arms-per-s", "1000",
+                                        "--traps-per-s", "100", "--control-fd", str(read), "--", PATTERNS, "pairs", "-n",
+                                        "2", "-i", "150000"], pass_fds=(read,), stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True)
+            os.close(read)
+            if told:
+                os.write(write, told)
+            assert process.wait(timeout=120) == 0, process.stderr.read()
+        finally:
+            os.close(write)
+        fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
+        traps[told] = int(fields["watch"][fields["watch"].index("traps") + 1]) / float(fields["seconds"][0])
+        steady[told] = fields.get("steady")
+    assert steady[b""] is None and steady[b"s"][steady[b"s"].index("spells") + 1] == "1", steady
+    assert traps[b"s"] < 0.6 * traps[b""], traps
+    refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "x.txt"), "--control-fd", "999", "--", "true"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--control-fd 999: no such descriptor" in refused.stderr
+
+
 def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window(tmp_path):
     """--stream (what pinwise run --adapt reads): windows a quarter of --interval-ms long until two
     intervals have passed, so that a program is placed soon after it starts, then the interval;

@@ -46,7 +46,10 @@
  * so that the reader wakes when one is there instead of polling the file; with --notify-idle-ms M,
  * only after a record that holds watchpoint hits or a thread born or ended since the last byte, or
  * M ms after the last byte (a reader that has nothing to judge in the others is not woken: each
- * wake-up of pinwise's takes CPU time from the program on a machine it fills).
+ * wake-up of pinwise's takes CPU time from the program on a machine it fills). With --control-fd N
+ * the reader steers the watchpoints' budget (--traps-per-s) through descriptor N (a pipe it writes):
+ * a byte 's' (steady: its placement holds) arms at STEADY_SHARE of it, a byte 'w' (watch) at all
+ * of it, from the next offer on; each watchpoint costs the program (module comment of arm_rate).
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
@@ -149,6 +152,7 @@ struct options {
     const char *out, *status, *error_file, *stream;
     uint64_t interval_ns;     /* --stream: one window record every interval */
     int notify_fd;            /* --notify-fd: a byte written after each window record, or -1 */
+    int control_fd;           /* --control-fd: 's' and 'w' bytes read from it (steady_now), or -1 */
     uint64_t notify_idle_ns;  /* --notify-idle-ms: records without hits or new threads wake no sooner */
     char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
     int nsetenv;
@@ -651,6 +655,13 @@ static void end_thread(int index, uint64_t time)
    that trapped, never above --arms-per-s. Offers the bucket turns down count as offered, as
    always: the estimate (hits / armed per pair) does not change, its variance does. */
 #define RECENT_NS 250000000ULL
+/* --control-fd: while the reader says the placement holds ('s'), the budget is this share of
+   --traps-per-s (a quarter: on a 2-CPU KVM guest 100 traps a second cost a pinned contending pair
+   1.9 %, 200 cost it 3.7 %); 'w' gives it back. The estimate is unchanged (each hit weighs what
+   its arm stands for), its variance grows until then. */
+#define STEADY_SHARE 0.25
+static int steady_now;
+static uint64_t steady_since_ns, steady_ns, steady_spells;
 static double outcomes[2][2];  /* [this slice, the one before][settled, trapped] */
 static uint64_t outcomes_at;
 
@@ -671,9 +682,10 @@ static void note_outcome(int trapped)
 static double arm_rate(void)
 {
     double settled = outcomes[0][0] + outcomes[1][0], trapped = outcomes[0][1] + outcomes[1][1];
+    double budget = opt.traps_per_s * (steady_now ? STEADY_SHARE : 1.0);
     if (opt.traps_per_s <= 0 || settled < 20 || trapped <= 0)
-        return opt.arms_per_s;
-    double rate = opt.traps_per_s * settled / trapped;
+        return steady_now ? opt.arms_per_s * STEADY_SHARE : opt.arms_per_s;
+    double rate = budget * settled / trapped;
     return rate < opt.arms_per_s ? rate : opt.arms_per_s;
 }
 
@@ -701,6 +713,29 @@ static int rationed_now(uint64_t now)
         return 0;
     double per_s = (bucket_offers[0] + bucket_offers[1]) / span * ((double)opt.period_ns / (double)opt.quiet_period_ns);
     return per_s >= RATIONED_MARGIN * arm_rate();
+}
+
+/* The bytes the reader wrote on --control-fd: the last one says whether the placement holds. */
+static void read_control(uint64_t now)
+{
+    char bytes[64];
+    ssize_t n;
+    while ((n = read(opt.control_fd, bytes, sizeof bytes)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            int steady = bytes[i] == 's' ? 1 : bytes[i] == 'w' ? 0 : steady_now;
+            if (steady && !steady_now) {
+                steady_since_ns = now;
+                steady_spells++;
+            } else if (!steady && steady_now) {
+                steady_ns += now - steady_since_ns;
+            }
+            steady_now = steady;
+        }
+    }
+    if (n == 0) {  /* the reader closed it: the budget stays as it last said */
+        close(opt.control_fd);
+        opt.control_fd = -1;
+    }
 }
 
 static void refill_tokens(uint64_t now)
@@ -1438,6 +1473,9 @@ static void write_result(int exit_status, int partial)
                 (unsigned long long)opt.quiet_period_ns, (unsigned long long)quiet_deepest_ns,
                 (double)(quiet_ns + (period_now_ns != opt.period_ns && !slow_rationed ? end - quiet_since_ns : 0)) * 1e-9,
                 (unsigned long long)quiet_spells);
+    if (steady_spells)
+        fprintf(out, "steady share %.2f seconds %.3f spells %llu\n", STEADY_SHARE,
+                (double)(steady_ns + (steady_now ? end - steady_since_ns : 0)) * 1e-9, (unsigned long long)steady_spells);
     if (rationed_spells)
         fprintf(out, "rationed period-ns %llu seconds %.3f spells %llu\n", (unsigned long long)opt.quiet_period_ns,
                 (double)(rationed_ns + (slow_rationed ? end - rationed_since_ns : 0)) * 1e-9,
@@ -1583,7 +1621,8 @@ static void cleanup(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: pinwise-sample --out FILE [--status FILE] [--error-file FILE] "
-                    "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]]] [--setenv NAME=VALUE] "
+                    "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]] [--control-fd N]] "
+                    "[--setenv NAME=VALUE] "
                     "[--period-us N] [--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--traps-per-s N] "
                     "[--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
@@ -1610,6 +1649,7 @@ static void parse(int argc, char **argv)
     opt.switch_limit = SWITCH_LIMIT;
     opt.interval_ns = 200000000;
     opt.notify_fd = -1;
+    opt.control_fd = -1;
     opt.watch = 1;
     opt.blocks = 32;
     opt.block_ns = 50000000;
@@ -1650,6 +1690,10 @@ static void parse(int argc, char **argv)
             opt.notify_fd = (int)number(argv[++i], "--notify-fd", 3, 65535);
             if (fcntl(opt.notify_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(opt.notify_fd, F_SETFL, O_NONBLOCK) != 0)
                 fail(EXIT_USAGE, "--notify-fd %d: no such descriptor", opt.notify_fd);
+        } else if (!strcmp(a, "--control-fd")) {
+            opt.control_fd = (int)number(argv[++i], "--control-fd", 3, 65535);
+            if (fcntl(opt.control_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(opt.control_fd, F_SETFL, O_NONBLOCK) != 0)
+                fail(EXIT_USAGE, "--control-fd %d: no such descriptor", opt.control_fd);
         } else if (!strcmp(a, "--notify-idle-ms")) {
             opt.notify_idle_ns = number(argv[++i], "--notify-idle-ms", 0, 600000) * 1000000;
         } else if (!strcmp(a, "--interval-ms")) {
@@ -1736,8 +1780,11 @@ int main(int argc, char **argv)
     if (opt.watch)
         read_switches(now_ns());  /* the first reading: rates follow from the next */
     while (!ended) {
-        struct pollfd fds[2] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}};
-        int ready = poll(fds, pidfd >= 0 ? 2 : 1, quiet_poll_ms(now_ns()));
+        /* the control pipe wakes the loop too: a 'w' (the placement looks stale) arms at once */
+        struct pollfd fds[3] = {{sfd, POLLIN, 0}, {pidfd >= 0 ? pidfd : -1, POLLIN, 0}, {opt.control_fd, POLLIN, 0}};
+        int ready = poll(fds, 3, quiet_poll_ms(now_ns()));
+        if (ready > 0 && opt.control_fd >= 0 && (fds[2].revents & (POLLIN | POLLHUP)))
+            read_control(now_ns());
         if (ready > 0 && (fds[0].revents & POLLIN)) {
             struct signalfd_siginfo info;
             while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {

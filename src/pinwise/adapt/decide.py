@@ -16,7 +16,8 @@ from ..comm import CommMatrix
 from ..errors import PinwiseError
 from ..sample import Window, merge_windows, split_window
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PAID_EVENTS, PLACED,
-                     RELEASE_WINDOWS, STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
+                     RELEASE_WINDOWS, STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL,
+                     WARM_UP)
 from .pairs import contending_pairs
 from .scoring import Scorer, as_if_apart
 
@@ -75,6 +76,9 @@ class Adapter:
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
         self.unshare_streak = 0                   # judgments in a row in which no pair contends
         self.unshare_since = 0.0                  # the first of them (its end, s)
+        self.steer = None                         # callable(steady: bool): the sampler's watchpoint budget
+        self.calm = 0                             # due judgments in a row that changed nothing
+        self.steady = False                       # whether the sampler was told the placement holds
 
     def _record(self, **event) -> None:
         if self.log is not None:
@@ -154,6 +158,11 @@ class Adapter:
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
         stale = not (self.streak or warming)
+        if self.steady:  # the whole watchpoint budget back as soon as the placement may be stale
+            seen = merge_windows(self.fresh).directed()
+            if seen.sum() - np.trace(seen) >= MIN_EVENTS and self._stale(seen):
+                self.calm = 0
+                self._steady(False, tick.end_s)
         newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
@@ -163,12 +172,25 @@ class Adapter:
         span = merge_windows(ticks)
         self.fresh = []
         self.last_judged = tick
+        moves, placed = len(self.moves), self.placed_tick
         self._judge(span, (before.end_s, before.monotonic_ns), stale=stale and newest is not None)
+        # STEADY_JUDGMENTS due judgments in a row that changed nothing: the sampler arms at a share
+        # of its budget until a judgment comes early (the placement looks stale) or moves threads
+        calm = due and newest is None and not self.streak and len(self.moves) == moves and self.placed_tick == placed
+        self.calm = self.calm + 1 if calm else 0
+        self._steady(self.calm >= STEADY_JUDGMENTS, tick.end_s)
         placed = tuple(self._placement_now(self.now_cpus))  # pinwise's moves: pinned where they went
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
         if due or newest is None or self.reference is None or placed != self.reference[0]:
             self.reference = (placed, self.score.per_event(span.directed(), placed)[0])
+
+    def _steady(self, steady: bool, at: float) -> None:
+        """Tell the sampler (``steer``) whether the placement holds, when that changes."""
+        if steady != self.steady and self.steer is not None:
+            self.steer(steady)
+            self._record(t=round(at, 3), event="watchpoints", budget="steady" if steady else "whole")
+        self.steady = steady
 
     def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:
         """The newest fresh ticks that hold ``need`` weighted events, with ``stale`` only when the

@@ -43,5 +43,10 @@ RELEASE_WINDOWS = 3
 #: Weighted events seen under a new placement before whether it lowered the hops per event is
 #: judged (one judgment's 100 events read it either way on noise), and a further move may follow.
 PAID_EVENTS = 2 * ALONE_EVENTS
+#: Due judgments in a row that changed nothing (no move, none pending, no early one: the
+#: placement looks as it did) before the sampler arms at a quarter of its watchpoint budget
+#: (pw_sample.c, STEADY_SHARE: each trap costs the program; 100 a second cost a pinned contending
+#: pair on 2 CPUs 1.9 %); the first early judgment gives it the whole budget back.
+STEADY_JUDGMENTS = 3
 #: The log's decisions that applied a placement: threads moved, or the OS's pinned where they ran.
 PLACED = ("moved", "pinned where they ran")

@@ -36,6 +36,7 @@ class AdaptResult:
     quiet_s: float = 0.0                # how long the sampler sampled at the quiet period (or slower)
     quiet_deepest: int = QUIET_PERIOD_US // PERIOD_US  # the slowest it sampled, in base periods
     rationed_s: float = 0.0             # how long it sampled at the quiet period because the traps were rationed
+    steady_s: float = 0.0               # how long it armed at a share of its budget, the placement holding
 
 
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
@@ -70,14 +71,14 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
                 raise sampler_failure(returncode, error_path)
-            exit_status, quiet_s, quiet_deepest, sampler_cpu, rationed_s = _result_facts(out_path)
+            exit_status, quiet_s, quiet_deepest, sampler_cpu, rationed_s, steady_s = _result_facts(out_path)
     finally:
         if log is not None:
             log.close()
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
                        max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks, quiet_s, quiet_deepest, rationed_s)
+                       adapter.ticks, quiet_s, quiet_deepest, rationed_s, steady_s)
 
 
 def tick_ms(interval: float) -> int:
@@ -97,18 +98,35 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
     """Start the sampler, feed its windows to the adapter as they come (the sampler writes a byte
     to a pipe after each that holds watchpoint hits or new threads, and an interval after the last
     byte: pinwise wakes then, not at a poll, and not for windows with nothing to judge), stop it
-    cleanly."""
+    cleanly. The adapter steers the sampler's watchpoint budget through a second pipe (its
+    ``steer``: 's' while the placement holds, 'w' when it may not)."""
     wake, told = os.pipe()
+    steer, steering = os.pipe()
+    os.set_blocking(steering, False)
     try:
         with GroupGuard() as guard, open(stream_path, encoding="utf-8", errors="replace") as stream:
             try:
-                notify = ["--notify-fd", str(told), "--notify-idle-ms", str(round(interval * 1000))]
-                process = start_sampler([*command[:1], *notify, *command[1:]], guard, attached, pass_fds=(told,))
+                notify = ["--notify-fd", str(told), "--notify-idle-ms", str(round(interval * 1000)),
+                          "--control-fd", str(steer)]
+                process = start_sampler([*command[:1], *notify, *command[1:]], guard, attached,
+                                        pass_fds=(told, steer))
             finally:
                 os.close(told)
+                os.close(steer)
+            adapter.steer = lambda steady: _tell(steering, b"s" if steady else b"w")
             return _feed(process, stream, wake, adapter, interval, attached)
     finally:
+        adapter.steer = None
         os.close(wake)
+        os.close(steering)
+
+
+def _tell(fd: int, byte: bytes) -> None:
+    """One byte to the sampler's control pipe; a sampler that has ended reads none, and needs none."""
+    try:
+        os.write(fd, byte)
+    except OSError:
+        pass
 
 
 def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attached: bool) -> int:
@@ -147,11 +165,12 @@ def _poll_step(interval: float) -> float:
     return min(interval / 4, 0.02)
 
 
-def _result_facts(out_path: Path) -> tuple[int, float, int, float, float]:
+def _result_facts(out_path: Path) -> tuple[int, float, int, float, float, float]:
     """The program's exit status, the seconds sampled at the quiet period or slower, the slowest
-    period (in base periods), the CPU seconds the sampler used and the seconds it sampled at the
-    quiet period because the watchpoints were rationed, from the sampler's result."""
-    status, quiet, deepest, cpu, rationed = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0, 0.0
+    period (in base periods), the CPU seconds the sampler used, the seconds it sampled at the
+    quiet period because the watchpoints were rationed, and those it armed at a share of its
+    budget because the placement held, from the sampler's result."""
+    status, quiet, deepest, cpu, rationed, steady = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0, 0.0, 0.0
     try:
         for line in out_path.read_text().splitlines():
             words = line.split()
@@ -165,9 +184,11 @@ def _result_facts(out_path: Path) -> tuple[int, float, int, float, float]:
                 cpu = float(words[1])
             elif words[:1] == ["rationed"] and "seconds" in words:
                 rationed = float(words[words.index("seconds") + 1])
+            elif words[:1] == ["steady"] and "seconds" in words:
+                steady = float(words[words.index("seconds") + 1])
     except (OSError, ValueError, IndexError):
         pass
-    return status, quiet, deepest, cpu, rationed
+    return status, quiet, deepest, cpu, rationed, steady
 
 
 def _fewer(deepest: int) -> str:
@@ -181,11 +202,17 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     lines = [f"adapted: {result.windows} judgments of {result.ticks} windows in {result.seconds:.1f} s, "
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
-             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"
-             + (f" (sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, "
-                "while no thread touched another's data)" if result.quiet_s >= 0.05 else "")
-             + (f" (sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, while a "
-                "quarter of the samples offered more than the watchpoints' budget)" if result.rationed_s >= 0.05 else "")]
+             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
+    saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no thread "
+             "touched another's data"] if result.quiet_s >= 0.05 else []
+    if result.rationed_s >= 0.05:
+        saved.append(f"sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, "
+                     "while a quarter of the samples offered more than the watchpoints' budget")
+    if result.steady_s >= 0.05:
+        saved.append(f"watchpoints at a quarter of their budget for {result.steady_s:.1f} s, while the "
+                     "placement held")
+    if saved:
+        lines.append("the sampler spared the program: " + "; ".join(saved))
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
