@@ -243,6 +243,20 @@ def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_pa
     assert refused.returncode == 2 and "--control-fd 999: no such descriptor" in refused.stderr
 
 
+def test_the_watchpoint_budget_is_capped_per_live_thread(tmp_path):
+    """--traps-per-thread: the budget is at most that many traps a second for each live thread
+    (two at least), however many --traps-per-s allows: a contending pair traps at every watchpoint,
+    so the cap binds, and the traps stay near 2 x 10 a second (the bucket's first burst aside)."""
+    out = tmp_path / "capped.txt"
+    subprocess.run([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--arms-per-s", "1000", "--traps-per-s",
+                    "1000", "--traps-per-thread", "10", "--", PATTERNS, "pairs", "-n", "2", "-i", "150000"],
+                   stdout=subprocess.DEVNULL, check=True, timeout=120)
+    fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
+    assert fields["traps-per-thread"] == ["10"]
+    traps, seconds = int(fields["watch"][fields["watch"].index("traps") + 1]), float(fields["seconds"][0])
+    assert traps < 3 * 20 * seconds + 30, (traps, seconds)
+
+
 def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window(tmp_path):
     """--stream (what pinwise run --adapt reads): windows a quarter of --interval-ms long until two
     intervals have passed, so that a program is placed soon after it starts, then the interval;

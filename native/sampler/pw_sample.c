@@ -162,6 +162,7 @@ struct options {
     uint64_t quiet_period_ns; /* --quiet-period-us: sample this slowly while no watchpoint traps (0: never) */
     double arms_per_s;
     double traps_per_s;       /* --traps-per-s: arm no faster than gives about this many traps (0: off) */
+    double traps_per_thread;  /* --traps-per-thread: ... nor than this many for each live thread (0: off) */
     int sharing_any, readonly, stack, watch, blocks;
     double switch_limit;
     int per_task;             /* --per-task: never system-wide (what an unprivileged user gets) */
@@ -653,7 +654,10 @@ static void end_thread(int index, uint64_t time)
    of them tells as much of who shares with whom. So the token bucket fills at the rate that gives
    about this many traps a second at the share of the last RECENT_NS to 2 RECENT_NS's watchpoints
    that trapped, never above --arms-per-s. Offers the bucket turns down count as offered, as
-   always: the estimate (hits / armed per pair) does not change, its variance does. */
+   always: the estimate (hits / armed per pair) does not change, its variance does. With
+   --traps-per-thread N the budget is at most N a second for each live thread of the program (two
+   at least): the cost falls on the threads trapped, so 4 threads on 16 CPUs get what 4 threads on
+   4 CPUs get, not four times it (all-to-all on 16 cores paid 9 % for 800 traps a second). */
 #define RECENT_NS 250000000ULL
 /* --control-fd: while the reader says the placement holds ('s'), the budget is this share of
    --traps-per-s (a quarter: on a 2-CPU KVM guest 100 traps a second cost a pinned contending pair
@@ -682,7 +686,10 @@ static void note_outcome(int trapped)
 static double arm_rate(void)
 {
     double settled = outcomes[0][0] + outcomes[1][0], trapped = outcomes[0][1] + outcomes[1][1];
-    double budget = opt.traps_per_s * (steady_now ? STEADY_SHARE : 1.0);
+    double budget = opt.traps_per_s;
+    if (opt.traps_per_thread > 0 && opt.traps_per_thread * (nalive > 2 ? nalive : 2) < budget)
+        budget = opt.traps_per_thread * (nalive > 2 ? nalive : 2);
+    budget *= steady_now ? STEADY_SHARE : 1.0;
     if (opt.traps_per_s <= 0 || settled < 20 || trapped <= 0)
         return steady_now ? opt.arms_per_s * STEADY_SHARE : opt.arms_per_s;
     double rate = budget * settled / trapped;
@@ -1449,6 +1456,8 @@ static void write_result(int exit_status, int partial)
             opt.arms_per_s, (double)(end - start_ns) * 1e-9);
     if (opt.traps_per_s > 0)
         fprintf(out, "traps-per-s %.0f\n", opt.traps_per_s);
+    if (opt.traps_per_thread > 0)
+        fprintf(out, "traps-per-thread %.0f\n", opt.traps_per_thread);
     struct timespec used;  /* the sampler's own CPU time (its threads, not the program's) */
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
     fprintf(out, "mode %s\nsamples-other %llu\ncpu-seconds %.4f\n", system_wide ? "system-wide" : "per-task",
@@ -1624,6 +1633,7 @@ static void usage(void)
                     "[--stream FILE [--interval-ms N] [--notify-fd N [--notify-idle-ms N]] [--control-fd N]] "
                     "[--setenv NAME=VALUE] "
                     "[--period-us N] [--window-ms N] [--quiet-period-us N] [--arms-per-s N] [--traps-per-s N] "
+                    "[--traps-per-thread N] "
                     "[--sharing write|any] [--readonly] [--stack] [--no-watch] [--per-task] [--duration-ms N] "
                     "[--blocks N] [--seed N] (--pid PID | -- PROGRAM ARGS...)\n");
     exit(EXIT_USAGE);
@@ -1712,6 +1722,8 @@ static void parse(int argc, char **argv)
             opt.window_ns = number(argv[++i], "--window-ms", 1, 100000) * 1000000;
         } else if (!strcmp(a, "--traps-per-s")) {
             opt.traps_per_s = (double)number(argv[++i], "--traps-per-s", 0, 1000000);
+        } else if (!strcmp(a, "--traps-per-thread")) {
+            opt.traps_per_thread = (double)number(argv[++i], "--traps-per-thread", 0, 1000000);
         } else if (!strcmp(a, "--arms-per-s")) {
             opt.arms_per_s = (double)number(argv[++i], "--arms-per-s", 1, 1000000);
         } else if (!strcmp(a, "--duration-ms")) {

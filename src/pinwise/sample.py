@@ -45,10 +45,12 @@ ARMS_PER_S = 1000
 #: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
 QUIET_PERIOD_US = 4 * PERIOD_US
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
-#: for each CPU the program may use (--traps-per-s in pw_sample.c, at the share that trapped
-#: lately, never above ARMS_PER_S): each costs the CPU it traps on interrupts, and once most trap,
-#: fewer tell as much (on 2 CPUs the sampler cost a hand-pinned contending pair 5.6% unrationed,
-#: 4.3% at 250 a second; 100 ran two phases 1-1.7% faster than 250).
+#: for each CPU the program may use and each live thread of it, whichever are fewer
+#: (--traps-per-s and --traps-per-thread in pw_sample.c, at the share that trapped lately, never
+#: above ARMS_PER_S): each costs the thread it traps on interrupts, and once most trap, fewer tell
+#: as much (on 2 CPUs the sampler cost a hand-pinned contending pair 5.6% unrationed, 4.3% at 250
+#: a second; 100 ran two phases 1-1.7% faster than 250; 4 threads of all-to-all on 16 cores paid
+#: 9% for 800 a second, before the cap per thread).
 TRAPS_PER_CPU = 50
 #: Context switches per second above which a thread gets no watchpoint when the sampler runs per
 #: task (SWITCH_LIMIT in pw_sample.c), and above which its watchpoints are rationed to a few a

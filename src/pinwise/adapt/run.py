@@ -15,8 +15,9 @@ from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, WINDOW_MS, check_pid, check_sampler,
-                      pass_stop, program_part, read_windows, sampler_failure, start_sampler, traps_per_s)
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
+                      check_sampler, pass_stop, program_part, read_windows, sampler_failure, start_sampler,
+                      traps_per_s)
 from .decide import Adapter, Move
 from .limits import INTERVAL, TICKS_PER_INTERVAL
 
@@ -91,7 +92,7 @@ def _sampling(stream_path: Path, interval: float, cpus: int) -> list[str]:
     interval each, the quiet period while no thread shares data, the traps rationed."""
     return ["--stream", str(stream_path), "--interval-ms", str(tick_ms(interval)), "--period-us", str(PERIOD_US),
             "--quiet-period-us", str(QUIET_PERIOD_US), "--window-ms", str(WINDOW_MS), "--arms-per-s", str(ARMS_PER_S),
-            "--traps-per-s", str(traps_per_s(cpus))]
+            "--traps-per-s", str(traps_per_s(cpus)), "--traps-per-thread", str(TRAPS_PER_CPU)]
 
 
 def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: float, attached: bool) -> int:
