@@ -186,11 +186,12 @@ class Adapter:
             self.reference = (placed, self.score.per_event(span.directed(), placed)[0])
 
     def _steady(self, steady: bool, at: float) -> None:
-        """Tell the sampler (``steer``) whether the placement holds, when that changes."""
+        """Tell the sampler (``steer``) whether the placement holds, when that changes (no sampler
+        to steer: nothing to tell, and the budget stays whole)."""
         if steady != self.steady and self.steer is not None:
             self.steer(steady)
             self._record(t=round(at, 3), event="watchpoints", budget="steady" if steady else "whole")
-        self.steady = steady
+            self.steady = steady
 
     def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:
         """The newest fresh ticks that hold ``need`` weighted events, with ``stale`` only when the
