@@ -146,7 +146,8 @@ class Adapter:
         them (a phase change seen in a quarter of the interval, not a whole one later), when a
         move waits for a second judgment to agree, or in the first WARM_UP intervals before any
         move (from STRONG_EVENTS then). Threads pinwise pinned on one CPU since before the tick
-        are seen as if apart (:func:`~pinwise.adapt.scoring.as_if_apart`)."""
+        are seen as if apart (:func:`~pinwise.adapt.scoring.as_if_apart`). The sampler's watchpoint
+        budget: a quarter while the placement holds (STEADY_JUDGMENTS), whole once it may be stale."""
         if self.ticks > self.placed_tick:  # not the tick in which they moved: part of it ran before
             tick = as_if_apart(tick, {k: next(iter(c)) for k, c in self.pinned.items() if len(c) == 1})
         self.fresh.append(tick)
@@ -172,11 +173,11 @@ class Adapter:
         span = merge_windows(ticks)
         self.fresh = []
         self.last_judged = tick
-        moves, placed = len(self.moves), self.placed_tick
+        moves, placed_at = len(self.moves), self.placed_tick
         self._judge(span, (before.end_s, before.monotonic_ns), stale=stale and newest is not None)
         # STEADY_JUDGMENTS due judgments in a row that changed nothing: the sampler arms at a share
         # of its budget until a judgment comes early (the placement looks stale) or moves threads
-        calm = due and newest is None and not self.streak and len(self.moves) == moves and self.placed_tick == placed
+        calm = due and newest is None and not self.streak and len(self.moves) == moves and self.placed_tick == placed_at
         self.calm = self.calm + 1 if calm else 0
         self._steady(self.calm >= STEADY_JUDGMENTS, tick.end_s)
         placed = tuple(self._placement_now(self.now_cpus))  # pinwise's moves: pinned where they went
