@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
+import threading
 
 from .errors import PinwiseError, Terminated
 
@@ -89,9 +91,29 @@ def _stopped(signum, frame):
 
 def stop_on_termination() -> None:
     """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`Terminated` (a
-    KeyboardInterrupt), in the main thread; each is noted in :data:`received`."""
+    KeyboardInterrupt), in the main thread; each is noted in :data:`received`. One that lands in
+    a callback Python cannot raise from (a weakref's, as importlib's module locks have while a
+    module loads: Python printed "Exception ignored in" with a traceback, and the command went on)
+    is delivered again, to be raised where the command can end by it."""
     for signum in STOPPING:
         signal.signal(signum, _stopped)
+    if not getattr(sys.unraisablehook, "redelivers_stops", False):
+        sys.unraisablehook = _redelivering(sys.unraisablehook)
+
+
+def _redelivering(hook):
+    def redeliver(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and received:
+            # sent from another thread a moment later: raised here, it would land in this hook
+            # (a callback too); noted again in received as it is handled
+            again = threading.Timer(0.001, signal.pthread_kill, (threading.main_thread().ident, received.pop()))
+            again.daemon = True
+            again.start()
+            return
+        hook(unraisable)
+
+    redeliver.redelivers_stops = True
+    return redeliver
 
 
 class signals_held:
