@@ -227,7 +227,7 @@ def test_the_held_out_halves_split_the_watched_samples_with_what_became_of_them(
     import numpy as np
 
     from pinwise.adapt import Window
-    from pinwise.sample import split_window
+    from pinwise.adapt.windows import split_window
 
     window = Window(1.0, [11, 12, 13], np.array([0.0, 40.0, 40.0]), np.array([1.0, 40.0, 40.0]),
                     [(1, 2, 40.0, 10.0, 10.0), (2, 1, 40.0, 10.0, 4.0), (1, 0, 20.0, 0.0, 1.0), (2, 0, 20.0, 6.0, 0.0)])
@@ -496,6 +496,36 @@ def test_a_placement_that_holds_lowers_the_watchpoint_budget_until_it_may_be_sta
     adapter._apply = lambda tids_, cpus, apply=adapter._apply: moved.append(list(told)) or apply(tids_, cpus)
     adapter.feed(_window(0.05 * (k + 1), tids, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
     assert told == [True, False] and moved == [[True, False]], (told, moved, said)
+
+
+def test_meetings_that_look_stale_give_the_watchpoint_budget_back_before_any_trap_does():
+    """With a quarter of the budget, the new partners of a phase change trap a tenth of a second
+    after it (the two-phase program on 2 CPUs: 0.1 s median); the samples that meet on their new
+    lines (Window.met, at the clock's rate) show it in the first tick, and the whole budget comes
+    back then. Meetings that look as before change nothing."""
+    import dataclasses
+
+    from pinwise.topology import load_topology
+
+    paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
+    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
+    adapter.steer = told.append
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+
+    def met(pairs):
+        return [(a, b, 30.0) for a, b in pairs] + [(b, a, 30.0) for a, b in pairs]
+
+    k = 0
+    while not told and k < 40:
+        k += 1
+        adapter.feed(dataclasses.replace(_window(0.05 * k, tids, first), meets=met([(0, 1), (2, 3)])))
+    assert told == [True] and len(adapter.moves) == 1, (told, said)
+    quiet = _window(0.05 * (k + 1), tids, {})  # no trap in this tick
+    adapter.feed(dataclasses.replace(quiet, meets=met([(0, 1), (2, 3)])))
+    assert told == [True]
+    adapter.feed(dataclasses.replace(_window(0.05 * (k + 2), tids, {}), meets=met([(0, 2), (1, 3)])))
+    assert told == [True, False], said
 
 
 def test_before_the_first_move_each_tick_with_enough_events_is_judged():

@@ -261,7 +261,7 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
     """--stream (what pinwise run --adapt reads): windows a quarter of --interval-ms long until two
     intervals have passed, so that a program is placed soon after it starts, then the interval;
     after each record a byte on --notify-fd, so that the reader wakes when one is there."""
-    from pinwise.sample import read_windows
+    from pinwise.adapt.windows import read_windows
 
     text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "40"], [PATTERNS, "pairs", "-n", "2", "-i", "150000"])
     windows, used = read_windows(text)
@@ -274,6 +274,23 @@ def test_the_stream_is_fine_grained_at_first_and_wakes_its_reader_at_each_window
     refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--notify-fd", "999", "--", "true"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--notify-fd 999: no such descriptor" in refused.stderr
+
+
+def test_the_stream_counts_the_meetings_of_partners_samples_with_no_watchpoint(tmp_path):
+    """Each window record names, per pair, the address samples of one thread that fell on a line
+    the other's samples fell on lately (pinwise run --adapt's check that a placement still fits,
+    at the clock's rate): with no watchpoint armed at all, four threads in pairs meet their
+    partners, and hardly anyone else."""
+    from pinwise.adapt.windows import merge_windows, read_windows
+
+    text, _ = _sampled_with_wakes(tmp_path, ["--interval-ms", "40", "--no-watch"],
+                                  [PATTERNS, "pairs", "-n", "4", "-i", "150000"])
+    windows, _ = read_windows(text)
+    merged = merge_windows(windows)
+    assert merged.watched() == 0 and all(w.meets is not None for w in windows)
+    met = merged.met() + merged.met().T
+    partners = met[0, 1] + met[2, 3]
+    assert partners > 50 and partners > 10 * (met.sum() / 2 - partners), met
 
 
 def _sampled_with_wakes(tmp_path, options: list[str], program: list[str]) -> tuple[str, int]:
@@ -305,7 +322,7 @@ def test_the_stream_wakes_its_reader_only_for_news_or_after_the_idle_time(tmp_pa
     idle time has passed since it: a program that shares nothing is not interrupted by pinwise
     each window. Checked record by record against the rule, on private work (few wakes) and on
     pairs (hits: woken at each record that holds them)."""
-    from pinwise.sample import read_windows
+    from pinwise.adapt.windows import read_windows
 
     for program, idle_ms in ((["private", "-n", "2", "-i", "400000"], 150),
                              (["pairs", "-n", "2", "-i", "150000"], 1000)):

@@ -242,6 +242,13 @@ static struct pw_pairs offered, armed, hits;
 static struct pw_pairs lately;
 #define LATELY_HALF_NS 100000000ULL
 static struct pw_pairs streamed_offered, streamed_armed, streamed_hits;  /* at the last window record */
+/* With --stream, per ordered pair, the address samples of a that fell on a line b's samples fell on
+   within ten windows (the bulletin board's meetings, weighed as the samples are): no watchpoint is
+   needed to count them, so they come at the clock's rate, where the watched samples come at the
+   traps' budget; a phase change shows in them within a window or two (pinwise.adapt's check on
+   whether the placement still fits). Not an estimate of the events: a meeting needs both threads
+   sampled on the line. */
+static struct pw_pairs meets, streamed_meets;
 static FILE *stream;
 static struct pw_blocks blocks;
 static struct pw_lines lines;
@@ -498,7 +505,8 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
         !pw_pairs_grow(&hits, nthreads + 1) || !pw_pairs_grow(&lately, nthreads + 1) ||
         !pw_lines_grow(&lines, nthreads + 1) ||
         (stream && (!pw_pairs_grow(&streamed_offered, nthreads + 1) || !pw_pairs_grow(&streamed_armed, nthreads + 1) ||
-                    !pw_pairs_grow(&streamed_hits, nthreads + 1))))
+                    !pw_pairs_grow(&streamed_hits, nthreads + 1) || !pw_pairs_grow(&meets, nthreads + 1) ||
+                    !pw_pairs_grow(&streamed_meets, nthreads + 1))))
         fail(EXIT_FAILED, "out of memory for %d threads", nthreads + 1);
     struct thread *t = &threads[nthreads];
     memset(t, 0, sizeof *t);
@@ -857,6 +865,9 @@ static int post(int a, uint64_t line, uint64_t time, int *out)
 static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t w)
 {
     int posted[2], nposted = post(a, access->addr >> 6, time, posted);
+    if (stream)
+        for (int k = 0; k < nposted; k++)
+            *pw_pair(&meets, a, posted[k]) += (double)w;
     if (nalive < 2 || !opt.watch) {
         no_partner++;
         return;
@@ -1577,6 +1588,14 @@ static void emit_window(uint64_t now)
             *so = *o;
             *sm = *m;
             *sh = *h;
+        }
+    fprintf(stream, "\nmeets");
+    for (int a = 0; a < nthreads; a++)
+        for (int b = 0; b < nthreads; b++) {
+            double *n = pw_pair(&meets, a, b), *sn = pw_pair(&streamed_meets, a, b);
+            if (*n != *sn)
+                fprintf(stream, " %d %d %.0f", a, b, *n - *sn);
+            *sn = *n;
         }
     fprintf(stream, "\nperiod-ns %llu\nend\n", (unsigned long long)period_now_ns);
     fflush(stream);

@@ -45,7 +45,7 @@ program or its user, and is left alone for the rest of the run.
 
 from __future__ import annotations
 
-from ..sample import Window, read_windows
+from .windows import Window, read_windows
 from .decide import Adapter, Move
 from .limits import (ALONE_EVENTS, HYSTERESIS, INTERVAL, MIN_EVENTS, PAID_EVENTS, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL)

@@ -14,11 +14,11 @@ import numpy as np
 from .. import policies
 from ..comm import CommMatrix
 from ..errors import PinwiseError
-from ..sample import Window, merge_windows, split_window
-from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PAID_EVENTS, PLACED,
-                     RELEASE_WINDOWS, STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL,
-                     WARM_UP)
+from .windows import Window, merge_windows, split_window
+from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
+                     STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
 from .pairs import contending_pairs
+from .payoff import Payoff
 from .scoring import Scorer, as_if_apart
 
 
@@ -42,7 +42,7 @@ def _current_cpu(tid: int) -> int | None:
         return None
 
 
-class Adapter:
+class Adapter(Payoff):
     """The decisions of one adaptive run (pinwise.adapt's docstring), fed one window at a time."""
 
     def __init__(self, topology, policy: str | None, log, say=print, memory=None, interval: float = INTERVAL):
@@ -54,7 +54,7 @@ class Adapter:
         self.last_judged: Window | None = None    # the newest tick of the last judgment
         self.ticks = 0                            # ticks fed
         self.placed_tick = -1                     # the tick at whose judgment threads were last pinned or released
-        self.reference: tuple[tuple[int | None, ...], float] | None = None  # CPUs then, and their cost per event
+        self.reference: tuple[tuple[int | None, ...], float, float] | None = None  # CPUs then, cost per event, per meeting
         self.score = Scorer(topology)
         self.paying: tuple[tuple[int | None, ...], float] | None = None  # the last move's CPUs, hops per event before it
         self.futile: tuple[tuple[int | None, ...], float] | None = None  # CPUs whose move did not pay, hops per event
@@ -159,11 +159,14 @@ class Adapter:
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
         stale = not (self.streak or warming)
-        if self.steady:  # the whole watchpoint budget back as soon as the placement may be stale
-            seen = merge_windows(self.fresh).directed()
-            if seen.sum() - np.trace(seen) >= MIN_EVENTS and self._stale(seen):
-                self.calm = 0
-                self._steady(False, tick.end_s)
+        # the whole watchpoint budget back as soon as the newest tick's meetings (at the clock's
+        # rate: Window.met), or the newest ticks' events (not those of a phase that ended since
+        # the last judgment), look stale
+        met = tick.met()
+        if self.steady and ((met.sum() >= STRONG_EVENTS and self._stale(met, meets=True)) or
+                            self._newest_ticks(stale=True, need=MIN_EVENTS) is not None):
+            self.calm = 0
+            self._steady(False, tick.end_s)
         newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
@@ -184,7 +187,8 @@ class Adapter:
         # an early judgment that left the threads where they were keeps the reference: the ticks
         # after it are judged early too while the placement looks stale, until the next due one
         if due or newest is None or self.reference is None or placed != self.reference[0]:
-            self.reference = (placed, self.score.per_event(span.directed(), placed)[0])
+            self.reference = (placed, self.score.per_event(span.directed(), placed)[0],
+                              self.score.per_event(span.met(), placed)[0])
 
     def _steady(self, steady: bool, at: float) -> None:
         """Tell the sampler (``steer``) whether the placement holds, when that changes (no sampler
@@ -208,13 +212,14 @@ class Adapter:
         return [next(iter(self.pinned[k])) if k in self.pinned and len(self.pinned[k]) == 1 else now_cpus[k]
                 for k in range(len(now_cpus))]
 
-    def _stale(self, directed: np.ndarray) -> bool:
-        """Whether the fresh ticks' communication covers more distance per event under the CPUs of
-        the last judgment than that judgment's did, by STALE_SHARE of a random dealing's (True
-        before any judgment: the first placement is wanted early)."""
+    def _stale(self, directed: np.ndarray, meets: bool = False) -> bool:
+        """Whether the fresh ticks' communication (or with ``meets``, their meetings: Window.met)
+        covers more distance per event under the CPUs of the last judgment than that judgment's
+        did, by STALE_SHARE of a random dealing's (True before any judgment: the first placement
+        is wanted early)."""
         if self.reference is None:
             return True
-        cpus, before = self.reference
+        cpus, before = self.reference[0], self.reference[2 if meets else 1]
         now, chance = self.score.per_event(directed, cpus)
         if np.isnan(now) or np.isnan(chance):
             return False
@@ -386,56 +391,6 @@ class Adapter:
         stayed = f", {in_place} pinned where the OS had them" if in_place else ""
         self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved{stayed} "
                  f"({before} -> {cost_new:,.0f})")
-
-    def _check_paid(self, directed: np.ndarray, current: list[int | None], events: float, record: dict) -> None:
-        """Once PAID_EVENTS events are seen after a placement (the threads still where it put
-        them): whether it lowered the distance the communication covers per event. On fewer
-        CPUs than threads, threads that share a CPU run in turns and are seen to talk less than
-        those that run side by side, so what the sampler sees follows the placement: a move fitted
-        to it finds the threads now apart talking most, and another move would follow. A move
-        that did not pay makes the next ones wait for a phase change (:meth:`_futile`): until two
-        judgments in a row find the placement stale (STALE_SHARE) against what it left."""
-        if self.futile is not None and tuple(current) == self.futile[0] and events >= ALONE_EVENTS:
-            now, chance = self.score.per_event(directed, current)
-            if now > self.futile[1] + STALE_SHARE * chance:
-                self.stale_in_a_row += 1
-            elif not np.isnan(now):  # what is seen drifts towards the threads apart: the reference follows
-                self.futile, self.stale_in_a_row = (self.futile[0], max(self.futile[1], now)), 0
-            if self.stale_in_a_row >= 2:
-                self.futile, self.stale_in_a_row = None, 0
-        if self.paying is None:
-            return
-        if tuple(current) != self.paying[0]:  # the threads are elsewhere now: nothing to measure it by
-            self.paying = self.paid_by = None
-            return
-        if self.paid_by is None:
-            self.paid_by = directed.copy()
-        else:
-            seen = np.zeros((max(len(directed), len(self.paid_by)),) * 2)
-            for part in (self.paid_by, directed):
-                seen[:len(part), :len(part)] += part
-            self.paid_by = seen
-        if self.paid_by.sum() - np.trace(self.paid_by) < PAID_EVENTS:
-            return
-        before, after = self.paying[1], self.score.per_event(self.paid_by, current)[0]
-        self.paying = self.paid_by = None
-        if not np.isnan(before) and not np.isnan(after) and after > (1 - HYSTERESIS) * before:
-            self.futile, self.stale_in_a_row = (tuple(current), after), 0
-            record["futile"] = f"the last placement left {after:.2f} hops per event (before it {before:.2f})"
-
-    def _futile(self, current: list[int | None], record: dict) -> bool:
-        """Whether a move is to wait: whether the last one paid is not known yet (PAID_EVENTS), or
-        it did not pay (:meth:`_check_paid`), the threads are where it put them, and the placement
-        has not looked stale since (STALE_SHARE, in two judgments in a row: a phase change, not one
-        judgment's noise)."""
-        if self.paying is not None and tuple(current) == self.paying[0]:
-            record.setdefault("futile", "whether the last placement lowered the hops per event is not known yet")
-            return True
-        if self.futile is None or tuple(current) != self.futile[0]:
-            self.futile = None
-            return False
-        record.setdefault("futile", "the last placement did not lower the hops per event: moves wait for a phase change")
-        return True
 
     def rehearse(self) -> None:
         """The judging stages run once on a planted window (pairs 0-1 and 2-3), nothing moved,

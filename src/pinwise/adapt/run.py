@@ -16,10 +16,10 @@ from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group, temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
-                      check_sampler, pass_stop, program_part, read_windows, sampler_failure, start_sampler,
-                      traps_per_s)
+                      check_sampler, pass_stop, program_part, sampler_failure, start_sampler, traps_per_s)
 from .decide import Adapter, Move
 from .limits import INTERVAL, TICKS_PER_INTERVAL
+from .windows import read_windows
 
 
 @dataclass

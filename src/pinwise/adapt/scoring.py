@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from ..mapping.tree import SlotTree
-from ..sample import Window
+from .windows import Window
 
 #: Of two threads pinned on one CPU the sampler sees about this share of the events it sees of
 #: them on two cores: its clock samples an instruction in proportion to the time it takes, and an
