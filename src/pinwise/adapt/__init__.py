@@ -4,7 +4,9 @@
 The sampling tracer (:mod:`pinwise.sample`) runs beside the program and appends a window record
 (a tick) every 1/TICKS_PER_INTERVAL of the ``interval`` (its ``--stream``): per thread its id and
 address samples, per ordered pair of threads the draws, arms and weighted watchpoint hits since
-the last record. Windows become a matrix by the sampler's own estimate (``estimate()`` in
+the last record, and the samples that met the other's on a line (:mod:`pinwise.adapt.windows`;
+while the placement holds, the sampler arms at a quarter of its budget, and meetings that look
+stale give it back at once). Windows become a matrix by the sampler's own estimate (``estimate()`` in
 pw_sample.c, here :meth:`Window.directed`). The ticks since the last judgment are judged together
 once an interval has passed; before, the newest ticks that hold ALONE_EVENTS weighted events are
 judged alone when the placement looks stale on them (STALE_SHARE: the threads that talk now are
@@ -45,12 +47,12 @@ program or its user, and is left alone for the rest of the run.
 
 from __future__ import annotations
 
-from .windows import Window, read_windows
 from .decide import Adapter, Move
 from .limits import (ALONE_EVENTS, HYSTERESIS, INTERVAL, MIN_EVENTS, PAID_EVENTS, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL)
 from .pairs import CONTENDED_SHARE, IDLE_SHARE, PARTNER_SHARE, contending_pairs
 from .run import AdaptResult, BackgroundAdapter, run_adaptive, summary_lines
+from .windows import Window, read_windows
 
 __all__ = ["ALONE_EVENTS", "CONTENDED_SHARE", "HYSTERESIS", "IDLE_SHARE", "INTERVAL", "MIN_EVENTS", "PAID_EVENTS",
            "PARTNER_SHARE", "PLACED", "RELEASE_WINDOWS", "STALE_SHARE", "STRONG", "STRONG_EVENTS",

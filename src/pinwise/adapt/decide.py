@@ -14,12 +14,12 @@ import numpy as np
 from .. import policies
 from ..comm import CommMatrix
 from ..errors import PinwiseError
-from .windows import Window, merge_windows, split_window
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
 from .pairs import contending_pairs
 from .payoff import Payoff
 from .scoring import Scorer, as_if_apart
+from .windows import Window, merge_windows, split_window
 
 
 @dataclass
