@@ -475,6 +475,40 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     assert len(adapter.moves) == 2, said
 
 
+def test_threads_placed_once_move_again_only_when_their_meetings_agree():
+    """On fewer CPUs than threads, the watched samples of threads that take turns on one CPU trap
+    less than those of threads running at once, so after a placement the threads it put apart look
+    like the closest partners (all-to-all on 2 CPUs was placed three times in a 4 s run). The
+    meetings (samples on one line within 200 ms, no watchpoint) rest on other samples: a
+    re-placement must lower their cost too. Meetings alike for every pair keep the threads where
+    they are; meetings of the new partners let them move."""
+    import dataclasses
+    import io
+
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    tids = [101, 102, 103, 104]
+    paper, said = _OnPaper([0, 1, 0, 1]), []
+    adapter = paper.adapter(machine, said)
+    adapter.log = io.StringIO()
+    for k in range(12):
+        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    assert len(adapter.moves) == 1 and paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3], said
+    apart = {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}
+    alike = [(a, b, 20.0) for a in range(4) for b in range(4) if a != b]
+    for k in range(16):
+        adapter.feed(dataclasses.replace(_window(0.65 + 0.05 * k, tids, apart), meets=alike))
+    judged = [json.loads(line) for line in adapter.log.getvalue().splitlines()]
+    assert len(adapter.moves) == 1, said
+    assert any(record.get("meetings") == 1.0 for record in judged), judged[-3:]
+    new = [(a, b, 40.0) for a, b in ((0, 2), (2, 0), (1, 3), (3, 1))]
+    for k in range(16):
+        adapter.feed(dataclasses.replace(_window(1.5 + 0.05 * k, tids, apart), meets=new))
+    assert len(adapter.moves) == 2, said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
+
+
 def test_a_placement_that_holds_lowers_the_watchpoint_budget_until_it_may_be_stale():
     """Three due judgments in a row that change nothing: the sampler is told the placement holds
     (it arms at a quarter of its budget, each trap costing the program); the first tick on which

@@ -191,12 +191,16 @@ struct record {
     uint32_t arms, traps;
 };
 
-/* The bulletin board (ComDetective's): the last two threads whose samples fell on a line. */
+/* The bulletin board (ComDetective's): the last POSTERS threads whose samples fell on a line, the
+   newest first. Four, not two: with two, the threads of a line that run at the same moment (on
+   other CPUs) push out those that take turns with them on one CPU, and the meetings (below) would
+   favour threads apart as the watchpoints do. */
 #define BOARD 65536
+#define POSTERS 4
 struct posting {
     uint64_t line;
-    int thread[2];
-    uint64_t time[2];
+    int thread[POSTERS];
+    uint64_t time[POSTERS];
 };
 
 struct thread {
@@ -835,22 +839,27 @@ static double watch_chance(uint64_t line, uint64_t code)
     return by_line < by_code ? by_line : by_code;
 }
 
-/* The other live threads whose samples fell on ``line`` within the window (the board's), into
-   out[0..1]; the board then holds a's sample. */
+/* The other live threads whose samples fell on ``line`` within ten windows (the board's), into
+   out[0..POSTERS-2]; the board then holds a's sample, first. */
 static int post(int a, uint64_t line, uint64_t time, int *out)
 {
     struct posting *p = &board[(line * 0x9E3779B97F4A7C15ULL) >> 48];
-    int n = 0;
-    if (p->line != line)
-        *p = (struct posting){line, {-1, -1}, {0, 0}};
-    for (int k = 0; k < 2; k++)
-        if (p->thread[k] >= 0 && p->thread[k] != a && threads[p->thread[k]].alive &&
-            time < p->time[k] + opt.window_ns * 10)
+    int n = 0, own = POSTERS - 1;  /* a replaces its own posting, else the oldest */
+    if (p->line != line) {
+        p->line = line;
+        for (int k = 0; k < POSTERS; k++)
+            p->thread[k] = -1;
+    }
+    for (int k = 0; k < POSTERS; k++) {
+        if (p->thread[k] == a && own == POSTERS - 1)
+            own = k;
+        else if (p->thread[k] >= 0 && p->thread[k] != a && threads[p->thread[k]].alive &&
+                 time < p->time[k] + opt.window_ns * 10 && n < POSTERS - 1)
             out[n++] = p->thread[k];
-    int keep = p->thread[0] == a ? 0 : 1;  /* a replaces its own posting, else the older one */
-    if (keep == 1) {
-        p->thread[1] = p->thread[0];
-        p->time[1] = p->time[0];
+    }
+    for (int k = own; k > 0; k--) {
+        p->thread[k] = p->thread[k - 1];
+        p->time[k] = p->time[k - 1];
     }
     p->thread[0] = a;
     p->time[0] = time;
@@ -864,7 +873,7 @@ static int post(int a, uint64_t line, uint64_t time, int *out)
    while the watchpoints go where sharing is (module comment, point 3). */
 static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t w)
 {
-    int posted[2], nposted = post(a, access->addr >> 6, time, posted);
+    int posted[POSTERS - 1], nposted = post(a, access->addr >> 6, time, posted);
     if (stream)
         for (int k = 0; k < nposted; k++)
             *pw_pair(&meets, a, posted[k]) += (double)w;
