@@ -475,6 +475,28 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     assert len(adapter.moves) == 2, said
 
 
+def test_the_steady_budget_comes_back_on_the_newest_ticks_not_on_the_phase_that_ended():
+    """A phase change in the middle of a judgment's span: the ticks before it (the placement fits)
+    hold many events, the first tick after it a few that cover distance. Read together they look
+    as before; the newest tick alone gives the watchpoint budget back."""
+    from pinwise.topology import load_topology
+
+    paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
+    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
+    adapter.steer = told.append
+    tids = [101, 102, 103, 104]
+    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+    k = 0
+    while not told and k < 40:
+        k += 1
+        adapter.feed(_window(0.05 * k, tids, first))
+    assert told == [True], said
+    adapter.feed(_window(0.05 * (k + 1), tids, first))
+    assert told == [True]
+    adapter.feed(_window(0.05 * (k + 2), tids, {(0, 2): 8, (2, 0): 8, (1, 3): 8, (3, 1): 8}))
+    assert told == [True, False], said
+
+
 def test_threads_placed_once_move_again_only_when_their_meetings_agree():
     """On fewer CPUs than threads, the watched samples of threads that take turns on one CPU trap
     less than those of threads running at once, so after a placement the threads it put apart look
