@@ -104,6 +104,23 @@ def test_locality_reaches_brute_force_optimum(seed, threads):
     assert mapping_cost(matrix, topology, mapping.pus).hops == brute_force_cost(matrix, topology, threads)
 
 
+def test_locality_pairs_a_chain_whose_middle_link_is_heaviest_as_the_exact_matching_does():
+    """A sampled neighbour trace (8 threads in a chain, the middle link read heaviest by chance) on
+    two packages of four cores of two PUs: EagerMap's greedy pairs take the middle link first and
+    keep a fifth less communication inside cores than the exact matching, and the swap search does
+    not leave them (cost 2071). The optimum is planted: the eight threads fill one package, pairs
+    (0, 1), (2, 3), (4, 5), (6, 7) (the matching) on its cores (cost 1935)."""
+    links = [150, 164, 186, 245, 209, 187, 198]
+    matrix = np.zeros((8, 8))
+    for i, weight in enumerate(links):
+        matrix[i, i + 1] = matrix[i + 1, i] = weight
+    topology = parse_synthetic("pack:2 core:4 pu:2")
+    mapping = compute_mapping("locality", matrix, topology)
+    planted = mapping_cost(matrix, topology, list(range(8))).hops
+    assert planted == 1935
+    assert mapping_cost(matrix, topology, mapping.pus).hops == planted, mapping.pus
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_gp_reaches_the_minimum_balanced_cut(seed):
     rng = np.random.default_rng(100 + seed)
