@@ -475,25 +475,37 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     assert len(adapter.moves) == 2, said
 
 
-def test_the_steady_budget_comes_back_on_the_newest_ticks_not_on_the_phase_that_ended():
-    """A phase change in the middle of a judgment's span: the ticks before it (the placement fits)
-    hold many events, the first tick after it a few that cover distance. Read together they look
-    as before; the newest tick alone gives the watchpoint budget back."""
+TIDS = [101, 102, 103, 104]
+PAIRS_01_23 = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
+
+
+def _held_until_steady(meets: list | None = None):
+    """An adapter on four cores fed ticks of pairs 0-1 and 2-3 (with ``meets``, those meetings
+    too) until it tells the sampler the placement holds: (adapter, said, told, ticks fed)."""
+    import dataclasses
+
     from pinwise.topology import load_topology
 
     paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
     adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
     adapter.steer = told.append
-    tids = [101, 102, 103, 104]
-    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
     k = 0
     while not told and k < 40:
         k += 1
-        adapter.feed(_window(0.05 * k, tids, first))
-    assert told == [True], said
-    adapter.feed(_window(0.05 * (k + 1), tids, first))
+        tick = _window(0.05 * k, TIDS, PAIRS_01_23)
+        adapter.feed(tick if meets is None else dataclasses.replace(tick, meets=meets))
+    assert told == [True] and len(adapter.moves) == 1, (told, said)
+    return adapter, said, told, k
+
+
+def test_the_steady_budget_comes_back_on_the_newest_ticks_not_on_the_phase_that_ended():
+    """A phase change in the middle of a judgment's span: the ticks before it (the placement fits)
+    hold many events, the first tick after it a few that cover distance. Read together they look
+    as before; the newest tick alone gives the watchpoint budget back."""
+    adapter, said, told, k = _held_until_steady()
+    adapter.feed(_window(0.05 * (k + 1), TIDS, PAIRS_01_23))
     assert told == [True]
-    adapter.feed(_window(0.05 * (k + 2), tids, {(0, 2): 8, (2, 0): 8, (1, 3): 8, (3, 1): 8}))
+    adapter.feed(_window(0.05 * (k + 2), TIDS, {(0, 2): 8, (2, 0): 8, (1, 3): 8, (3, 1): 8}))
     assert told == [True, False], said
 
 
@@ -535,22 +547,11 @@ def test_a_placement_that_holds_lowers_the_watchpoint_budget_until_it_may_be_sta
     """Three due judgments in a row that change nothing: the sampler is told the placement holds
     (it arms at a quarter of its budget, each trap costing the program); the first tick on which
     the placement looks stale gives it the whole budget back, before that tick is judged."""
-    from pinwise.topology import load_topology
-
-    paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
-    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
-    adapter.steer = told.append
-    tids = [101, 102, 103, 104]
-    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
-    k = 0
-    while not told and k < 40:
-        k += 1
-        adapter.feed(_window(0.05 * k, tids, first))
-    assert told == [True] and len(adapter.moves) == 1, (told, said)
+    adapter, said, told, k = _held_until_steady()
     assert k * 0.05 >= 3 * adapter.interval  # three due judgments after the move
     moved = []
     adapter._apply = lambda tids_, cpus, apply=adapter._apply: moved.append(list(told)) or apply(tids_, cpus)
-    adapter.feed(_window(0.05 * (k + 1), tids, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
+    adapter.feed(_window(0.05 * (k + 1), TIDS, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
     assert told == [True, False] and moved == [[True, False]], (told, moved, said)
 
 
@@ -561,26 +562,14 @@ def test_meetings_that_look_stale_give_the_watchpoint_budget_back_before_any_tra
     back then. Meetings that look as before change nothing."""
     import dataclasses
 
-    from pinwise.topology import load_topology
-
-    paper, said, told = _OnPaper([0, 1, 2, 3]), [], []
-    adapter = paper.adapter(load_topology("pack:1 core:4 pu:1"), said)
-    adapter.steer = told.append
-    tids = [101, 102, 103, 104]
-    first = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
-
     def met(pairs):
         return [(a, b, 30.0) for a, b in pairs] + [(b, a, 30.0) for a, b in pairs]
 
-    k = 0
-    while not told and k < 40:
-        k += 1
-        adapter.feed(dataclasses.replace(_window(0.05 * k, tids, first), meets=met([(0, 1), (2, 3)])))
-    assert told == [True] and len(adapter.moves) == 1, (told, said)
-    quiet = _window(0.05 * (k + 1), tids, {})  # no trap in this tick
+    adapter, said, told, k = _held_until_steady(met([(0, 1), (2, 3)]))
+    quiet = _window(0.05 * (k + 1), TIDS, {})  # no trap in this tick
     adapter.feed(dataclasses.replace(quiet, meets=met([(0, 1), (2, 3)])))
     assert told == [True]
-    adapter.feed(dataclasses.replace(_window(0.05 * (k + 2), tids, {}), meets=met([(0, 2), (1, 3)])))
+    adapter.feed(dataclasses.replace(_window(0.05 * (k + 2), TIDS, {}), meets=met([(0, 2), (1, 3)])))
     assert told == [True, False], said
 
 
