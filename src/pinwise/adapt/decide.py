@@ -162,9 +162,9 @@ class Adapter(Payoff):
         # the whole watchpoint budget back as soon as the newest tick's meetings (at the clock's
         # rate: Window.met), or the newest ticks' events (not those of a phase that ended since
         # the last judgment), look stale
-        met = tick.met()
-        if self.steady and ((met.sum() >= STRONG_EVENTS and self._stale(met, meets=True)) or
-                            self._newest_ticks(stale=True, need=MIN_EVENTS) is not None):
+        met = tick.met() if self.steady else None
+        if met is not None and ((met.sum() >= STRONG_EVENTS and self._stale(met, meets=True)) or
+                                self._newest_ticks(stale=True, need=MIN_EVENTS) is not None):
             self.calm = 0
             self._steady(False, tick.end_s)
         newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
@@ -404,7 +404,8 @@ class Adapter(Payoff):
         0.81). They share the clock's bias, though (samples fall on slow accesses, and a line
         another CPU wrote last is slow), so threads whose placement shapes what is sampled can
         still move again (one run of 6: meetings at 0.375). Under STRONG_EVENTS: no say."""
-        met = span.met() + span.met().T
+        met = span.met()
+        met = met + met.T
         now, new = self.score.cost(met, current), self.score.cost(met, candidate)
         if met.sum() / 2 < STRONG_EVENTS or now is None or new is None:
             return True

@@ -44,9 +44,11 @@ class Window:
         events' estimate :meth:`directed` is."""
         t = len(self.tids)
         m = np.zeros((t, t))
-        for a, b, n in self.meets:
-            if a < t and b < t:
-                m[a, b] += n
+        if self.meets:
+            columns = np.array(self.meets, dtype=float)
+            a, b = columns[:, 0].astype(np.int64), columns[:, 1].astype(np.int64)
+            keep = (a < t) & (b < t)
+            np.add.at(m, (a[keep], b[keep]), columns[keep, 2])
         return m
 
     def watched(self) -> float:
