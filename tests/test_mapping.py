@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pinwise import PinwiseError, _kernels
 from pinwise.comm import CommMatrix, SymmetrisedWarning, parse_comm, write_comm
-from pinwise.mapping import compute_mapping, mapping_cost
+from pinwise.mapping import compute_mapping, grouping, mapping_cost
 from pinwise.patterns import analyze
 from pinwise.plan import Plan
 from pinwise.policies import REGISTRY
@@ -102,6 +102,19 @@ def test_locality_reaches_brute_force_optimum(seed, threads):
     matrix = random_matrix(np.random.default_rng(seed), threads)
     mapping = compute_mapping("locality", matrix, topology)
     assert mapping_cost(matrix, topology, mapping.pus).hops == brute_force_cost(matrix, topology, threads)
+
+
+@pytest.mark.parametrize("threads", [3, 5, 8, 16, 33, 64])
+def test_the_grouping_on_dense_arrays_is_the_grouping_on_sparse_ones(threads):
+    """Small problems are grouped on dense arrays (grouping.DENSE_UP_TO), large ones on sparse
+    matrices: the same groups either way, ties (integer weights, a flat matrix) broken alike."""
+    rng = np.random.default_rng(threads)
+    for weights in (rng.integers(0, 4, (threads, threads)).astype(float), rng.random((threads, threads)),
+                    np.ones((threads, threads))):
+        matrix = weights + weights.T
+        for arities in ([2], [2, 4], [4, 2, 8]):
+            assert grouping.group_hierarchy(matrix, arities) == \
+                grouping.group_hierarchy(sp.csr_matrix(matrix), arities), (threads, arities)
 
 
 def test_locality_pairs_a_chain_whose_middle_link_is_heaviest_as_the_exact_matching_does():

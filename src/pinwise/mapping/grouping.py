@@ -33,6 +33,14 @@ PARTITION_FROM = 8192
 PARTITION_DEGREE = 64
 
 
+#: Up to this many threads the grouping works on dense arrays: scipy.sparse's set-up costs more
+#: than the work on a handful of threads (an adaptive run plans three times a judgment, while the
+#: program waits for the CPU it takes: 5 threads on 2 CPUs, 1.15 ms a locality plan with sparse
+#: matrices, 0.58 ms dense); from a few hundred, the dense products cost more (1,024 threads on a
+#: chain: 11 ms sparse, 37 ms dense).
+DENSE_UP_TO = 64
+
+
 def _csr(matrix) -> sp.csr_matrix:
     csr = sp.csr_matrix(matrix, dtype=np.float64)
     csr.setdiag(0)
@@ -40,12 +48,46 @@ def _csr(matrix) -> sp.csr_matrix:
     return csr
 
 
+def _without_diagonal(matrix):
+    """``matrix`` as the grouping works on it, its diagonal zero: a dense copy when small
+    (DENSE_UP_TO), else sparse (CSR)."""
+    if sp.issparse(matrix) or matrix.shape[0] > DENSE_UP_TO:
+        return _csr(matrix)
+    dense = np.array(matrix, dtype=np.float64)
+    np.fill_diagonal(dense, 0)
+    return dense
+
+
+def _adjacency(current) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, data) of ``current`` (_without_diagonal's): its nonzero entries row by
+    row, columns ascending, as CSR holds them."""
+    if sp.issparse(current):
+        return current.indptr.astype(np.int64), current.indices.astype(np.int64), current.data
+    rows, cols = np.nonzero(current)
+    indptr = np.zeros(current.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=current.shape[0]), out=indptr[1:])
+    return indptr, cols.astype(np.int64), current[rows, cols]
+
+
+def _merged(current, labels: np.ndarray, count: int):
+    """``current`` with the elements of each label summed into one (its diagonal zero)."""
+    if sp.issparse(current):
+        aggregate = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), labels)),
+                                  shape=(len(labels), count))
+        return _csr(aggregate.T @ current @ aggregate)
+    aggregate = np.zeros((len(labels), count))
+    aggregate[np.arange(len(labels)), labels] = 1.0
+    merged = aggregate.T @ current @ aggregate
+    np.fill_diagonal(merged, 0)
+    return merged
+
+
 def group_hierarchy(matrix, arities: list[int], part: np.ndarray | None = None, first: list | None = None):
     """EagerMap's bottom-up grouping. Returns the top elements; an element is a thread (int) or a
     list of elements. With ``part`` (a label per thread) no group mixes two parts; with ``first``
     (groups of threads, as many as the first level's arity each) the first level is those groups."""
     elements: list = list(range(matrix.shape[0]))
-    current = _csr(matrix)
+    current = _without_diagonal(matrix)
     labels_part = np.empty(0, dtype=np.int64) if part is None else np.asarray(part, dtype=np.int64)
     for level, arity in enumerate(arities):
         if len(elements) <= 1:
@@ -55,8 +97,7 @@ def group_hierarchy(matrix, arities: list[int], part: np.ndarray | None = None, 
             for label, group in enumerate(first):
                 labels[list(group)] = label
         else:
-            labels = _kernels.greedy_groups(current.indptr.astype(np.int64), current.indices.astype(np.int64),
-                                            current.data, current.shape[0], arity, labels_part)
+            labels = _kernels.greedy_groups(*_adjacency(current), current.shape[0], arity, labels_part)
         count = int(labels.max()) + 1
         groups: list[list] = [[] for _ in range(count)]
         for element, label in zip(elements, labels):
@@ -65,8 +106,7 @@ def group_hierarchy(matrix, arities: list[int], part: np.ndarray | None = None, 
             group_part = np.empty(count, dtype=np.int64)
             group_part[labels] = labels_part
             labels_part = group_part
-        aggregate = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), count))
-        current = _csr(aggregate.T @ current @ aggregate)
+        current = _merged(current, labels, count)
         elements = groups
     return elements
 
@@ -154,8 +194,10 @@ def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) 
     distances = tree.slot_distance_matrix()
     rows, cols = np.triu_indices(tree.threads, k=1)
 
+    weights = dense[rows, cols]
+
     def cost(assignment: np.ndarray) -> float:
-        return float(np.sum(dense[rows, cols] * distances[assignment[rows], assignment[cols]]))
+        return float(np.sum(weights * distances[assignment[rows], assignment[cols]]))
 
     if restarts is None:
         restarts = 64 if tree.threads <= 16 else 8 if tree.threads <= 64 else 0
