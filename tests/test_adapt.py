@@ -16,6 +16,8 @@ import pytest
 from conftest import PINWISE, assert_clean_failure, compile_program, eventually, run_pinwise
 
 from pinwise.adapt import PLACED
+from pinwise.adapt.decide import Move
+from pinwise.adapt.run import AdaptResult, summary_lines
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.sample import SAMPLER
 
@@ -88,6 +90,13 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
     # no thread touches another's data: quiet sampling, slower after 300 ms without a trap (a run of
     # 1.3 s on the AMD guest: long enough on a host twice as fast)
     assert "sampling 4x to 16x less often" in result.stderr, result.stderr
+
+
+def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared():
+    spared = AdaptResult(0, steady_s=2.5)
+    assert "for 2.5 s, while the OS's placement held (no move would gain)" in "\n".join(summary_lines(spared))
+    spared.moves.append(Move(0.1, "locality", (0, 0, 1, 1), 2, 10.0, 0.0))
+    assert "for 2.5 s, while the placement held" in "\n".join(summary_lines(spared))
 
 
 def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):

@@ -210,8 +210,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
         saved.append(f"sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, "
                      "while a quarter of the samples offered more than the watchpoints' budget")
     if result.steady_s >= 0.05:
-        saved.append(f"watchpoints at a quarter of their budget for {result.steady_s:.1f} s, while the "
-                     "placement held")
+        held = "the placement held" if result.moves else "the OS's placement held (no move would gain)"
+        saved.append(f"watchpoints at a quarter of their budget for {result.steady_s:.1f} s, while {held}")
     if saved:
         lines.append("the sampler spared the program: " + "; ".join(saved))
     if result.phases:
