@@ -193,7 +193,6 @@ def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) 
         taken[pu] = taken.get(pu, 0) + 1
     distances = tree.slot_distance_matrix()
     rows, cols = np.triu_indices(tree.threads, k=1)
-
     weights = dense[rows, cols]
 
     def cost(assignment: np.ndarray) -> float:
