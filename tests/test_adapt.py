@@ -503,7 +503,7 @@ def _held_until_steady(meets: list | None = None):
         k += 1
         tick = _window(0.05 * k, TIDS, PAIRS_01_23)
         adapter.feed(tick if meets is None else dataclasses.replace(tick, meets=meets))
-    assert told == [True] and len(adapter.moves) == 1, (told, said)
+    assert told == ["steady"] and len(adapter.moves) == 1, (told, said)
     return adapter, said, told, k
 
 
@@ -513,9 +513,9 @@ def test_the_steady_budget_comes_back_on_the_newest_ticks_not_on_the_phase_that_
     as before; the newest tick alone gives the watchpoint budget back."""
     adapter, said, told, k = _held_until_steady()
     adapter.feed(_window(0.05 * (k + 1), TIDS, PAIRS_01_23))
-    assert told == [True]
+    assert told == ["steady"]
     adapter.feed(_window(0.05 * (k + 2), TIDS, {(0, 2): 8, (2, 0): 8, (1, 3): 8, (3, 1): 8}))
-    assert told == [True, False], said
+    assert told == ["steady", "burst"], said
 
 
 def test_threads_placed_once_move_again_only_when_their_meetings_agree():
@@ -555,13 +555,13 @@ def test_threads_placed_once_move_again_only_when_their_meetings_agree():
 def test_a_placement_that_holds_lowers_the_watchpoint_budget_until_it_may_be_stale():
     """Three due judgments in a row that change nothing: the sampler is told the placement holds
     (it arms at a quarter of its budget, each trap costing the program); the first tick on which
-    the placement looks stale gives it the whole budget back, before that tick is judged."""
+    the placement looks stale gives it the budget back in a burst, before that tick is judged."""
     adapter, said, told, k = _held_until_steady()
     assert k * 0.05 >= 3 * adapter.interval  # three due judgments after the move
     moved = []
     adapter._apply = lambda tids_, cpus, apply=adapter._apply: moved.append(list(told)) or apply(tids_, cpus)
     adapter.feed(_window(0.05 * (k + 1), TIDS, {(0, 2): 80, (2, 0): 80, (1, 3): 80, (3, 1): 80}))
-    assert told == [True, False] and moved == [[True, False]], (told, moved, said)
+    assert told == ["steady", "burst"] and moved == [["steady", "burst"]], (told, moved, said)
 
 
 def test_meetings_that_look_stale_give_the_watchpoint_budget_back_before_any_trap_does():
@@ -577,9 +577,9 @@ def test_meetings_that_look_stale_give_the_watchpoint_budget_back_before_any_tra
     adapter, said, told, k = _held_until_steady(met([(0, 1), (2, 3)]))
     quiet = _window(0.05 * (k + 1), TIDS, {})  # no trap in this tick
     adapter.feed(dataclasses.replace(quiet, meets=met([(0, 1), (2, 3)])))
-    assert told == [True]
+    assert told == ["steady"]
     adapter.feed(dataclasses.replace(_window(0.05 * (k + 2), TIDS, {}), meets=met([(0, 2), (1, 3)])))
-    assert told == [True, False], said
+    assert told == ["steady", "burst"], said
 
 
 def test_before_the_first_move_each_tick_with_enough_events_is_judged():

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -216,10 +217,11 @@ def test_rationed_watchpoints_slow_the_clock_while_traps_keep_coming(tmp_path):
 
 def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_path):
     """--control-fd: an 's' from the reader (its placement holds) arms at a quarter of
-    --traps-per-s, a 'w' at all of it; the result says for how long. A contending pair traps at
-    every watchpoint, so the budget binds: told 's' from the start, it traps far less."""
-    traps, steady = {}, {}
-    for told in (b"", b"s"):
+    --traps-per-s, a 'w' at all of it, a 'b' (it looks stale) at four times it for 150 ms; the
+    result says for how long. A contending pair traps at every watchpoint, so the budget binds:
+    told 's' from the start, it traps far less; told 'b' every 100 ms, far more."""
+    traps, steady, burst = {}, {}, {}
+    for told in (b"", b"s", b"b"):
         out = tmp_path / f"steer-{told.decode() or 'none'}.txt"
         read, write = os.pipe()
         try:
@@ -230,14 +232,21 @@ def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_pa
             os.close(read)
             if told:
                 os.write(write, told)
+            while told == b"b" and process.poll() is None:
+                time.sleep(0.1)
+                try:
+                    os.write(write, told)
+                except BrokenPipeError:  # the sampler ended meanwhile
+                    break
             assert process.wait(timeout=120) == 0, process.stderr.read()
         finally:
             os.close(write)
         fields = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines() if line.strip()}
         traps[told] = int(fields["watch"][fields["watch"].index("traps") + 1]) / float(fields["seconds"][0])
-        steady[told] = fields.get("steady")
+        steady[told], burst[told] = fields.get("steady"), fields.get("burst")
     assert steady[b""] is None and steady[b"s"][steady[b"s"].index("spells") + 1] == "1", steady
-    assert traps[b"s"] < 0.6 * traps[b""], traps
+    assert burst[b""] is None and int(burst[b"b"][burst[b"b"].index("spells") + 1]) >= 2, burst
+    assert traps[b"s"] < 0.6 * traps[b""] < 0.6 * 0.6 * traps[b"b"], traps
     refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "x.txt"), "--control-fd", "999", "--", "true"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--control-fd 999: no such descriptor" in refused.stderr

@@ -49,7 +49,8 @@
  * wake-up of pinwise's takes CPU time from the program on a machine it fills). With --control-fd N
  * the reader steers the watchpoints' budget (--traps-per-s) through descriptor N (a pipe it writes):
  * a byte 's' (steady: its placement holds) arms at STEADY_SHARE of it, a byte 'w' (watch) at all
- * of it, from the next offer on; each watchpoint costs the program (module comment of arm_rate).
+ * of it, a byte 'b' (burst: the placement looks stale) at BURST_SHARE times it for BURST_NS and then
+ * at all of it, from the next offer on; each watchpoint costs the program (module comment of arm_rate).
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
  * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
@@ -152,7 +153,7 @@ struct options {
     const char *out, *status, *error_file, *stream;
     uint64_t interval_ns;     /* --stream: one window record every interval */
     int notify_fd;            /* --notify-fd: a byte written after each window record, or -1 */
-    int control_fd;           /* --control-fd: 's' and 'w' bytes read from it (steady_now), or -1 */
+    int control_fd;           /* --control-fd: 's', 'w' and 'b' bytes read from it (steady_now), or -1 */
     uint64_t notify_idle_ns;  /* --notify-idle-ms: records without hits or new threads wake no sooner */
     char *setenv[64];         /* NAME=VALUE for the program only (--setenv) */
     int nsetenv;
@@ -678,6 +679,15 @@ static void end_thread(int index, uint64_t time)
 #define STEADY_SHARE 0.25
 static int steady_now;
 static uint64_t steady_since_ns, steady_ns, steady_spells;
+/* --control-fd 'b': the reader saw the placement go stale (a phase change in the meetings, which
+   come at the clock's rate): BURST_SHARE times the budget for BURST_NS, then the whole of it, so
+   that the traps of the new partners that the next judgment rests on come within one of its
+   windows rather than three (the two-phase program on a 2-CPU KVM guest moved 0.093 s after its
+   phase change with four times the budget, 0.181 s with it: medians of 10 runs). A burst costs
+   the program BURST_SHARE x 0.15 s of traps at the whole budget's rate, once a phase. */
+#define BURST_SHARE 4.0
+#define BURST_NS 150000000ULL
+static uint64_t burst_until_ns, burst_spells;
 static double outcomes[2][2];  /* [this slice, the one before][settled, trapped] */
 static uint64_t outcomes_at;
 
@@ -701,7 +711,7 @@ static double arm_rate(void)
     double budget = opt.traps_per_s;
     if (opt.traps_per_thread > 0 && opt.traps_per_thread * (nalive > 2 ? nalive : 2) < budget)
         budget = opt.traps_per_thread * (nalive > 2 ? nalive : 2);
-    budget *= steady_now ? STEADY_SHARE : 1.0;
+    budget *= steady_now ? STEADY_SHARE : burst_until_ns && now_ns() < burst_until_ns ? BURST_SHARE : 1.0;
     if (opt.traps_per_s <= 0 || settled < 20 || trapped <= 0)
         return steady_now ? opt.arms_per_s * STEADY_SHARE : opt.arms_per_s;
     double rate = budget * settled / trapped;
@@ -741,7 +751,13 @@ static void read_control(uint64_t now)
     ssize_t n;
     while ((n = read(opt.control_fd, bytes, sizeof bytes)) > 0) {
         for (ssize_t i = 0; i < n; i++) {
-            int steady = bytes[i] == 's' ? 1 : bytes[i] == 'w' ? 0 : steady_now;
+            int steady = bytes[i] == 's' ? 1 : bytes[i] == 'w' || bytes[i] == 'b' ? 0 : steady_now;
+            if (bytes[i] == 'b') {
+                burst_until_ns = now + BURST_NS;
+                burst_spells++;
+            } else if (bytes[i] == 's') {
+                burst_until_ns = 0;
+            }
             if (steady && !steady_now) {
                 steady_since_ns = now;
                 steady_spells++;
@@ -1505,6 +1521,9 @@ static void write_result(int exit_status, int partial)
     if (steady_spells)
         fprintf(out, "steady share %.2f seconds %.3f spells %llu\n", STEADY_SHARE,
                 (double)(steady_ns + (steady_now ? end - steady_since_ns : 0)) * 1e-9, (unsigned long long)steady_spells);
+    if (burst_spells)
+        fprintf(out, "burst share %.2f ms %llu spells %llu\n", BURST_SHARE,
+                (unsigned long long)(BURST_NS / 1000000), (unsigned long long)burst_spells);
     if (rationed_spells)
         fprintf(out, "rationed period-ns %llu seconds %.3f spells %llu\n", (unsigned long long)opt.quiet_period_ns,
                 (double)(rationed_ns + (slow_rationed ? end - rationed_since_ns : 0)) * 1e-9,

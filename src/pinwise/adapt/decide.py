@@ -159,14 +159,15 @@ class Adapter(Payoff):
         # tick, and no pair looks contended yet): any fresh events judged
         warming = not self.moves and tick.end_s < WARM_UP * self.interval
         stale = not (self.streak or warming)
-        # the whole watchpoint budget back as soon as the newest tick's meetings (at the clock's
-        # rate: Window.met), or the newest ticks' events (not those of a phase that ended since
-        # the last judgment), look stale
+        # the watchpoint budget back, in a burst (the sampler's BURST_SHARE), as soon as the newest
+        # tick's meetings (at the clock's rate: Window.met), or the newest ticks' events (not those
+        # of a phase that ended since the last judgment), look stale: the new partners' traps that
+        # the next judgment rests on come within a tick or two
         met = tick.met() if self.steady else None
         if met is not None and ((met.sum() >= STRONG_EVENTS and self._stale(met, meets=True)) or
                                 self._newest_ticks(stale=True, need=MIN_EVENTS) is not None):
             self.calm = 0
-            self._steady(False, tick.end_s)
+            self._steady(False, tick.end_s, burst=True)
         newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
@@ -190,12 +191,14 @@ class Adapter(Payoff):
             self.reference = (placed, self.score.per_event(span.directed(), placed)[0],
                               self.score.per_event(span.met(), placed)[0])
 
-    def _steady(self, steady: bool, at: float) -> None:
-        """Tell the sampler (``steer``) whether the placement holds, when that changes (no sampler
-        to steer: nothing to tell, and the budget stays whole)."""
+    def _steady(self, steady: bool, at: float, burst: bool = False) -> None:
+        """Tell the sampler (``steer``: "steady", "whole" or, with ``burst``, "burst") whether the
+        placement holds, when that changes (no sampler to steer: nothing to tell, and the budget
+        stays whole)."""
         if steady != self.steady and self.steer is not None:
-            self.steer(steady)
-            self._record(t=round(at, 3), event="watchpoints", budget="steady" if steady else "whole")
+            budget = "steady" if steady else "burst" if burst else "whole"
+            self.steer(budget)
+            self._record(t=round(at, 3), event="watchpoints", budget=budget)
             self.steady = steady
 
     def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:

@@ -100,7 +100,7 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
     to a pipe after each that holds watchpoint hits or new threads, and an interval after the last
     byte: pinwise wakes then, not at a poll, and not for windows with nothing to judge), stop it
     cleanly. The adapter steers the sampler's watchpoint budget through a second pipe (its
-    ``steer``: 's' while the placement holds, 'w' when it may not)."""
+    ``steer``: 's' while the placement holds, 'w' when it may not, 'b' when it looks stale)."""
     wake, told = os.pipe()
     steer, steering = os.pipe()
     os.set_blocking(steering, False)
@@ -114,7 +114,7 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
             finally:
                 os.close(told)
                 os.close(steer)
-            adapter.steer = lambda steady: _tell(steering, b"s" if steady else b"w")
+            adapter.steer = lambda budget: _tell(steering, {"steady": b"s", "whole": b"w", "burst": b"b"}[budget])
             return _feed(process, stream, wake, adapter, interval, attached)
     finally:
         adapter.steer = None
