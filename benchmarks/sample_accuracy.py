@@ -49,6 +49,9 @@ def main() -> int:
     parser.add_argument("--topology", default="x7550")
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     args = parser.parse_args()
+    unknown = sorted(set(args.programs.split(",")) - set(PROGRAMS))
+    if unknown:
+        parser.error(f"--programs: no planted program {', '.join(unknown)} (choose from {', '.join(PROGRAMS)})")
     machine = load_topology(args.topology)
     patterns = str(native_dir() / "bin" / "patterns")
     out = table(f"sampled vs Valgrind, {args.runs} sampled traces each, {args.threads} threads, costs on {args.topology}",
