@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import policies
-from ..comm import CommMatrix
+from ..comm import CommMatrix, TraceInfo
 from ..errors import PinwiseError
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
@@ -279,7 +279,10 @@ class Adapter(Payoff):
         if len(alive) < 2 or events <= 0 or sum(len(w.pairs) for w in recent) == 0:
             self._record(**record, decision="nothing to judge")
             return
-        comm = CommMatrix(matrix, accesses)
+        # read as the sampled estimate it is: BComm corrected for the noise of the traps it rests on
+        # (two far pairs' 8-16 traps at the phase change read BComm 44 % as often as not, and
+        # balanced-locality's plans from their halves split a pair: the move waited 0.1-0.3 s)
+        comm = CommMatrix(matrix, accesses, info=TraceInfo(backend="sample", sampling={"events": merged.traps()}))
         found = analyze(comm, weak=False)  # whether the reading is weak: for the moves only (below)
         pattern = found.pattern
         # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which

@@ -55,6 +55,11 @@ class Window:
         """The watchpoints armed in the window: how many samples its estimate rests on."""
         return float(sum(pair[3] for pair in self.pairs))
 
+    def traps(self) -> int:
+        """The watchpoint traps its estimate rests on (:func:`_traps` per pair): what the sampling
+        noise of its matrix counts as (:func:`pinwise.metrics.sampling_noise`)."""
+        return sum(_traps(armed, hits) for _, _, _, armed, hits in self.pairs)
+
     def matrix(self) -> np.ndarray:
         """The window's communication matrix, estimated as the sampler estimates the whole run's."""
         d = self.directed()
@@ -91,6 +96,12 @@ def merge_windows(windows: list[Window]) -> Window:
                   [(a, b, n) for (a, b), n in meets.items()])
 
 
+def _traps(armed: float, hits: float) -> int:
+    """A pair's traps from its arms and weighted hits (each hit weighs about one trap, and a pair
+    traps at most as often as it was armed, once at least when it hit)."""
+    return min(int(round(armed)), max(1 if hits > 0 else 0, int(round(hits))))
+
+
 def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Window]:
     """The window's watched samples dealt to two halves at random, as two windows, each watched
     sample with what became of it (a pair's arms split at random, its traps among them as they
@@ -106,7 +117,7 @@ def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Wind
             first.append((a, b, offered / 2, armed / 2, kept))
             second.append((a, b, offered / 2, armed / 2, hits - kept))
             continue
-        traps = min(arms, max(1 if hits > 0 else 0, int(round(hits))))
+        traps = _traps(armed, hits)
         weight = hits / traps if traps else 0.0
         arms_kept = int(rng.binomial(arms, 0.5))
         traps_kept = int(rng.hypergeometric(traps, arms - traps, arms_kept)) if arms_kept else 0
