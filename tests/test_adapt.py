@@ -514,6 +514,28 @@ def test_a_phase_change_read_on_few_traps_is_not_called_imbalanced_by_their_nois
     assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
 
 
+def test_a_tick_of_the_new_phase_is_judged_alone_not_with_the_tick_the_change_began_in():
+    """The tick in which the phase changed shows the old pairs; the next, at the whole budget, the
+    new ones on 60 weighted events, under the ALONE_EVENTS a span is judged on: summed with the tick
+    before, it read as the old phase and the threads stayed a tick more; alone it moves them."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    tids = [101, 102, 103, 104]
+    paper, said = _OnPaper([0, 1, 0, 1]), []
+    adapter = paper.adapter(machine, said)
+    for k in range(9):
+        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    assert len(adapter.moves) == 1, said
+    began = _sparse(0.5, tids, [(0, 1), (2, 3), (0, 2), (1, 3)], 1.0, {(0, 2): 0.0, (1, 3): 0.0})
+    adapter.feed(began)
+    new = _sparse(0.55, tids, [(0, 2), (1, 3)], 2.0, {(0, 2): 1.0, (1, 3): 1.0})
+    assert new.directed().sum() == 60
+    adapter.feed(new)
+    assert [move.at_s for move in adapter.moves] == [0.05, 0.55], said
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3]
+
+
 TIDS = [101, 102, 103, 104]
 PAIRS_01_23 = {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}
 

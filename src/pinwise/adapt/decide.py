@@ -168,7 +168,11 @@ class Adapter(Payoff):
                                 self._newest_ticks(stale=True, need=MIN_EVENTS) is not None):
             self.calm = 0
             self._steady(False, tick.end_s, burst=True)
-        newest = self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
+        # the newest tick alone first, from STRONG_EVENTS, when it looks stale: the ticks before it
+        # may be of the phase that ended (two far pairs' 77 events at the whole budget were summed
+        # with the tick the change began in, read master/reduction, and the move waited a tick more)
+        newest = self._newest_ticks(stale=True, need=STRONG_EVENTS, most=1) if stale and not warming else None
+        newest = newest or self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
         if newest is None and not due:
             return
         ticks = newest or self.fresh
@@ -201,10 +205,10 @@ class Adapter(Payoff):
             self._record(t=round(at, 3), event="watchpoints", budget=budget)
             self.steady = steady
 
-    def _newest_ticks(self, stale: bool, need: float) -> list[Window] | None:
-        """The newest fresh ticks that hold ``need`` weighted events, with ``stale`` only when the
-        placement looks stale on them (:meth:`_stale`); None otherwise."""
-        for first in range(len(self.fresh) - 1, -1, -1):
+    def _newest_ticks(self, stale: bool, need: float, most: int | None = None) -> list[Window] | None:
+        """The newest fresh ticks (``most`` of them at most) that hold ``need`` weighted events, with
+        ``stale`` only when the placement looks stale on them (:meth:`_stale`); None otherwise."""
+        for first in range(len(self.fresh) - 1, max(-1, len(self.fresh) - 1 - (most or len(self.fresh))), -1):
             directed = merge_windows(self.fresh[first:]).directed()  # each pair's share over the span
             if directed.sum() - np.trace(directed) >= need:
                 return self.fresh[first:] if not stale or self._stale(directed) else None
