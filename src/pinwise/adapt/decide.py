@@ -283,10 +283,10 @@ class Adapter(Payoff):
         if len(alive) < 2 or events <= 0 or sum(len(w.pairs) for w in recent) == 0:
             self._record(**record, decision="nothing to judge")
             return
-        # read as the sampled estimate it is: BComm and the heterogeneity corrected for the noise of the
-        # traps it rests on
-        # (two far pairs' 8-16 traps at the phase change read BComm 44 % as often as not, and
-        # balanced-locality's plans from their halves split a pair: the move waited 0.1-0.3 s)
+        # read as the sampled estimate it is: BComm and the heterogeneity corrected for the noise of
+        # the traps it rests on (two far pairs' 8-16 traps at the phase change read BComm 44 % as
+        # often as not, and balanced-locality's plans from their halves split a pair: the move
+        # waited 0.1-0.3 s)
         comm = CommMatrix(matrix, accesses, info=TraceInfo(backend="sample", sampling={"events": merged.traps()}))
         found = analyze(comm, weak=False)  # whether the reading is weak: for the moves only (below)
         pattern = found.pattern
