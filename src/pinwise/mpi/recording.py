@@ -114,6 +114,12 @@ def mpi_trace(argv: list[str], output: str) -> CommMatrix:
         if status != 0 and not any(rows.glob("rank-*.txt")):
             raise PinwiseError(launcher_failed(argv[0], status, said, "before any rank wrote its row"))
         size, found = read_rows(rows)
+    if size == 1 and status != 0 and kind in RECORDERS and kind != mpi:
+        # one-rank worlds of the other MPI: the singletons race for one session folder, and those
+        # that lose fail in MPI_Init without a row (seen on a loaded 2-CPU guest, 2 runs of 40)
+        raise PinwiseError(f"the job failed (exit status {status}) and its only row is of a world of 1: the ranks "
+                           f"did not join one world (a program of {MPI_NAMES[mpi]} under {MPI_NAMES[kind]}'s "
+                           "launcher; nothing was written)")
     comm = merge(size, found, list(argv), status, seconds)
     write_comm(comm, output)
     extra = comm.info.extra
