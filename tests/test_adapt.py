@@ -461,6 +461,19 @@ def _sparse(end_s: float, tids: list[int], partners: list[tuple[int, int]], arms
     return Window(end_s, tids, np.full(t, 40.0), np.full(t, 40.0), rows)
 
 
+def _pairs_placed_on_two_cpus(ticks: int):
+    """An adapter on two CPUs fed ``ticks`` rationed ticks (:func:`_sparse`) of pairs 0-1 and 2-3,
+    which the OS had apart: (paper, said, adapter, tids)."""
+    from pinwise.topology import load_topology
+
+    tids = [101, 102, 103, 104]
+    paper, said = _OnPaper([0, 1, 0, 1]), []
+    adapter = paper.adapter(load_topology("pack:1 core:2 pu:1"), said)
+    for k in range(ticks):
+        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    return paper, said, adapter, tids
+
+
 def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_first_ticks():
     """Rationed watchpoints (2 CPUs: 100 traps a second, a handful a tick): the ticks in which the
     placement looks stale are judged alone, not with the span of the phase that ended, and pairs
@@ -468,14 +481,7 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     costs nothing on them and on the held-out half (the two-phase program waited 0.25-0.6 s for
     32); an all-to-all tick on as few samples moves nothing."""
     from pinwise.adapt.limits import MIN_WATCHED
-    from pinwise.topology import load_topology
-
-    machine = load_topology("pack:1 core:2 pu:1")
-    tids = [101, 102, 103, 104]
-    paper, said = _OnPaper([0, 1, 0, 1]), []
-    adapter = paper.adapter(machine, said)
-    for k in range(12):
-        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    paper, said, adapter, tids = _pairs_placed_on_two_cpus(12)
     assert len(adapter.moves) == 1 and paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3], said
     swapped = _sparse(0.65, tids, [(0, 2), (1, 3)], 2.0)
     assert swapped.watched() < MIN_WATCHED
@@ -496,14 +502,7 @@ def test_a_phase_change_read_on_few_traps_is_not_called_imbalanced_by_their_nois
     waited 0.1-0.3 s for more traps); read as the estimate it is, corrected for the noise of so
     few traps, it is locality, and the threads move in the first ticks."""
     from pinwise.adapt.limits import MIN_WATCHED
-    from pinwise.topology import load_topology
-
-    machine = load_topology("pack:1 core:2 pu:1")
-    tids = [101, 102, 103, 104]
-    paper, said = _OnPaper([0, 1, 0, 1]), []
-    adapter = paper.adapter(machine, said)
-    for k in range(12):
-        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    paper, said, adapter, tids = _pairs_placed_on_two_cpus(12)
     assert len(adapter.moves) == 1, said
     uneven = {(0, 2): 3.0, (1, 3): 1.0}
     for k in range(3):  # the first two, 80 events each, are judged together at the third
@@ -518,14 +517,7 @@ def test_a_tick_of_the_new_phase_is_judged_alone_not_with_the_tick_the_change_be
     """The tick in which the phase changed shows the old pairs; the next, at the whole budget, the
     new ones on 60 weighted events, under the ALONE_EVENTS a span is judged on: summed with the tick
     before, it read as the old phase and the threads stayed a tick more; alone it moves them."""
-    from pinwise.topology import load_topology
-
-    machine = load_topology("pack:1 core:2 pu:1")
-    tids = [101, 102, 103, 104]
-    paper, said = _OnPaper([0, 1, 0, 1]), []
-    adapter = paper.adapter(machine, said)
-    for k in range(9):
-        adapter.feed(_sparse(0.05 * (k + 1), tids, [(0, 1), (2, 3)], 4.0))
+    paper, said, adapter, tids = _pairs_placed_on_two_cpus(9)
     assert len(adapter.moves) == 1, said
     began = _sparse(0.5, tids, [(0, 1), (2, 3), (0, 2), (1, 3)], 1.0, {(0, 2): 0.0, (1, 3): 0.0})
     adapter.feed(began)
