@@ -719,6 +719,28 @@ def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
     assert after and len(tempting) <= 1, tempting
 
 
+def test_contending_pairs_where_cores_share_only_an_l3_move_at_the_first_judgment():
+    """A creator and two contending pairs that the OS spread over a machine whose 16 cores share
+    one L3 (the lent Xeon): sharing a CPU is each pair's only gain there. Seen on a few watchpoints a
+    tick (3 armed per direction, 2 trapped), the span shows the pairs contending but a held-out half
+    of it seldom does on its own; the half's plan must still put the pairs it bears out on one CPU,
+    or it costs what the OS's placement does and reads 1.0 (before: no move in 6 ticks)."""
+    import numpy as np
+
+    from pinwise.adapt import Window
+    from pinwise.topology import load_topology
+
+    tids, partners = [101, 102, 103, 104, 105], {(1, 2), (2, 1), (3, 4), (3, 4)[::-1]}
+    accesses = np.array([1.0] + [40.0] * 4)  # the creator waits in join
+    rows = [(a, b, 36.0, 3.0, 2.0) if (a, b) in partners else (a, b, 1.0, 1.0, 0.0)
+            for a in range(1, 5) for b in range(5) if a != b]
+    paper, said = _OnPaper([0, 5, 9, 2, 12]), []
+    adapter = paper.adapter(load_topology("pack:1 l3:1 core:16 pu:1"), said)
+    adapter.feed(Window(0.025, tids, accesses, accesses, rows))
+    assert [move.at_s for move in adapter.moves] == [0.025], said
+    assert paper.cpus[1] == paper.cpus[2] != paper.cpus[3] == paper.cpus[4], paper.cpus
+
+
 def test_threads_the_os_crowded_on_a_cpu_move_at_the_first_judgment_that_is_no_noise():
     """Two pairs on two CPUs, three of them crowded on one by the OS: in the first tick with
     STRONG_EVENTS, a plan under half of what its CPUs cost with the threads dealt at random, on

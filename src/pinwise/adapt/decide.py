@@ -16,7 +16,7 @@ from ..comm import CommMatrix, TraceInfo
 from ..errors import PinwiseError
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
-from .pairs import contending_pairs
+from .pairs import contending_pairs, partnered
 from .payoff import Payoff
 from .scoring import Scorer, as_if_apart
 from .windows import Window, merge_windows, split_window
@@ -109,13 +109,14 @@ class Adapter(Payoff):
         return next((id(a) for a in node.ancestors() if str(a.type) == "core"), id(node))
 
     def _share_cpus(self, targets: list[int], directed: np.ndarray, accesses: np.ndarray,
-                    alive: list[int]) -> list[tuple[int, int]]:
-        """With the recommended policy, contending pairs (:func:`contending_pairs`) the plan puts
-        on different cores each take the CPU of its first thread; the pairs so placed, whose
-        threads are given back to the OS when they stop contending (RELEASE_WINDOWS)."""
+                    alive: list[int], found: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """With the recommended policy, contending pairs (:func:`contending_pairs`, or ``found``)
+        the plan puts on different cores each take the CPU of its first thread; the pairs so placed,
+        whose threads are given back to the OS when they stop contending (RELEASE_WINDOWS)."""
         if self.policy is not None:
             return []
-        pairs = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone])
+        pairs = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) \
+            if found is None else found
         # those the plan puts on one CPU already (more threads than CPUs), or on two of one core
         # (SMT siblings share its L1), stay as the plan has them
         apart = [(i, j) for i, j in pairs or () if self._core(targets[i]) != self._core(targets[j])]
@@ -365,7 +366,7 @@ class Adapter(Payoff):
             # to noise (six pairs that talk alike, 150 events) looks cheaper on the events it was
             # made from, never on others; threads pinwise placed already move again on a plan that
             # halves the cost there (all-to-all re-placed on 0.63-0.78 in 2 runs of 40)
-            held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record)
+            held_out = self._held_out(recent, policy, current, alive, "cost_by_chance" in record, sharing)
             record["held_out"] = round(held_out, 3)
             better = crowded or held_out < (FEW_SHARE if few else STRONG if self.moves else 1 - HYSTERESIS)
         if better and self.moves and not crowded:
@@ -436,17 +437,20 @@ class Adapter(Payoff):
         policy = self.policy or analyze(CommMatrix(directed + directed.T, window.accesses)).policy
         try:
             if policies.lookup(policy).pins:
-                self._held_out([window], policy, [min(self.allowed)] * 4, [0, 1, 2, 3], by_chance=True)
+                self._held_out([window], policy, [min(self.allowed)] * 4, [0, 1, 2, 3], True, [(0, 1), (2, 3)])
         except PinwiseError:
             pass  # a policy that cannot place this planted window: the program's windows say why
         self.rng = np.random.default_rng(0)  # the run's halves drawn as without the rehearsal
 
     def _held_out(self, recent: list[Window], policy: str, current: list[int | None], alive: list[int],
-                  by_chance: bool) -> float:
+                  by_chance: bool, sharing: list[tuple[int, int]]) -> float:
         """The events of ``recent`` dealt to two halves at random: the placement made on one half
-        (the policy's plan and the contending pairs that share a CPU), scored on the other against
-        where the threads are now (``by_chance``: against its CPUs dealt at random), both ways;
-        the larger ratio."""
+        (the policy's plan, and those of the span's contending pairs ``sharing`` that the half bears
+        out sharing a CPU), scored on the other against where the threads are now (``by_chance``:
+        against its CPUs dealt at random), both ways; the larger ratio. Where one L3 is all the
+        threads share (a 16-core Xeon), a pair on one CPU is the placement's only gain: a half that
+        found no contending pairs of its own on its few watchpoints planned the threads as far
+        apart as the OS had them, and read 1.0 (moves 0.1-0.17 s late in 3 runs of 3)."""
         from ..mapping import compute_mapping
 
         halves = split_window(merge_windows(recent), self.rng)
@@ -456,7 +460,7 @@ class Adapter(Payoff):
             t = directed.shape[0]
             plan = compute_mapping(policy, CommMatrix(directed + directed.T, made.accesses), self.topology)
             targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
-            self._share_cpus(targets, directed, made.accesses, alive)
+            self._share_cpus(targets, directed, made.accesses, alive, partnered(directed, sharing))
             candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
             matrix = scored.matrix()
             reference = self.score.by_chance(matrix, candidate) if by_chance else self.score.cost(matrix, current)

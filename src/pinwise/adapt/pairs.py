@@ -42,3 +42,12 @@ def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int
     if any(partner[partner[i]] != i for i in busy):
         return None
     return sorted({(min(i, j), max(i, j)) for i, j in partner.items()})
+
+
+def partnered(directed: np.ndarray, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Those of ``pairs`` whose threads are each other's strongest partner in ``directed``: the
+    contending pairs of a whole span that one of its held-out halves bears out. The half is not
+    asked whether they contend (a share of accesses read on a few watchpoints, half of them, misses
+    CONTENDED_SHARE by chance; the span showed it), only which threads go together."""
+    comm = directed + directed.T
+    return [(i, j) for i, j in pairs if comm[i, j] > 0 and comm[i, j] >= comm[i].max() and comm[i, j] >= comm[j].max()]
