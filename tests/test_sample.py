@@ -95,7 +95,7 @@ def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
     are those of a run without pinwise, and no event stays on its threads (each can take its 4
     hardware breakpoints again)."""
     exe = compile_program("pairs_checksum.c", build_dir)
-    rounds = str(_rounds_lasting(exe, 6.0))  # the 2 s attached, whatever the host's speed
+    rounds = str(_lasting([str(exe), "4"], 20000000, 6.0))  # the 2 s attached, whatever the host's speed
     alone = subprocess.run([str(exe), "4", rounds], capture_output=True, text=True, timeout=120)
     program = subprocess.Popen([str(exe), "4", rounds], stdout=subprocess.PIPE, text=True)
     try:
@@ -115,12 +115,13 @@ def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
     assert output == alone.stdout
 
 
-def _rounds_lasting(exe, seconds: float) -> int:
-    """Rounds of ``exe THREADS ROUNDS`` that last about ``seconds`` alone on this host, from a
-    short run (300 M rounds took 4-5 s on one EPYC guest, 1.7 s on another)."""
+def _lasting(command: list[str], count: int, seconds: float) -> int:
+    """The count that ``command COUNT`` takes about ``seconds`` alone to do on this host, from a
+    run of ``count`` (300 M rounds of pairs_checksum took 4-5 s on one EPYC guest, 1.7 s on
+    another: a test that needs a program to outlast something cannot name its work)."""
     start = time.monotonic()
-    subprocess.run([str(exe), "4", "20000000"], capture_output=True, check=True, timeout=120)
-    return int(20000000 * seconds / max(time.monotonic() - start, 0.01))
+    subprocess.run([*command, str(count)], capture_output=True, check=True, timeout=120)
+    return int(count * seconds / max(time.monotonic() - start, 0.01))
 
 
 def _breakpoints_free(tid: int) -> int:
@@ -232,15 +233,18 @@ def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_pa
     """--control-fd: an 's' from the reader (its placement holds) arms at a quarter of
     --traps-per-s, a 'w' at all of it, a 'b' (it looks stale) at four times it for 150 ms; the
     result says for how long. A contending pair traps at every watchpoint, so the budget binds:
-    told 's' from the start, it traps far less; told 'b' every 100 ms, far more."""
+    told 's' from the start, it traps far less; told 'b' every 100 ms, far more. Each run lasts
+    about 1.5 s, so that the bucket's first fill does not weigh as much as the rates (0.4 s runs
+    of a fast EPYC read 190 traps a second unsteered and only 301 told 'b')."""
     traps, steady, burst = {}, {}, {}
+    iterations = str(_lasting([PATTERNS, "pairs", "-n", "2", "-i"], 30000, 1.5))
     for told in (b"", b"s", b"b"):
         out = tmp_path / f"steer-{told.decode() or 'none'}.txt"
         read, write = os.pipe()
         try:
             process = subprocess.Popen([str(SAMPLER), "--out", str(out), "--period-us", "1000", "--arms-per-s", "1000",
                                         "--traps-per-s", "100", "--control-fd", str(read), "--", PATTERNS, "pairs", "-n",
-                                        "2", "-i", "150000"], pass_fds=(read,), stdout=subprocess.DEVNULL,
+                                        "2", "-i", iterations], pass_fds=(read,), stdout=subprocess.DEVNULL,
                                        stderr=subprocess.PIPE, text=True)
             os.close(read)
             if told:
