@@ -72,7 +72,10 @@ def test_an_unprivileged_users_sampler_gives_the_same_pattern(tmp_path):
     from pinwise.patterns import analyze
     from pinwise.sample import sample
 
-    comm = sample([PATTERNS, "far-pairs", "-n", "8", "-i", "40000"], tmp_path / "own.json", quiet=True,
+    # about a second of work: 40,000 iterations (0.33 s on a fast EPYC) ended before the per-task
+    # watchpoints got going, with 0-2 traps in 6 runs
+    iterations = str(_lasting([PATTERNS, "far-pairs", "-n", "8", "-i"], 20000, 1.0))
+    comm = sample([PATTERNS, "far-pairs", "-n", "8", "-i", iterations], tmp_path / "own.json", quiet=True,
                   progress=False, per_task=True)
     assert comm.info.sampling["mode"] == "per-task" and comm.threads == 8
     assert analyze(comm).pattern == "far pairs"
@@ -81,7 +84,8 @@ def test_an_unprivileged_users_sampler_gives_the_same_pattern(tmp_path):
 def test_threads_are_numbered_as_pinwise_run_numbers_them(tmp_path):
     """Creation order, main = 0, and the creator of each: the preload library's log of the same
     run renumbers the kernel's threads; pairs (2k, 2k+1) must come out as such."""
-    comm, _ = sampled(tmp_path, PATTERNS, "pairs", "-n", "6", "-i", "40000")
+    comm, _ = sampled(tmp_path, PATTERNS, "pairs", "-n", "6", "-i",
+                      str(_lasting([PATTERNS, "pairs", "-n", "6", "-i"], 20000, 1.0)))
     assert comm.info.creators == (None, 0, 0, 0, 0, 0)
     m = comm.matrix
     assert all(m[2 * k, 2 * k + 1] > 0 for k in range(3))
