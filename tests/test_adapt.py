@@ -732,7 +732,7 @@ def test_contending_pairs_where_cores_share_only_an_l3_move_at_the_first_judgmen
     from pinwise.adapt import Window
     from pinwise.topology import load_topology
 
-    tids, partners = [101, 102, 103, 104, 105], {(1, 2), (2, 1), (3, 4), (3, 4)[::-1]}
+    tids, partners = [101, 102, 103, 104, 105], {(1, 2), (2, 1), (3, 4), (4, 3)}
     accesses = np.array([1.0] + [40.0] * 4)  # the creator waits in join
     rows = [(a, b, 36.0, 3.0, 2.0) if (a, b) in partners else (a, b, 1.0, 1.0, 0.0)
             for a in range(1, 5) for b in range(5) if a != b]
