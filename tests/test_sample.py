@@ -172,11 +172,14 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
     of those samples counts for the base periods it stands for, so the samples still add up to the
     CPU time the program ran (1 ms each). Per task (an unprivileged user) the threads' inherited
     events would keep their period: the sampler samples at the base period throughout, and says so."""
+    # pairs for about 0.8 s on any host: the quiet spell before the first trap (0.03-0.07 s) must
+    # be under half the run, and 60,000 iterations took 0.13 s on a fast EPYC
+    pairs = str(_lasting([PATTERNS, "pairs", "-n", "2", "-i"], 30000, 0.8))
     for mode, program in (([], "private"), ([], "pairs"), (["--per-task"], "private"), (["--per-task"], "pairs")):
         out = tmp_path / "quiet.txt"
         process = subprocess.Popen([str(SAMPLER), "--out", str(out), *mode, "--period-us", "1000",
                                     "--quiet-period-us", "4000", "--", PATTERNS, program, "-n", "2", "-i",
-                                    "300000" if program == "private" else "60000"],
+                                    "300000" if program == "private" else pairs],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -313,8 +316,9 @@ def test_the_stream_counts_the_meetings_of_partners_samples_with_no_watchpoint(t
     partners, and hardly anyone else."""
     from pinwise.adapt.windows import merge_windows, read_windows
 
+    iterations = str(_lasting([PATTERNS, "pairs", "-n", "4", "-i"], 30000, 0.8))  # meetings grow with time
     text, _ = _sampled_with_wakes(tmp_path, ["--interval-ms", "40", "--no-watch"],
-                                  [PATTERNS, "pairs", "-n", "4", "-i", "150000"])
+                                  [PATTERNS, "pairs", "-n", "4", "-i", iterations])
     windows, _ = read_windows(text)
     merged = merge_windows(windows)
     assert merged.watched() == 0 and all(w.meets is not None for w in windows)
