@@ -454,10 +454,13 @@ def test_watchpoints_are_rationed_to_the_traps_wanted_without_changing_the_patte
     from pinwise.sample import parse_sample
 
     seen = {}
+    # about a second and a half on any host: the token bucket's first fill must not weigh as much
+    # as its rate (100,000 iterations, 0.3 s on a fast EPYC: 133 arms rationed against 213)
+    iterations = str(_lasting([PATTERNS, "pairs", "-n", "4", "-i"], 20000, 1.5))
     for limit in ([], ["--traps-per-s", "100"]):
         out = tmp_path / f"r{len(seen)}.txt"
         result = subprocess.run([str(SAMPLER), "--out", str(out), *limit, "--", PATTERNS, "pairs", "-n", "4", "-i",
-                                 "100000"], capture_output=True, text=True, timeout=120)
+                                 iterations], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         text = out.read_text()
         comm = parse_sample(text, str(out))
