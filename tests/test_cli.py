@@ -202,6 +202,18 @@ def test_ctrl_c_at_any_moment_of_start_up_leaves_no_traceback():
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
+def test_a_stop_while_the_last_output_is_flushed_ends_as_interrupted():
+    """Ctrl-C landing in the flush after the command's work (1 of 30 trials of the test above, once
+    in CI): pinwise's one line and 130, not Python's traceback."""
+    code = ("import os, signal, sys\nimport pinwise.cli, pinwise.streams as streams\n"
+            "real, once = streams.flush, []\n"
+            "def flush():\n    if not once:\n        once.append(1)\n        os.kill(os.getpid(), signal.SIGINT)\n"
+            "    real()\n"
+            "streams.flush = flush\nsys.exit(pinwise.cli.main(['topo', '-t', 'pack:1 core:2 pu:1']))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 130 and result.stderr == "pinwise: interrupted\n", result
+
+
 @pytest.mark.parametrize("how", ["ImportError from None", "RuntimeError from the interrupt"])
 def test_a_stop_that_a_loading_module_turns_into_another_error_still_ends_as_interrupted(how):
     """numpy turns a Ctrl-C that lands while its C part loads into an ImportError that no longer

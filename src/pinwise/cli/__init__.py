@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # the reader went away (| head): what it wanted, it got
             drop_output()
             return 0
+        except KeyboardInterrupt as interrupt:  # a stop while the last output was flushed (1 of 30 trials)
+            print("pinwise: interrupted", file=sys.stderr)
+            return interrupted_status(interrupt)
 
 
 def _main(argv: list[str] | None) -> int:
