@@ -136,7 +136,7 @@ def _running(pattern: str) -> bool:
 def test_a_running_process_is_adapted_then_left_running(tmp_path, build_dir):
     exe = compile_program("phase_pairs.c", build_dir)
     # far longer than the 3 s attached on any host (400 M rounds a phase ended within them on a
-    # fast EPYC guest); killed at the end
+    # fast host); killed at the end
     program = subprocess.Popen([str(exe), "4", "4000000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
@@ -723,7 +723,7 @@ def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
 
 def test_contending_pairs_where_cores_share_only_an_l3_move_at_the_first_judgment():
     """A creator and two contending pairs that the OS spread over a machine whose 16 cores share
-    one L3 (the lent Xeon): sharing a CPU is each pair's only gain there. Seen on a few watchpoints a
+    one L3 (a synthetic topology): sharing a CPU is each pair's only gain there. Seen on a few watchpoints a
     tick (3 armed per direction, 2 trapped), the span shows the pairs contending but a held-out half
     of it seldom does on its own; the half's plan must still put the pairs it bears out on one CPU,
     or it costs what the OS's placement does and reads 1.0 (before: no move in 6 ticks)."""

@@ -72,7 +72,7 @@ def test_an_unprivileged_users_sampler_gives_the_same_pattern(tmp_path):
     from pinwise.patterns import analyze
     from pinwise.sample import sample
 
-    # about a second of work: 40,000 iterations (0.33 s on a fast EPYC) ended before the per-task
+    # about a second of work: 40,000 iterations (0.33 s on a fast host) ended before the per-task
     # watchpoints got going, with 0-2 traps in 6 runs
     iterations = str(_lasting([PATTERNS, "far-pairs", "-n", "8", "-i"], 20000, 1.0))
     comm = sample([PATTERNS, "far-pairs", "-n", "8", "-i", iterations], tmp_path / "own.json", quiet=True,
@@ -121,7 +121,7 @@ def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
 
 def _lasting(command: list[str], count: int, seconds: float) -> int:
     """The count that ``command COUNT`` takes about ``seconds`` alone to do on this host, from a
-    run of ``count`` (300 M rounds of pairs_checksum took 4-5 s on one EPYC guest, 1.7 s on
+    run of ``count`` (300 M rounds of pairs_checksum took 4-5 s on one guest, 1.7 s on
     another: a test that needs a program to outlast something cannot name its work)."""
     start = time.monotonic()
     subprocess.run([*command, str(count)], capture_output=True, check=True, timeout=120)
@@ -173,7 +173,7 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
     CPU time the program ran (1 ms each). Per task (an unprivileged user) the threads' inherited
     events would keep their period: the sampler samples at the base period throughout, and says so."""
     # pairs for about 0.8 s on any host: the quiet spell before the first trap (0.03-0.07 s) must
-    # be under half the run, and 60,000 iterations took 0.13 s on a fast EPYC
+    # be under half the run, and 60,000 iterations took 0.13 s on a fast host
     pairs = str(_lasting([PATTERNS, "pairs", "-n", "2", "-i"], 30000, 0.8))
     for mode, program in (([], "private"), ([], "pairs"), (["--per-task"], "private"), (["--per-task"], "pairs")):
         out = tmp_path / "quiet.txt"
@@ -230,7 +230,7 @@ def test_rationed_watchpoints_slow_the_clock_while_traps_keep_coming(tmp_path):
             assert traps >= 0.3 * 10 * seconds, (traps, seconds)  # the budget's traps, not fewer
         else:
             # ten times the rationed budget's rate (a count would depend on the host's speed: 96 traps
-            # in a 0.4 s run of a fast EPYC)
+            # in a 0.4 s run of a fast host)
             assert "rationed" not in fields and traps > 100 * seconds, (fields.get("rationed"), traps, seconds)
         per_thread = [int(v) for v in fields["samples-per-thread"]]
         assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (budget, per_thread, usage.ru_utime)
@@ -242,7 +242,7 @@ def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_pa
     result says for how long. A contending pair traps at every watchpoint, so the budget binds:
     told 's' from the start, it traps far less; told 'b' every 100 ms, far more. Each run lasts
     about 1.5 s, so that the bucket's first fill does not weigh as much as the rates (0.4 s runs
-    of a fast EPYC read 190 traps a second unsteered and only 301 told 'b')."""
+    of a fast host read 190 traps a second unsteered and only 301 told 'b')."""
     traps, steady, burst = {}, {}, {}
     iterations = str(_lasting([PATTERNS, "pairs", "-n", "2", "-i"], 30000, 1.5))
     for told in (b"", b"s", b"b"):
@@ -455,7 +455,7 @@ def test_watchpoints_are_rationed_to_the_traps_wanted_without_changing_the_patte
 
     seen = {}
     # about a second and a half on any host: the token bucket's first fill must not weigh as much
-    # as its rate (100,000 iterations, 0.3 s on a fast EPYC: 133 arms rationed against 213)
+    # as its rate (100,000 iterations, 0.3 s on a fast host: 133 arms rationed against 213)
     iterations = str(_lasting([PATTERNS, "pairs", "-n", "4", "-i"], 20000, 1.5))
     for limit in ([], ["--traps-per-s", "100"]):
         out = tmp_path / f"r{len(seen)}.txt"
