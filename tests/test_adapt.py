@@ -71,7 +71,8 @@ def test_threads_follow_the_phases_of_the_program(tmp_path, build_dir):
         for k, tid in enumerate(move["tids"]):
             if tid > 0 and affinities.get(tid) is not None:
                 assert affinities[tid] == {move["cpus"][k]}, (move, affinities)
-    first, last = checked[0][0]["cpus"], checked[-1][0]["cpus"]
+    # the last move of the four threads (not one made as the program ends, when threads have)
+    first, last = checked[0][0]["cpus"], [m["cpus"] for m, _ in checked if min(m["tids"]) > 0][-1]
     assert first[0] == first[1] and first[2] == first[3] and first[0] != first[2]  # pairs {0,1} {2,3}
     assert last[0] == last[2] and last[1] == last[3] and last[0] != last[1]        # pairs {0,2} {1,3}
     began = int(next(line for line in err.splitlines() if line.startswith("phase 2 began at")).split()[4])
@@ -755,6 +756,29 @@ def test_threads_the_os_crowded_on_a_cpu_move_at_the_first_judgment_that_is_no_n
     adapter.feed(_window(0.05, [101, 102, 103, 104], {(0, 1): 20, (1, 0): 20, (2, 3): 20, (3, 2): 20}))
     assert len(adapter.moves) == 1, said
     assert paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3]
+
+
+def test_a_pair_left_on_one_cpu_when_the_other_pair_ended_is_not_moved_to_another():
+    """Two pairs that swap partners on two CPUs, a pair on each; then one pair ends. The pair that
+    runs on looks crowded (two threads on one CPU of two), but a plan that puts it on one CPU again
+    (the other one) cures nothing: it stays where it is. (A run of the two-phase program moved it
+    at its end, and the log's last move read CPUs 0,0,0,0.)"""
+    from pinwise.topology import load_topology
+
+    paper, said = _OnPaper([0, 0, 1, 1]), []
+    adapter = paper.adapter(load_topology("pack:1 core:2 pu:1"), said)
+    tids, at = [101, 102, 103, 104], 0.0
+    # the heavier second pair is planned first, on CPU 0: the first pair runs on on CPU 1
+    for hits in ({(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}, {(0, 2): 40, (2, 0): 40, (1, 3): 120, (3, 1): 120}):
+        for _ in range(4):
+            at += 0.2
+            adapter.feed(_window(at, tids, hits))
+    assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
+    where, moves = list(paper.cpus), len(adapter.moves)
+    for _ in range(6):  # threads 1 and 3 ended
+        at += 0.2
+        adapter.feed(_window(at, [101, -1, 103, -1], {(0, 2): 40, (2, 0): 40}, idle=(1, 3)))
+    assert len(adapter.moves) == moves and paper.cpus == where, said
 
 
 @pytest.mark.parametrize("spec", ["pack:1 core:2 pu:1", "pack:2 core:4 pu:2", "pack:4 l3:2 core:4 pu:2"])

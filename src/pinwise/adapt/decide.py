@@ -42,6 +42,14 @@ def _current_cpu(tid: int) -> int | None:
         return None
 
 
+def _most(cpus: list[int | None], threads: list[int], pairs=()) -> int:
+    """The most of ``threads`` that ``cpus`` puts on one CPU, each of ``pairs`` it puts on one
+    counted once (a contending pair takes turns there by design)."""
+    seconds = {j for i, j in pairs if cpus[i] is not None and cpus[i] == cpus[j]}
+    on = [cpus[k] for k in threads if cpus[k] is not None and k not in seconds]
+    return max((on.count(cpu) for cpu in set(on)), default=0)
+
+
 class Adapter(Payoff):
     """The decisions of one adaptive run (pinwise.adapt's docstring), fed one window at a time."""
 
@@ -97,10 +105,7 @@ class Adapter(Payoff):
     def _stacked(self, cpus: list[int | None], alive: list[int]) -> bool:
         """More threads on one CPU than an even spread over the allowed CPUs puts there."""
         on = [cpus[k] for k in alive if cpus[k] is not None]
-        if not on:
-            return False
-        most = max(on.count(cpu) for cpu in set(on))
-        return most > -(-len(on) // max(1, len(self.allowed)))
+        return bool(on) and _most(cpus, alive) > -(-len(on) // max(1, len(self.allowed)))
 
     def _core(self, cpu: int | None):
         if cpu is None or not self.topology.has_pu(cpu):
@@ -108,18 +113,15 @@ class Adapter(Payoff):
         node = self.topology.pu(cpu)
         return next((id(a) for a in node.ancestors() if str(a.type) == "core"), id(node))
 
-    def _share_cpus(self, targets: list[int], directed: np.ndarray, accesses: np.ndarray,
-                    alive: list[int], found: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
-        """With the recommended policy, contending pairs (:func:`contending_pairs`, or ``found``)
-        the plan puts on different cores each take the CPU of its first thread; the pairs so placed,
-        whose threads are given back to the OS when they stop contending (RELEASE_WINDOWS)."""
+    def _share_cpus(self, targets: list[int], pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """With the recommended policy, contending ``pairs`` (:func:`contending_pairs`) the plan
+        puts on different cores each take the CPU of its first thread; the pairs so placed, whose
+        threads are given back to the OS when they stop contending (RELEASE_WINDOWS)."""
         if self.policy is not None:
             return []
-        pairs = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) \
-            if found is None else found
         # those the plan puts on one CPU already (more threads than CPUs), or on two of one core
         # (SMT siblings share its L1), stay as the plan has them
-        apart = [(i, j) for i, j in pairs or () if self._core(targets[i]) != self._core(targets[j])]
+        apart = [(i, j) for i, j in pairs if self._core(targets[i]) != self._core(targets[j])]
         for i, j in apart:
             targets[j] = targets[i]
         return apart
@@ -321,7 +323,8 @@ class Adapter(Payoff):
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
         targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
-        sharing = self._share_cpus(targets, directed, accesses, alive)
+        contending = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) or []
+        sharing = self._share_cpus(targets, contending)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self.score.cost(matrix, current), self.score.cost(matrix, candidate)
         if cost_now is not None and crowding:
@@ -355,6 +358,8 @@ class Adapter(Payoff):
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
         crowded = cost_now == float("inf")
+        if better and crowded and _most(candidate, alive, contending) >= _most(current, alive, contending):
+            better = False  # a plan that crowds them as much cures nothing (a pair whose others ended)
         if better and crowded and events >= STRONG_EVENTS:
             # crowded threads have no cost to beat; a plan under STRONG of its CPUs dealt at random,
             # on held-out events too, is a gain noise does not make
@@ -460,7 +465,7 @@ class Adapter(Payoff):
             t = directed.shape[0]
             plan = compute_mapping(policy, CommMatrix(directed + directed.T, made.accesses), self.topology)
             targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
-            self._share_cpus(targets, directed, made.accesses, alive, partnered(directed, sharing))
+            self._share_cpus(targets, partnered(directed, sharing))
             candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
             matrix = scored.matrix()
             reference = self.score.by_chance(matrix, candidate) if by_chance else self.score.cost(matrix, current)
