@@ -200,7 +200,7 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
         assert 0.8 < sum(per_thread) / (usage.ru_utime * 1000) < 1.25, (mode, program, per_thread, usage.ru_utime)
         if program == "private":  # two threads, equal work, whatever the schedule: alike within four
             # standard deviations of samples that each stand for `weight` periods (quiet sampling, 16
-            # deep: [628, 500] of 1128 is one; a thread left uncounted is seven)
+            # deep: [628, 500] of 1128 is one; a thread left uncounted is eight)
             weight = int(quiet[quiet.index("deepest-ns") + 1]) // 1000000 if quiet[0] != "off" else 1
             assert abs(per_thread[0] - per_thread[1]) < 4 * (weight * sum(per_thread)) ** 0.5, (mode, per_thread)
     refused = subprocess.run([str(SAMPLER), "--out", str(out), "--quiet-period-us", "1500", "--", "true"],
