@@ -167,8 +167,8 @@ def test_sixty_four_threads_complete_with_bounded_memory(tmp_path):
 
 
 def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted_alike(tmp_path):
-    """Quiet sampling (what pinwise run --adapt asks for): until a trap, and with no trap for a
-    while, the sampler samples at the quiet period, slower still the longer no trap comes, and each
+    """Quiet sampling (what pinwise run --adapt asks for): after its first 30 ms, until a trap, and
+    with no trap for a while, the sampler samples at the quiet period, slower still the longer no trap comes, and each
     of those samples counts for the base periods it stands for, so the samples still add up to the
     CPU time the program ran (1 ms each). Per task (an unprivileged user) the threads' inherited
     events would keep their period: the sampler samples at the base period throughout, and says so."""
@@ -189,7 +189,9 @@ def test_a_program_whose_threads_share_nothing_is_sampled_less_often_and_counted
         if mode or fields["mode"] == ["per-task"]:
             assert quiet[0] == "off", quiet
         else:
-            assert quiet[quiet.index("period-ns") + 1] == "4000000" and float(quiet[quiet.index("seconds") + 1]) > 0
+            assert quiet[quiet.index("period-ns") + 1] == "4000000"
+            # a pair traps within the first 30 ms, at the base period, and may never be quiet
+            assert program == "pairs" or float(quiet[quiet.index("seconds") + 1]) > 0, quiet
             traps = int(fields["watch"][fields["watch"].index("traps") + 1])
             if traps == 0 and float(fields["seconds"][0]) > 0.35:  # down to a sample every 16 ms after 300 ms
                 assert quiet[quiet.index("deepest-ns") + 1] == "16000000", quiet

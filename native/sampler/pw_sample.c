@@ -126,7 +126,7 @@
 /* Quiet sampling (--quiet-period-us, what pinwise run --adapt asks for): the clock samples cost the
    program most of what the sampler costs it (their interrupts: 2 % of a private-work program at
    1 ms, measured on a 2-CPU KVM guest, 0.4 % at 4 ms), and a program whose threads share nothing
-   needs none of them. From the start, and after QUIET_AFTER_NS without a trap, the sampling
+   needs none of them. From START_BASE_NS on, and after QUIET_AFTER_NS without a trap, the sampling
    events take the quiet period (PERF_EVENT_IOC_PERIOD); the first trap gives them the base
    period. Every sample counts as the period then in force over the base period samples, so the
    counts and the matrix stay in the base period's units. A spell that stays quiet goes deeper: the
@@ -137,6 +137,11 @@
    given): there the sampler samples at the base period throughout, and says so. */
 #define QUIET_AFTER_NS 100000000ULL
 #define QUIET_DEEPEST 4
+/* ... except the first START_BASE_NS, at the base period whatever traps: a program is placed from
+   its first traps, and at the quiet period a contending pair's first came 0.02-0.06 s after the
+   sampler started on a 2-CPU KVM guest (a program that shares nothing pays 30 ms of base-period
+   samples more, once). */
+#define START_BASE_NS 30000000ULL
 /* Rationed sampling (with --quiet-period-us and --traps-per-s): once the watchpoints are rationed
    so hard that the quiet period's samples would still offer RATIONED_MARGIN times what the budget
    arms, most samples are taken only to be turned down, and the clock takes the quiet period while
@@ -487,10 +492,16 @@ static void settle(int index, struct slot *s)
         return;
     uint64_t count = 0;
     int trapped = read(s->fd, &count, sizeof count) == (ssize_t)sizeof count && count > 0;
+    /* an arm counts for its line and its instruction once it has an outcome: counted when armed,
+       the arms still open at a program's start made its shared line look fruitless (no trap yet
+       among a dozen), and a third of its samples were passed over */
+    struct record *line = record_of(records, s->word >> 6), *code = record_of(codes, s->code);
+    line->arms++;
+    code->arms++;
     if (trapped) {
         count_hit(s->owner, index, s->word, s->armed_ns, s->code, s->weight);
-        record_of(records, s->word >> 6)->traps++;
-        record_of(codes, s->code)->traps++;
+        line->traps++;
+        code->traps++;
     }
     note_outcome(trapped);
     close(s->fd);
@@ -581,8 +592,8 @@ static void set_period(uint64_t period, uint64_t now, int rationed)
 
 static int rationed_now(uint64_t now);
 
-/* The sampling period quiet sampling wants ``now``: the quiet period from the start until the
-   first trap, else the base period until QUIET_AFTER_NS have passed without one, then the quiet
+/* The sampling period quiet sampling wants ``now``: the base period for START_BASE_NS, then the
+   quiet period until the first trap, else the base period until QUIET_AFTER_NS have passed without one, then the quiet
    period, doubled after each further QUIET_AFTER_NS up to QUIET_DEEPEST times it; the quiet period
    while traps come when the watchpoints are rationed (``*rationed`` says so, RATIONED_MARGIN). */
 static uint64_t quiet_period_now(uint64_t now, int *rationed)
@@ -590,6 +601,8 @@ static uint64_t quiet_period_now(uint64_t now, int *rationed)
     /* since the start until the first trap; a trap counted after ``now`` was read: none yet */
     uint64_t since = now > last_trap_ns ? now - last_trap_ns : 0;
     *rationed = 0;
+    if (!traps && now - start_ns < START_BASE_NS)
+        return opt.period_ns;
     if (since < QUIET_AFTER_NS && traps) {
         *rationed = rationed_now(now);
         return *rationed ? opt.quiet_period_ns : opt.period_ns;
@@ -776,6 +789,8 @@ static void read_control(uint64_t now)
 static void refill_tokens(uint64_t now)
 {
     double rate = arm_rate();
+    if (!tokens_at)  /* full at the first offer: an empty bucket turned down a program's whole first batch */
+        tokens = rate / 10 + 1;
     if (tokens_at) {
         tokens += (double)(now - tokens_at) * 1e-9 * rate;
         if (tokens > rate / 10 + 1)
@@ -972,8 +987,6 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
         replaced++;
     }
     if (arm(b, s, a, access, time, (double)w / (chance * watched))) {
-        record_of(records, access->addr >> 6)->arms++;
-        record_of(codes, access->ip)->arms++;
         if (threads[b].switch_rate > 0)  /* the armed time this thread's switching can afford */
             threads[b].next_arm_ns = now + (uint64_t)((double)opt.window_ns * threads[b].switch_rate *
                                                       ARMED_SWITCH_COST_NS * 1e-9 / ARMED_COST_SHARE);
@@ -1827,11 +1840,6 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     start_ns = last_trap_ns = now_ns();
-    if (opt.quiet_period_ns && opt.watch) {  /* quiet from the start: a program that shares nothing never pays more */
-        period_now_ns = opt.period_ns;
-        set_period(opt.quiet_period_ns, start_ns, 0);
-        periods[0].at_ns = 0;  /* every sample until the first trap is a quiet one */
-    }
     pid_t child = opt.argv ? launch() : (attach(), 0);
     int pidfd = child ? -1 : (int)syscall(SYS_pidfd_open, target, 0);
     int exit_status = -1, stopped = 0, ended = 0;
