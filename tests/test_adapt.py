@@ -5,6 +5,7 @@ anything ran is the benchmark's (benchmarks/adapt.py), never a test's."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -165,17 +166,18 @@ def test_adapt_options_are_checked(tmp_path):
     assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
 
 
-def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], idle: tuple[int, ...] = ()):
-    """A window record in which every thread but the ``idle`` ones made 100 address samples, all
-    watchable, and each ordered pair (a, b) of ``hits`` saw that many of a's samples touched by b
-    (all armed)."""
+def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], idle: tuple[int, ...] = (),
+            samples: float = 100.0):
+    """A window record in which every thread but the ``idle`` ones made ``samples`` address samples,
+    all watchable, and each ordered pair (a, b) of ``hits`` saw that many of a's samples touched by
+    b (all armed)."""
     import numpy as np
 
     from pinwise.adapt import Window
 
     t = len(tids)
-    pairs = [(a, b, 100.0, 100.0, float(hits.get((a, b), 0.0))) for a in range(t) for b in range(t) if a != b]
-    accesses = np.array([0.0 if k in idle else 100.0 for k in range(t)])
+    pairs = [(a, b, samples, samples, float(hits.get((a, b), 0.0))) for a in range(t) for b in range(t) if a != b]
+    accesses = np.array([0.0 if k in idle else samples for k in range(t)])
     return Window(end_s, tids, accesses, np.maximum(accesses, 1.0), pairs)
 
 
@@ -385,7 +387,6 @@ def test_threads_placed_where_they_cost_nothing_are_judged_without_a_plan(monkey
     beat it, so its judgments make none (the mapping and the weak-reading check were most of
     pinwise's CPU time, taken from the program on a machine it fills); the pattern is still read,
     and a phase change still moves the threads."""
-    import io
 
     import pinwise.mapping
     import pinwise.patterns
@@ -573,7 +574,6 @@ def test_threads_placed_once_move_again_only_when_their_meetings_agree():
     re-placement must lower their cost too. Meetings alike for every pair keep the threads where
     they are; meetings of the new partners let them move."""
     import dataclasses
-    import io
 
     from pinwise.topology import load_topology
 
@@ -647,6 +647,54 @@ def test_before_the_first_move_each_tick_with_enough_events_is_judged():
     assert paper.cpus[1] == paper.cpus[2] != paper.cpus[3] == paper.cpus[4]
 
 
+def test_before_the_first_move_a_tick_of_few_events_but_enough_traps_is_judged():
+    """At a program's start each trap weighs about one event (the watchpoints are not rationed
+    yet): a tick of 24 traps (10 samples a thread, 6 of them touched by its partner) holds 24
+    weighted events, under STRONG_EVENTS, but its noise is that of 24 traps, and the contending
+    pairs are put on one CPU each at once, not a tick or two later."""
+    from pinwise.adapt.limits import STRONG_EVENTS, STRONG_TRAPS
+    from pinwise.topology import load_topology
+
+    paper, said = _OnPaper([0, 1, 2, 3, 4]), []
+    adapter = paper.adapter(load_topology("pack:1 core:8 pu:1"), said)
+    pairs = {(1, 2): 6, (2, 1): 6, (3, 4): 6, (4, 3): 6}
+    assert STRONG_TRAPS <= sum(pairs.values()) < STRONG_EVENTS
+    adapter.feed(_window(0.03, [100, 101, 102, 103, 104], pairs, idle=(0,), samples=10))
+    assert [m.at_s for m in adapter.moves] == [0.03], said
+    assert paper.cpus[1] == paper.cpus[2] != paper.cpus[3] == paper.cpus[4]
+
+
+def test_threads_that_share_data_and_pin_themselves_leave_nothing_to_plan(monkeypatch):
+    """The blog's program pinned by hand: every worker pins itself (left alone), the thread that
+    created them shares nothing. No plan can place it better than where it is, so none is made,
+    and it is not pinned (each judgment's plan and held-out halves took CPU time from the pairs)."""
+    import pinwise.mapping
+    from pinwise.topology import load_topology
+
+    plans = []
+    plan = pinwise.mapping.compute_mapping
+    monkeypatch.setattr(pinwise.mapping, "compute_mapping", lambda *a, **k: plans.append(1) or plan(*a, **k))
+    paper, said = _OnPaper([1, 0, 0, 1, 1]), []
+    adapter = paper.adapter(load_topology("pack:1 core:2 pu:1"), said)
+    own = adapter._own_pinning
+
+    def pinned_by_the_program(k, tid):
+        if k > 0:
+            adapter.left_alone[k] = "its own"
+            return None
+        return own(k, tid)
+
+    adapter._own_pinning = pinned_by_the_program
+    adapter.log = io.StringIO()
+    for k in range(1, 5):
+        adapter.feed(_window(0.05 * k, [100, 101, 102, 103, 104], {(1, 2): 80, (2, 1): 80, (3, 4): 80, (4, 3): 80},
+                             idle=(0,)))
+    judged = [r for r in map(json.loads, adapter.log.getvalue().splitlines()) if "decision" in r]
+    assert judged and all(r["decision"] == "stay" and r["why"] == "the threads that share data pin themselves"
+                          for r in judged), judged
+    assert not adapter.moves and not plans and paper.cpus == [1, 0, 0, 1, 1], said
+
+
 def test_a_stale_placement_is_judged_at_each_tick_until_the_new_phase_shows_clearly():
     """Seen on a machine with a core for every thread: the first ticks after pairs swap partners
     show the new partners apart, but not yet contending (the barrier between the phases, the first
@@ -675,7 +723,6 @@ def _all_talk_alike(seen_on_one_cpu: float):
     the pairs sharing a CPU at ``seen_on_one_cpu`` of the events of those apart, wherever the
     adapter has put them (the OS first put them 0,0,1,1): the adapter (its log kept), and what
     it said."""
-    import io
 
     from pinwise.topology import load_topology
 

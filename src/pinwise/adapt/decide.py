@@ -15,8 +15,8 @@ from .. import policies
 from ..comm import CommMatrix, TraceInfo
 from ..errors import PinwiseError
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
-                     STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, TICKS_PER_INTERVAL, WARM_UP)
-from .pairs import contending_pairs, partnered
+                     STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, STRONG_TRAPS, TICKS_PER_INTERVAL, WARM_UP)
+from .pairs import contending_pairs, most_on_one_cpu, partnered
 from .payoff import Payoff
 from .scoring import Scorer, as_if_apart
 from .windows import Window, merge_windows, split_window
@@ -40,14 +40,6 @@ def _current_cpu(tid: int) -> int | None:
             return int(stat.read().rsplit(b")", 1)[1].split()[36])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def _most(cpus: list[int | None], threads: list[int], pairs=()) -> int:
-    """The most of ``threads`` that ``cpus`` puts on one CPU, each of ``pairs`` it puts on one
-    counted once (a contending pair takes turns there by design)."""
-    seconds = {j for i, j in pairs if cpus[i] is not None and cpus[i] == cpus[j]}
-    on = [cpus[k] for k in threads if cpus[k] is not None and k not in seconds]
-    return max((on.count(cpu) for cpu in set(on)), default=0)
 
 
 class Adapter(Payoff):
@@ -105,7 +97,7 @@ class Adapter(Payoff):
     def _stacked(self, cpus: list[int | None], alive: list[int]) -> bool:
         """More threads on one CPU than an even spread over the allowed CPUs puts there."""
         on = [cpus[k] for k in alive if cpus[k] is not None]
-        return bool(on) and _most(cpus, alive) > -(-len(on) // max(1, len(self.allowed)))
+        return bool(on) and most_on_one_cpu(cpus, alive) > -(-len(on) // max(1, len(self.allowed)))
 
     def _core(self, cpu: int | None):
         if cpu is None or not self.topology.has_pu(cpu):
@@ -175,7 +167,8 @@ class Adapter(Payoff):
         # may be of the phase that ended (two far pairs' 77 events at the whole budget were summed
         # with the tick the change began in, read master/reduction, and the move waited a tick more)
         newest = self._newest_ticks(stale=True, need=STRONG_EVENTS, most=1) if stale and not warming else None
-        newest = newest or self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS)
+        newest = newest or self._newest_ticks(stale=stale, need=STRONG_EVENTS if warming else ALONE_EVENTS,
+                                              traps=STRONG_TRAPS if warming else None)
         if newest is None and not due:
             return
         ticks = newest or self.fresh
@@ -208,12 +201,14 @@ class Adapter(Payoff):
             self._record(t=round(at, 3), event="watchpoints", budget=budget)
             self.steady = steady
 
-    def _newest_ticks(self, stale: bool, need: float, most: int | None = None) -> list[Window] | None:
-        """The newest fresh ticks (``most`` of them at most) that hold ``need`` weighted events, with
-        ``stale`` only when the placement looks stale on them (:meth:`_stale`); None otherwise."""
+    def _newest_ticks(self, stale: bool, need: float, most: int | None = None, traps: int | None = None):
+        """The newest fresh ticks (``most`` of them at most) that hold ``need`` weighted events (or
+        ``traps`` watchpoint traps), with ``stale`` only when the placement looks stale on them
+        (:meth:`_stale`); None otherwise."""
         for first in range(len(self.fresh) - 1, max(-1, len(self.fresh) - 1 - (most or len(self.fresh))), -1):
-            directed = merge_windows(self.fresh[first:]).directed()  # each pair's share over the span
-            if directed.sum() - np.trace(directed) >= need:
+            span = merge_windows(self.fresh[first:])
+            directed = span.directed()  # each pair's share over the span
+            if directed.sum() - np.trace(directed) >= need or (traps is not None and span.traps() >= traps):
                 return self.fresh[first:] if not stale or self._stale(directed) else None
         return None
 
@@ -309,6 +304,13 @@ class Adapter(Payoff):
         seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
         crowding = self._stacked(current, [k for k in alive if k not in seconds])
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
+        if not crowding and events >= MIN_EVENTS and not matrix[[k for k in alive if k not in self.left_alone]].any():
+            # the threads that share data pin themselves, the others share nothing: no plan is made
+            # (the blog's program pinned by hand: a plan and held-out halves each judgment, CPU time)
+            self.streak = 0
+            self._record(**record, pattern=pattern, policy=policy, decision="stay",
+                         why="the threads that share data pin themselves")
+            return
         if not by_os and not crowding and events >= MIN_EVENTS and policies.lookup(policy).pins and \
                 self.score.cost(matrix, current) == 0:
             # the threads placed cost no hops where they are: no plan can beat that, none is made
@@ -358,9 +360,11 @@ class Adapter(Payoff):
                     candidate, cost_new = list(current), cost_now
                     record["cost_new"] = cost_new
         crowded = cost_now == float("inf")
-        if better and crowded and _most(candidate, alive, contending) >= _most(current, alive, contending):
+        if better and crowded and most_on_one_cpu(candidate, alive, contending) >= \
+                most_on_one_cpu(current, alive, contending):
             better = False  # a plan that crowds them as much cures nothing (a pair whose others ended)
-        if better and crowded and events >= STRONG_EVENTS:
+        enough = events >= STRONG_EVENTS or (not self.moves and merged.traps() >= STRONG_TRAPS)
+        if better and crowded and enough:
             # crowded threads have no cost to beat; a plan under STRONG of its CPUs dealt at random,
             # on held-out events too, is a gain noise does not make
             by_chance = self.score.by_chance(matrix, candidate)
@@ -377,7 +381,7 @@ class Adapter(Payoff):
         if better and self.moves and not crowded:
             better = self._meetings_agree(merged, current, candidate, record)
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
-        strong = better and events >= STRONG_EVENTS and \
+        strong = better and enough and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now)) and \
             (not crowded or record.get("held_out", 1.0) < STRONG)
         self.streak = self.streak + 1 if better else 0
@@ -393,7 +397,8 @@ class Adapter(Payoff):
         if moved == 0 and pinned == 0:  # every thread was already pinned there, or is its own
             self._record(**record, decision="nothing to move")
             return
-        doubt = weak_reading(found.comm, found.metrics, pattern, found.policy)[0]
+        # for the log only: the thresholds moved both ways are a dozen readings, CPU time the program loses
+        doubt = weak_reading(found.comm, found.metrics, pattern, found.policy)[0] if self.log is not None else ""
         if doubt:
             record["doubt"] = doubt
         # did it pay? (_check_paid, at the next judgment; threads pinned where they ran did not

@@ -19,6 +19,10 @@ HYSTERESIS = 0.2
 #: a gain sampling noise does not make.
 STRONG = 0.5
 STRONG_EVENTS = 50.0
+#: ... or, before the first move, this many watchpoint traps: an estimate's noise is that of the
+#: traps it rests on, not of what they weigh, and at the start, before the watchpoints are rationed,
+#: each weighs about one event (50 weighted events waited for about 50 traps).
+STRONG_TRAPS = 20
 #: Fewer weighted events than this in the windows judged: nothing to decide on.
 MIN_EVENTS = 10.0
 #: The newest window alone is judged when it holds this many weighted events (and MIN_WATCHED

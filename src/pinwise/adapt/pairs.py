@@ -51,3 +51,11 @@ def partnered(directed: np.ndarray, pairs: list[tuple[int, int]]) -> list[tuple[
     CONTENDED_SHARE by chance; the span showed it), only which threads go together."""
     comm = directed + directed.T
     return [(i, j) for i, j in pairs if comm[i, j] > 0 and comm[i, j] >= comm[i].max() and comm[i, j] >= comm[j].max()]
+
+
+def most_on_one_cpu(cpus: list[int | None], threads: list[int], pairs=()) -> int:
+    """The most of ``threads`` that ``cpus`` puts on one CPU, each of ``pairs`` it puts on one
+    counted once (a contending pair takes turns there by design)."""
+    seconds = {j for i, j in pairs if cpus[i] is not None and cpus[i] == cpus[j]}
+    on = [cpus[k] for k in threads if cpus[k] is not None and k not in seconds]
+    return max((on.count(cpu) for cpu in set(on)), default=0)
