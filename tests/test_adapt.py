@@ -97,7 +97,8 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
 def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared():
     """A run that placed nothing spared the watchpoints while the OS's placement held, not
     pinwise's: the summary names whose."""
-    spared = AdaptResult(0, steady_s=2.5)
+    spared = AdaptResult(0, steady_s=2.5, windows=1, ticks=4)
+    assert summary_lines(spared)[0].startswith("adapted: 1 judgment of 4 windows in ")
     assert "for 2.5 s, while the OS's placement held (no move would gain)" in "\n".join(summary_lines(spared))
     spared.moves.append(Move(0.1, "locality", (0, 0, 1, 1), 2, 10.0, 0.0))
     assert "for 2.5 s, while the placement held" in "\n".join(summary_lines(spared))

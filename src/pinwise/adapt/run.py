@@ -200,7 +200,9 @@ def _fewer(deepest: int) -> str:
 
 def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     """What ``pinwise run --adapt`` prints at the end."""
-    lines = [f"adapted: {result.windows} judgments of {result.ticks} windows in {result.seconds:.1f} s, "
+    judged = (f"{result.windows} judgment{'' if result.windows == 1 else 's'} of {result.ticks} "
+              f"window{'' if result.ticks == 1 else 's'}")
+    lines = [f"adapted: {judged} in {result.seconds:.1f} s, "
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
