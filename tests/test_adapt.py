@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -81,6 +82,9 @@ def test_threads_follow_the_phases_of_the_program(tmp_path, build_dir):
     second = next(r for r in phases if r["pattern"] != phases[0]["pattern"])
     assert abs(second["since_monotonic_ns"] - began) <= 2 * 0.2e9 + 0.05e9, (second, began)
     assert "phases seen: " in err and "placement(s) applied" in err
+    # what it cost: the sampler's CPU time and pinwise's own, each read, not assumed
+    cost = re.search(r"the sampler used (\d+\.\d\d) s of CPU, pinwise (\d+\.\d\d) s", err)
+    assert cost and float(cost.group(2)) > 0, err
 
 
 def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
@@ -99,6 +103,7 @@ def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared
     pinwise's: the summary names whose."""
     spared = AdaptResult(0, steady_s=2.5, windows=1, ticks=4)
     assert summary_lines(spared)[0].startswith("adapted: 1 judgment of 4 windows in ")
+    assert summary_lines(spared)[0].endswith("the sampler used 0.00 s of CPU, pinwise 0.00 s")
     assert "for 2.5 s, while the OS's placement held (no move would gain)" in "\n".join(summary_lines(spared))
     spared.moves.append(Move(0.1, "locality", (0, 0, 1, 1), 2, 10.0, 0.0))
     assert "for 2.5 s, while the placement held" in "\n".join(summary_lines(spared))

@@ -38,6 +38,7 @@ class AdaptResult:
     quiet_deepest: int = QUIET_PERIOD_US // PERIOD_US  # the slowest it sampled, in base periods
     rationed_s: float = 0.0             # how long it sampled at the quiet period because the traps were rationed
     steady_s: float = 0.0               # how long it armed at a share of its budget, the placement holding
+    pinwise_cpu_s: float = 0.0          # CPU seconds pinwise's own process used while the program ran
 
 
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
@@ -58,7 +59,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
     adapter = Adapter(topology, policy, log, say, memory, interval)
     adapter.rehearse()  # the deciding stages loaded and run once now, not while the program waits
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         with temporary_folder("adapt") as tmp:
             stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
@@ -79,7 +80,8 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, sampler_cpu,
                        round(time.perf_counter() - started, 3), len(adapter.windows),
                        max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks, quiet_s, quiet_deepest, rationed_s, steady_s)
+                       adapter.ticks, quiet_s, quiet_deepest, rationed_s, steady_s,
+                       round(time.process_time() - cpu_started, 3))
 
 
 def tick_ms(interval: float) -> int:
@@ -205,7 +207,7 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     lines = [f"adapted: {judged} in {result.seconds:.1f} s, "
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
-             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU"]
+             f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
     saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no thread "
              "touched another's data"] if result.quiet_s >= 0.05 else []
     if result.rationed_s >= 0.05:
