@@ -124,23 +124,17 @@ def _within_redelivery(frame) -> bool:
     """Whether the handler runs inside the hook that delivers a stop again: a signal sent again
     can land there before the hook returns (CI under load, 15 runs in 200 of a loaded 2-CPU
     guest), and a KeyboardInterrupt raised in an unraisablehook is printed and dropped."""
-    while frame is not None:
-        if frame.f_code is _REDELIVERY:
-            return True
+    while frame is not None and frame.f_code is not _REDELIVERY:
         frame = frame.f_back
-    return False
+    return frame is not None
 
 
 def _deliver_again() -> None:
     """The last stop signal received, sent to the main thread again a moment later from another
     thread (it is noted in :data:`received` again as it is handled). A bare thread: the handler
     may run inside threading's own locked code, where starting a Timer could deadlock."""
-    _thread.start_new_thread(_send_later, (threading.main_thread().ident, received.pop()))
-
-
-def _send_later(thread: int, signum: int) -> None:
-    time.sleep(0.001)
-    signal.pthread_kill(thread, signum)
+    main, signum = threading.main_thread().ident, received.pop()
+    _thread.start_new_thread(lambda: (time.sleep(0.001), signal.pthread_kill(main, signum)), ())
 
 
 class signals_held:
