@@ -388,6 +388,34 @@ def test_pairs_sharing_a_cpu_that_swap_partners_are_moved_in_the_first_window_th
     assert paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
 
 
+def test_a_judgment_that_read_the_new_phase_with_the_old_one_does_not_hide_the_change():
+    """A due judgment whose own ticks hold few events (the watchpoint budget a quarter while the
+    placement held) reads them with the span before it, of the phase that ended, and stays. The
+    placement looks stale on the next ticks against what that judgment read, not against its
+    ticks alone: those were of the new phase already, and against them nothing looked stale
+    until the next due judgment (the two-phase program on 2 CPUs moved 0.39 s after its change,
+    0.23 s with this, replayed from the sampler's windows)."""
+    from pinwise.topology import load_topology
+
+    machine = load_topology("pack:1 core:2 pu:1")
+    paper, said = _OnPaper([0, 1, 0, 1]), []
+    adapter = paper.adapter(machine, said)
+    tids = [101, 102, 103, 104]
+    at = 0.0
+    for _ in range(13):  # pairs 0-1 and 2-3, placed on a CPU each, then judged steady
+        at += 0.05
+        adapter.feed(_window(at, tids, {(0, 1): 80, (1, 0): 80, (2, 3): 80, (3, 2): 80}))
+    assert paper.cpus == [0, 0, 1, 1] and len(adapter.moves) == 1, said
+    judged, few = len(adapter.windows), {(0, 2): 5, (2, 0): 5, (1, 3): 5, (3, 1): 5}
+    for hits in ({}, {}, few, few):  # the new partners' first few traps, up to a due judgment
+        at += 0.05
+        adapter.feed(_window(at, tids, hits))
+    assert len(adapter.windows) == judged + 1 and len(adapter.moves) == 1, said  # one judgment, which stayed
+    at += 0.05
+    adapter.feed(_window(at, tids, {(0, 2): 20, (2, 0): 20, (1, 3): 20, (3, 1): 20}))
+    assert len(adapter.moves) == 2 and paper.cpus[0] == paper.cpus[2] != paper.cpus[1] == paper.cpus[3], said
+
+
 def test_threads_placed_where_they_cost_nothing_are_judged_without_a_plan(monkeypatch):
     """A steady program whose placement costs no hops (each contending pair on one CPU): no plan can
     beat it, so its judgments make none (the mapping and the weak-reading check were most of

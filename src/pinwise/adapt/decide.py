@@ -51,7 +51,7 @@ class Adapter(Payoff):
         self.allowed = set(topology.allowed)
         self.windows: list[Window] = []           # the spans judged, each the ticks since the one before
         self.fresh: list[Window] = []             # the ticks since the last judgment
-        self.last_judged: Window | None = None    # the newest tick of the last judgment
+        self.last_judged = self.judged = None     # the newest tick of the last judgment; the span it read
         self.ticks = 0                            # ticks fed
         self.placed_tick = -1                     # the tick at whose judgment threads were last pinned or released
         self.reference: tuple[tuple[int | None, ...], float, float] | None = None  # CPUs then, cost per event, per meeting
@@ -65,8 +65,7 @@ class Adapter(Payoff):
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
         self.left_alone: dict[int, str] = {}
         self.streak = 0                           # judgments in a row that favour a move
-        self.pending_since: float | None = None
-        self.pending_monotonic = 0
+        self.pending_since, self.pending_monotonic = None, 0  # when the change a move waits for began (s, ns)
         self.moves: list[Move] = []
         self.phases: list[tuple[float, str]] = []
         self.ran_on: dict[int, set[int]] = {}
@@ -186,10 +185,11 @@ class Adapter(Payoff):
         self._steady(self.calm >= STEADY_JUDGMENTS, tick.end_s)
         placed = tuple(self._placement_now(self.now_cpus))  # pinwise's moves: pinned where they went
         # an early judgment that left the threads where they were keeps the reference: the ticks
-        # after it are judged early too while the placement looks stale, until the next due one
+        # after it are judged early too while the placement looks stale, until the next due one;
+        # it is what the judgment read (ticks of few events read with the span before them)
         if due or newest is None or self.reference is None or placed != self.reference[0]:
-            self.reference = (placed, self.score.per_event(span.directed(), placed)[0],
-                              self.score.per_event(span.met(), placed)[0])
+            self.reference = (placed, self.score.per_event(self.judged.directed(), placed)[0],
+                              self.score.per_event(self.judged.met(), placed)[0])
 
     def _steady(self, steady: bool, at: float, burst: bool = False) -> None:
         """Tell the sampler (``steer``: "steady", "whole" or, with ``burst``, "burst") whether the
@@ -243,7 +243,7 @@ class Adapter(Payoff):
         recent = [window] if stale or (alone.sum() - np.trace(alone) >= ALONE_EVENTS and
                                        window.watched() >= MIN_WATCHED) else self.windows[-2:]
         t = len(window.tids)
-        merged = merge_windows(recent)
+        merged = self.judged = merge_windows(recent)
         directed = alone if merged is window else merged.directed()
         matrix = directed + directed.T
         accesses = merged.accesses
