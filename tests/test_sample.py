@@ -331,25 +331,28 @@ def test_the_stream_counts_the_meetings_of_partners_samples_with_no_watchpoint(t
     assert partners > 50 and partners > 10 * (met.sum() / 2 - partners), met
 
 
-def _sampled_with_wakes(tmp_path, options: list[str], program: list[str]) -> tuple[str, int]:
+def _sampled_with_wakes(tmp_path, options: list[str], program: list[str], steer: bytes = b"") -> tuple[str, int]:
     """The sampler's stream of ``program`` and how many bytes it wrote to --notify-fd; the stream
-    file held a record of an earlier run, which the sampler replaces, as perf record -o does."""
+    file held a record of an earlier run, which the sampler replaces, as perf record -o does.
+    ``steer``: bytes on its --control-fd before it starts (b"s": the placement holds)."""
     stream = tmp_path / f"windows-{program[1]}.txt"
     stream.write_text("window 1 0 0\ntids 1 2\naccv 9 9\neligible 9 9\nend\n")
     wake, told = os.pipe()
+    control, steering = os.pipe()
     try:
+        os.write(steering, steer)
         result = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "r.txt"), "--stream", str(stream),
-                                 "--notify-fd", str(told), *options, "--", *program], pass_fds=(told,),
-                                capture_output=True, text=True, timeout=120)
+                                 "--notify-fd", str(told), "--control-fd", str(control), *options, "--", *program],
+                                pass_fds=(told, control), capture_output=True, text=True, timeout=120)
         os.close(told)
         told = -1
         wakes = b""
         while chunk := os.read(wake, 4096):
             wakes += chunk
     finally:
-        os.close(wake)
-        if told >= 0:
-            os.close(told)
+        for fd in (wake, control, steering, told):
+            if fd >= 0:
+                os.close(fd)
     assert result.returncode == 0, result.stderr
     return stream.read_text(), len(wakes)
 
@@ -358,25 +361,33 @@ def test_the_stream_wakes_its_reader_only_for_news_or_after_the_idle_time(tmp_pa
     """With --notify-idle-ms (what pinwise run --adapt passes: its interval), a record wakes the
     reader only when it holds watchpoint hits or threads born or ended since the last wake, or the
     idle time has passed since it: a program that shares nothing is not interrupted by pinwise
-    each window. Checked record by record against the rule, on private work (few wakes) and on
-    pairs (hits: woken at each record that holds them)."""
+    each window. While the reader said its placement holds (an 's' on --control-fd), meetings
+    wake it too: a phase change stops the hits of the steady budget's few arms, and the meetings
+    that show it went unread. Checked record by record against the rule, on private work (few
+    wakes), on pairs (hits: woken at each record that holds them) and on pairs with no
+    watchpoint told 's' (woken at each record that holds meetings)."""
     from pinwise.adapt.windows import read_windows
 
-    for program, idle_ms in ((["private", "-n", "2", "-i", "400000"], 150),
-                             (["pairs", "-n", "2", "-i", "150000"], 1000)):
-        text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "20", "--notify-idle-ms", str(idle_ms)],
-                                          [PATTERNS, *program])
+    for program, idle_ms, steady in ((["private", "-n", "2", "-i", "400000"], 150, False),
+                                     (["pairs", "-n", "2", "-i", "150000"], 1000, False),
+                                     (["pairs", "-n", "2", "-i", "150000"], 1000, True)):
+        text, wakes = _sampled_with_wakes(tmp_path, ["--interval-ms", "20", "--notify-idle-ms", str(idle_ms),
+                                                     *(["--no-watch"] if steady else [])],
+                                          [PATTERNS, *program], steer=b"s" if steady else b"")
         windows, _ = read_windows(text)
         expected, last_ns, last_threads = 0, None, None
         for w in windows:
             threads = (len(w.tids), sum(tid > 0 for tid in w.tids))
-            hits = any(p[4] != 0 for p in w.pairs)
-            if hits or threads != last_threads or last_ns is None or w.monotonic_ns - last_ns >= idle_ms * 1_000_000:
+            news = any(p[4] != 0 for p in w.pairs) or (steady and any(n != 0 for _, _, n in w.meets))
+            if news or threads != last_threads or last_ns is None or w.monotonic_ns - last_ns >= idle_ms * 1_000_000:
                 expected, last_ns, last_threads = expected + 1, w.monotonic_ns, threads
-        assert wakes == expected, (program, wakes, expected, len(windows))
+        assert wakes == expected, (program, steady, wakes, expected, len(windows))
         with_hits = sum(any(p[4] != 0 for p in w.pairs) for w in windows)
+        with_meetings = sum(any(n != 0 for _, _, n in w.meets) for w in windows)
         if program[0] == "private":
             assert len(windows) > 10 and wakes < len(windows) / 2, (wakes, len(windows))
+        elif steady:  # no watchpoint, so no hit: the meetings woke it
+            assert with_hits == 0 and with_meetings > 3 and wakes >= with_meetings, (wakes, with_meetings)
         else:
             assert with_hits > 3 and wakes >= with_hits, (wakes, with_hits)
 
