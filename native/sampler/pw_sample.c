@@ -44,9 +44,10 @@
  * starts, not a whole interval later: a contending pair runs half as fast until then. With
  * --notify-fd N a byte is written to descriptor N (a pipe: never waited on) after each record,
  * so that the reader wakes when one is there instead of polling the file; with --notify-idle-ms M,
- * only after a record that holds watchpoint hits or a thread born or ended since the last byte, or
- * M ms after the last byte (a reader that has nothing to judge in the others is not woken: each
- * wake-up of pinwise's takes CPU time from the program on a machine it fills). With --control-fd N
+ * only after a record that holds watchpoint hits (or, while the reader says the placement holds,
+ * meetings) or a thread born or ended since the last byte, or M ms after the last byte (a reader
+ * that has nothing to judge in the others is not woken: each wake-up of pinwise's takes CPU time
+ * from the program on a machine it fills). With --control-fd N
  * the reader steers the watchpoints' budget (--traps-per-s) through descriptor N (a pipe it writes):
  * a byte 's' (steady: its placement holds) arms at STEADY_SHARE of it, a byte 'w' (watch) at all
  * of it, a byte 'b' (burst: the placement looks stale) at BURST_SHARE times it for BURST_NS and then
