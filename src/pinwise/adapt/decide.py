@@ -18,7 +18,7 @@ from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, 
                      STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, STRONG_TRAPS, TICKS_PER_INTERVAL, WARM_UP)
 from .pairs import contending_pairs, most_on_one_cpu, partnered
 from .payoff import Payoff
-from .scoring import Scorer, as_if_apart
+from .scoring import Scorer, as_if_apart, upper
 from .windows import Window, merge_windows, split_window
 
 
@@ -204,9 +204,9 @@ class Adapter(Payoff):
     def _newest_ticks(self, stale: bool, need: float, most: int | None = None, traps: int | None = None):
         """The newest fresh ticks (``most`` of them at most) that hold ``need`` weighted events (or
         ``traps`` watchpoint traps), with ``stale`` only when the placement looks stale on them
-        (:meth:`_stale`); None otherwise."""
+        (:meth:`_stale`); None otherwise. The span grows from the newest back, a tick at a time."""
         for first in range(len(self.fresh) - 1, max(-1, len(self.fresh) - 1 - (most or len(self.fresh))), -1):
-            span = merge_windows(self.fresh[first:])
+            span = merge_windows([self.fresh[first], span]) if first < len(self.fresh) - 1 else self.fresh[first]
             directed = span.directed()  # each pair's share over the span
             if directed.sum() - np.trace(directed) >= need or (traps is not None and span.traps() >= traps):
                 return self.fresh[first:] if not stale or self._stale(directed) else None
@@ -251,7 +251,7 @@ class Adapter(Payoff):
         now_cpus = self.now_cpus = self._where_now(window.tids)
         for k in alive:
             self._own_pinning(k, window.tids[k])
-        events = matrix[np.triu_indices(t, 1)].sum()
+        events = matrix[upper(t)].sum()
         record = {"t": round(window.end_s, 3), "threads": len(alive), "events": round(float(events), 1),
                   "watched": round(merged.watched())}
         # pairs that changed partners are moved to them as any phase change, not released first
