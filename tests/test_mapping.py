@@ -104,6 +104,30 @@ def test_locality_reaches_brute_force_optimum(seed, threads):
     assert mapping_cost(matrix, topology, mapping.pus).hops == brute_force_cost(matrix, topology, threads)
 
 
+@pytest.mark.parametrize("spec, threads", [("pack:1 core:2 pu:1", 3), ("pack:1 core:2 pu:1", 4),
+                                           ("pack:1 core:2 pu:1", 5), ("pack:2 core:2 pu:1", 6)])
+def test_the_swap_search_starts_once_from_each_way_to_deal_the_threads(spec, threads, monkeypatch):
+    """More threads than PUs on a small machine (4 threads on 2 PUs: 6 ways to deal them to the
+    PUs, against 64 random restarts, most of an adaptive judgment's CPU time): the search sees slots
+    by their PU only, so it starts once from each way at most, and still reaches the optimum over
+    every way (brute force)."""
+    topology = parse_synthetic(spec)
+    tree = SlotTree(topology, threads)
+    ways = [d for d in itertools.product(range(len(tree.pus)), repeat=threads)
+            if max(d.count(p) for p in set(d)) <= tree.per_pu]
+    assert grouping._dealings(threads, len(tree.pus), tree.per_pu) == len(ways)
+    calls, search = [], _kernels.refine_swaps
+    monkeypatch.setattr(_kernels, "refine_swaps", lambda *args: calls.append(1) or search(*args))
+    rng = np.random.default_rng(threads)
+    for _ in range(10):
+        matrix = random_matrix(rng, threads)
+        calls.clear()
+        pus = grouping.refine(matrix, tree, [tree.slot_pu(s) for s in range(threads)])
+        assert len(calls) <= len(ways)
+        best = min(mapping_cost(matrix, topology, [tree.pus[p] for p in way]).hops for way in ways)
+        assert mapping_cost(matrix, topology, pus).hops == pytest.approx(best)
+
+
 @pytest.mark.parametrize("threads", [3, 5, 8, 16, 33, 64])
 def test_the_grouping_on_dense_arrays_is_the_grouping_on_sparse_ones(threads):
     """Small problems are grouped on dense arrays (grouping.DENSE_UP_TO), large ones on sparse

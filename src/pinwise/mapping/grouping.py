@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import Counter
 
 import numpy as np
@@ -203,13 +204,34 @@ def refine(matrix, tree: SlotTree, pus: list[int], restarts: int | None = None) 
     rng = np.random.default_rng(0)
     best = _kernels.refine_swaps(dense, distances, np.array(slots, dtype=np.int32))
     best_cost = cost(best)
+    # the search sees slots by their PU only (two slots of one PU are as far from any other), so a
+    # start that deals the threads to the PUs as one before did ends where that one did: skipped
+    # where the ways to deal them are few (4 threads on 2 PUs: 6 ways, 64 restarts, most of a
+    # judgment's CPU time), and once every way was tried, no start can be new
+    seen, few = {(np.array(slots) // tree.per_pu).tobytes()}, 0
+    if tree.threads <= 8 and (ways := _dealings(tree.threads, len(tree.pus), tree.per_pu)) <= 4 * restarts:
+        few = ways
     for _ in range(restarts):
+        if len(seen) >= few > 0:
+            break
         start = rng.permutation(tree.nb_slots)[: tree.threads].astype(np.int32)
+        if few and (dealt := (start // tree.per_pu).tobytes()) in seen:
+            continue
+        if few:
+            seen.add(dealt)
         candidate = _kernels.refine_swaps(dense, distances, start)
         candidate_cost = cost(candidate)
         if candidate_cost < best_cost - 1e-9:
             best, best_cost = candidate, candidate_cost
     return [tree.slot_pu(int(s)) for s in best]
+
+
+def _dealings(threads: int, pus: int, per_pu: int) -> int:
+    """The ways to deal ``threads`` threads to ``pus`` PUs, at most ``per_pu`` on each."""
+    ways = [1] + [0] * threads  # ways[t]: t of the threads dealt to the PUs so far
+    for _ in range(pus):
+        ways = [sum(math.comb(t, k) * ways[t - k] for k in range(min(per_pu, t) + 1)) for t in range(threads + 1)]
+    return ways[threads]
 
 
 def locality(matrix, tree: SlotTree) -> list[int]:
