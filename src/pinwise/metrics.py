@@ -10,11 +10,21 @@ cost model and the Balance policies.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .comm import CommMatrix
+
+
+@functools.lru_cache(maxsize=64)
+def upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs i < j of n threads, as np.triu_indices(n, 1) gives them, kept (read-only): it
+    builds a mask each call, and an adaptive judgment asks for it a dozen times."""
+    rows, cols = np.triu_indices(n, 1)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 def communication(matrix) -> np.ndarray:

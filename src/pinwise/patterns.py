@@ -40,7 +40,7 @@ import numpy as np
 
 from .comm import CommMatrix, HotLine
 from .errors import PinwiseError
-from .metrics import Metrics, communication, metrics, sampling_noise
+from .metrics import Metrics, communication, metrics, sampling_noise, upper_pairs
 from .policies import BALANCE, BALANCED_LOCALITY, COMPACT, LOCALITY, LOCALITY_POLICIES, SCATTER
 from .vocabulary import Pattern
 
@@ -308,7 +308,7 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
     # What every pair shares alike (a barrier, a lock, a counter all threads update) says nothing
     # about who should sit beside whom: structures are also looked for above that floor, and the
     # reading above it wins when it finds a structure that carries a real share of all events.
-    floor = float(np.percentile(m[np.triu_indices(t, 1)], FLOOR_PERCENTILE)) if t >= 4 else 0.0
+    floor = float(np.percentile(m[upper_pairs(t)], FLOOR_PERCENTILE)) if t >= 4 else 0.0
     above = np.clip(m - floor, 0.0, None)
     np.fill_diagonal(above, 0.0)
     above_total = above.sum() / 2
@@ -346,15 +346,15 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
     # when that leaves pairs to compare (three threads leave one: then all of them).
     busiest = int(np.argmax(m.sum(axis=1))) if t >= 4 else t
     rest = np.delete(np.delete(m, busiest, 0), busiest, 1) if t >= 4 else m
-    off = rest[np.triu_indices(rest.shape[0], 1)]
+    off = rest[upper_pairs(rest.shape[0])]
     cv = off.std() / off.mean() if off.mean() > 0 else 0.0
     noise = sampling_noise(comm)
     if noise is not None and off.mean() > 0:  # a sample's own noise is spread too: only the rest counts
         rest_noise = (np.delete(np.delete(noise, busiest, 0), busiest, 1) if t >= 4 else noise)[
-            np.triu_indices(rest.shape[0], 1)]
+            upper_pairs(rest.shape[0])]
         cv = float(np.sqrt(max(0.0, cv ** 2 - rest_noise.mean() / off.mean() ** 2)))
     if off.mean() > 0 and cv < limits.flat_cv:
-        whole = m[np.triu_indices(t, 1)]
+        whole = m[upper_pairs(t)]
         but = f" without thread {busiest}" if t >= 4 and whole.std() / whole.mean() >= limits.flat_cv else ""
         return Pattern.ALL_TO_ALL, f"every pair communicates about as much (CV {cv:.2f}{but}, like swaptions)"
     if found.heterogeneity >= limits.heterogeneity_high:

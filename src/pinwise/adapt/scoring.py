@@ -6,11 +6,11 @@ change) and a move that did not pay from a good one."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
 from ..mapping.tree import SlotTree
+from ..metrics import upper_pairs as upper
 from .windows import Window
 
 #: Of two threads pinned on one CPU the sampler sees about this share of the events it sees of
@@ -19,13 +19,6 @@ from .windows import Window
 #: AMD EPYC guest: 0.22-0.34). With 1/3, what was left of the bias still placed all-to-all threads
 #: twice in 2-3 runs of 30; with 1/4, in none of 70.
 SEEN_ON_ONE_CPU = 1 / 4
-
-
-@functools.lru_cache(maxsize=64)
-def upper(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """np.triu_indices(n, 1), kept: it builds a mask each call, and a judgment asks for it a dozen
-    times (a fifth of pinwise's CPU time on a steady program)."""
-    return np.triu_indices(n, 1)
 
 
 def as_if_apart(tick: Window, cpu_of: dict[int, int]) -> Window:
