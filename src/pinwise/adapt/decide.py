@@ -66,15 +66,13 @@ class Adapter(Payoff):
         self.left_alone: dict[int, str] = {}
         self.streak = 0                           # judgments in a row that favour a move
         self.pending_since, self.pending_monotonic = None, 0  # when the change a move waits for began (s, ns)
-        self.moves: list[Move] = []
-        self.phases: list[tuple[float, str]] = []
+        self.moves, self.phases = [], []          # Moves made; phases seen, (since s, pattern)
         self.ran_on: dict[int, set[int]] = {}
         self.now_cpus: list[int | None] = []     # where the threads ran at the last judgment
         self.last_pattern: str | None = None
         self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
-        self.unshare_streak = 0                   # judgments in a row in which no pair contends
-        self.unshare_since = 0.0                  # the first of them (its end, s)
+        self.unshare_streak, self.unshare_since = 0, 0.0  # judgments in a row with no pair contending; the first's end
         self.steer = None                         # callable(steady: bool): the sampler's watchpoint budget
         self.calm = 0                             # due judgments in a row that changed nothing
         self.steady = False                       # whether the sampler was told the placement holds
@@ -205,6 +203,8 @@ class Adapter(Payoff):
         """The newest fresh ticks (``most`` of them at most) that hold ``need`` weighted events (or
         ``traps`` watchpoint traps), with ``stale`` only when the placement looks stale on them
         (:meth:`_stale`); None otherwise. The span grows from the newest back, a tick at a time."""
+        if not any(pair[4] for tick in self.fresh for pair in tick.pairs):  # no hit: no events, no traps
+            return None
         for first in range(len(self.fresh) - 1, max(-1, len(self.fresh) - 1 - (most or len(self.fresh))), -1):
             span = merge_windows([self.fresh[first], span]) if first < len(self.fresh) - 1 else self.fresh[first]
             directed = span.directed()  # each pair's share over the span
