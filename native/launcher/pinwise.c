@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ENTRY "import sys; sys.argv[0] = 'pinwise'; from pinwise.cli import main; sys.exit(main())"
+#define ENTRY "import sys; sys.argv[0] = 'pinwise'; from pinwise.cli import main; sys.exit(main(command=True))"
 
 int main(int argc, char **argv)
 {

@@ -4,4 +4,4 @@ import sys
 
 from . import main
 
-sys.exit(main())
+sys.exit(main(command=True))
