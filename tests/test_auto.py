@@ -8,13 +8,14 @@ import os
 import re
 import shutil
 import sqlite3
+import time
 
 import numpy as np
 import pytest
 from conftest import FakeProgram, run_pinwise
 
 from pinwise import stats
-from pinwise.auto import LOOKS, run_auto
+from pinwise.auto import FEWEST_RUNS, LOOKS, run_auto
 from pinwise.bench import db
 from pinwise.comm import CommMatrix
 from pinwise.topology import load_topology
@@ -99,6 +100,56 @@ def test_no_gain_runs_every_look_and_advises_the_os(tmp_path):
                         r"\(best: [a-z+ =]+, [0-9.]+x, no significant difference \(median test p=[0-9.e-]+, "
                         r"mean test p=[0-9.e-]+\)\): do not pin this program",
                         result.lines[0]), result.lines[0]
+
+
+class SlowProgram(FakeProgram):
+    """A FakeProgram whose every run takes ``seconds`` of real time."""
+
+    def __init__(self, medians, sigma, seconds):
+        super().__init__(medians, sigma)
+        self.seconds = seconds
+
+    def __call__(self, *args):
+        time.sleep(self.seconds)
+        return super().__call__(*args)
+
+
+def test_the_budget_cuts_the_first_look_short_and_the_verdict_says_so(tmp_path):
+    # 4 placements of 0.02 s each: a round takes 0.08 s or more, 15 rounds 1.2 s or more, against a
+    # budget of 0.6 s; the first FEWEST_RUNS rounds run whatever the budget
+    program = SlowProgram({"os": 1.0, "other": 1.0}, 0.05, 0.02)
+    said = []
+    result = run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "auto.db"), progress=False, say=said.append,
+                      tracer=lambda argv, path: contending_pairs(), runner=program, budget_minutes=0.01)
+    assert FEWEST_RUNS <= result.runs < LOOKS[0] and len(program.calls) == result.runs * 4
+    assert len(sample(tmp_path, "os")) == result.runs
+    stop = next(line for line in said if line.startswith("    stopping at"))
+    assert stop.startswith(f"    stopping at {result.runs} runs per placement: the 0.01-minute budget is spent "
+                           "(a round of the 4 placements took ")
+    assert stop.endswith(f" s; the first look takes {LOOKS[0]}, and fewer runs can miss a real difference: a larger "
+                         "--budget buys more)")
+    # too few runs to tell no gain from too few runs: never "do not pin"
+    assert result.winner is None and result.lines[-1].startswith(
+        f"no candidate is significantly faster after {result.runs} runs each (best: ")
+    assert result.lines[-1].endswith(": not established; run auto again with a larger --budget, or keep the OS "
+                                     "placement")
+
+
+def test_the_budget_is_the_benchs_not_the_traces(tmp_path, monkeypatch):
+    # a trace that takes longer than the whole budget (the clocks moved on by 10 minutes) leaves the
+    # bench every look: no winner here, and its runs take no time
+    ahead = [0.0]
+    for clock in ("monotonic", "perf_counter"):
+        monkeypatch.setattr(time, clock, lambda real=getattr(time, clock): real() + ahead[0])
+
+    def slow_trace(argv, path):
+        ahead[0] += 600
+        return contending_pairs()
+
+    program = FakeProgram({"os": 1.0, "other": 1.0}, 0.05)
+    result = run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "auto.db"), progress=False, say=lambda text: None,
+                      tracer=slow_trace, runner=program, budget_minutes=1)
+    assert result.runs == LOOKS[-1]  # no winner: every look, none cut by the trace's time
 
 
 def test_a_noisy_tie_is_not_called_a_gain(tmp_path):

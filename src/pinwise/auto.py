@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .patterns import Analysis, analyze
-from .bench import BenchOptions, build_candidates, open_db, run_bench
+from .bench import BenchOptions, build_candidates, db, open_db, run_bench
 from .bench.candidates import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
@@ -29,6 +29,9 @@ from .stats import format_interval, format_level
 from .topology import Topology
 
 LOOKS = (15, 25, 35)
+#: Runs per placement made whatever the budget: with fewer, no difference can reach significance at
+#: the corrected level (5 and 5 runs, one-sided Wilcoxon-Mann-Whitney: p >= 1/252).
+FEWEST_RUNS = 5
 
 
 @dataclass
@@ -184,7 +187,6 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             registry.lookup(name)
     if placements:  # checked before the long trace too
         build_candidates([], placements, topology, None)
-    started = time.perf_counter()
     with temporary_folder("auto-run") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
@@ -219,27 +221,39 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         db_file = db_path or os.path.join(tmp, "auto.db")
         summary = None
         runs = 0
+        bench_began = deadline = None
         for look in LOOKS:
-            elapsed = time.perf_counter() - started
-            per_run = elapsed / max(1, runs * len(unique)) if runs else 0
-            if runs and elapsed + per_run * (look - runs) * len(unique) > budget_minutes * 60:
-                say(f"    stopping at {runs} runs per placement: {look} would pass the {budget_minutes:g}-minute budget")
-                break
+            if runs:
+                per_block = (time.monotonic() - bench_began) / runs
+                if time.monotonic() + per_block * (look - runs) > deadline:
+                    say(f"    stopping at {runs} runs per placement: {look} would pass the {budget_minutes:g}-minute "
+                        "budget")
+                    break
+            else:  # the budget is the bench's: a long trace before it spends none of it
+                bench_began = time.monotonic()
+                deadline = bench_began + budget_minutes * 60
             say(f"3/3 benchmarking, {look} runs per placement (interleaved) ...")
             fresh = runs == 0 and db_path is not None and os.path.exists(db_path)
             experiment = run_bench(argv, unique, topology, db_file,
                                    BenchOptions(look, time_regex=time_regex, new=fresh, progress=progress,
                                                 extra_config={"aliases": aliases}, stop_if_all_fail=True,
-                                                continuing=runs > 0), runner=runner)
-            runs = look
+                                                continuing=runs > 0, deadline=deadline, fewest=FEWEST_RUNS),
+                                   runner=runner)
             connection = open_db(db_file, create=False)
             try:
+                runs = sum(1 for run in db.runs(connection, experiment.id) if run.policy == registry.BASELINE)
                 summary = summarize(connection, experiment, registry.BASELINE, 1 - alpha, correction=correction)
             finally:
                 connection.close()
             base = summary.result(registry.BASELINE)
             if summary.winner() is not None or not len(base.times):
                 break  # a winner; or a baseline that never ran well, which no further look can compare with
+            if runs < look:
+                say(f"    stopping at {runs} runs per placement: the {budget_minutes:g}-minute budget is spent"
+                    + (f" (a round of the {len(unique)} placements took {(time.monotonic() - bench_began) / runs:.3g} s;"
+                       f" the first look takes {LOOKS[0]}, and fewer runs can miss a real difference: a larger "
+                       "--budget buys more)" if look == LOOKS[0] else ""))
+                break
         assert summary is not None
     winner = summary.winner()
     result = AutoResult(comm, analysis, names, aliases, {c.name: c.plan for c in unique}, summary, winner, runs, alpha)
@@ -267,8 +281,10 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
             advice = ("no verdict on " + "; ".join(f"{p.label}, which {_ran_well(p, result.runs)}" for p in untested)
                       + (f"; of the others, none is significantly faster than the OS placement{detail}"
                          if compared else ""))
-        elif unsure:
-            advice = (f"no candidate is faster by both tests after {result.runs} runs each{detail}: not established; "
+        elif unsure or result.runs < LOOKS[0]:
+            # a bench the budget cut before the first look's runs cannot tell "no gain" from "too few runs"
+            why = "is faster by both tests" if unsure else "is significantly faster"
+            advice = (f"no candidate {why} after {result.runs} runs each{detail}: not established; "
                       "run auto again with a larger --budget, or keep the OS placement")
         else:
             advice = (f"no candidate is significantly faster than the OS placement after {result.runs} runs each"

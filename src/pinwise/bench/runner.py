@@ -246,6 +246,11 @@ class BenchOptions:
     stop_if_all_fail: bool = False
     #: Extending an experiment this caller made (auto's next look): no "runs already recorded" line.
     continuing: bool = False
+    #: A time.monotonic() by which to stop (auto's --budget): no block starts that the last block's
+    #: length says would end past it, once ``fewest`` measured blocks are done. Runs left out stay
+    #: to do: the same command with the same database resumes them.
+    deadline: float | None = None
+    fewest: int = 0
 
 
 def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, db_path: str,
@@ -302,7 +307,8 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
             say(f"pinwise: new experiment {experiment.id} in {db_path}, beside {len(before)} other"
                 f"{'s' if len(before) > 1 else ''} (pinwise report shows them all)")
         _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout,
-                 options.progress, runner or run_once, options.say, options.stop_if_all_fail)
+                 options.progress, runner or run_once, options.say, options.stop_if_all_fail,
+                 (options.deadline, options.fewest))
         return experiment
     finally:
         connection.close()
@@ -337,7 +343,7 @@ def default_timeout(first_block: list[db.Run]) -> float | None:
 
 
 def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
-             runner, say, stop_if_all_fail=False) -> None:
+             runner, say, stop_if_all_fail=False, deadline=(None, 0)) -> None:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -371,10 +377,20 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     derive = timeout is None
     # Until a run of this experiment has read its time, a time regex that misses stops the bench at once.
     any_good = any(r.failure is None for r in db.runs(connection, experiment.id, include_warmup=True))
+    stop_by, fewest = deadline
+    block_began, block_seconds = None, None  # the last whole block's length: what the next one will take
     try:
         with bar:
             task = bar.add_task("bench", total=total, completed=total - len(todo), medians="")
             for block, name, warm, position in todo:
+                if position == 0:
+                    now = time.monotonic()
+                    if block_began is not None:
+                        block_seconds = now - block_began
+                    block_began = now
+                    if stop_by is not None and not warm and block >= fewest and block_seconds is not None and \
+                            now + block_seconds > stop_by:
+                        break
                 if derive and len(first_block) >= len(candidates):
                     derive = False
                     timeout = default_timeout(first_block)

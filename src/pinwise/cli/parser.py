@@ -245,7 +245,9 @@ def add_measuring_commands(commands) -> None:
 
     auto = commands.add_parser(AUTO_COMMAND, help="trace, analyze, bench candidate placements and name the winner",
                                description="Find the best placement for a program by experiment, with statistics.")
-    auto.add_argument("--budget", type=real(0.01, 10 ** 5), default=5.0, help="minutes to spend benchmarking at most (default 5)")
+    auto.add_argument("--budget", type=real(0.01, 10 ** 5), default=5.0,
+                      help="minutes to spend benchmarking at most, the trace not counted (default 5); each placement "
+                           "runs at least 5 times whatever the budget")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
     auto.add_argument("--backend", choices=BACKENDS, default=AUTO_BACKEND,
                       help="how to measure who shares data: auto (default: sampling at the program's speed where the "
