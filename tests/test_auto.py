@@ -355,3 +355,12 @@ def test_a_trace_that_missed_work_benches_only_what_needs_no_matrix(tmp_path):
     assert f"    no recommendation from the trace: {missed}; benching the placements that need no matrix" in said
     with pytest.raises(PinwiseError, match="placements cannot be ranked by replaying this trace: the tracer follows"):
         simulated_auto(PROGRAM, TOPOLOGY, say=lambda _: None, tracer=lambda argv, path: comm)
+
+
+def test_a_long_run_sent_to_valgrind_is_told_how_long_the_trace_may_take():
+    from pinwise.auto import _valgrind_time
+
+    assert _valgrind_time(None) == _valgrind_time(0.4) == ""  # a short wait needs no warning
+    assert _valgrind_time(5.35) == (" (Valgrind runs a program 5-50x slower: 27s to 4.5m for this run; --trace-args "
+                                    "traces a smaller input)")
+    assert "3.3m to 33m" in _valgrind_time(40) and "33m to 5.6h" in _valgrind_time(400)

@@ -32,6 +32,8 @@ LOOKS = (15, 25, 35)
 #: Runs per placement made whatever the budget: with fewer, no difference can reach significance at
 #: the corrected level (5 and 5 runs, one-sided Wilcoxon-Mann-Whitney: p >= 1/252).
 FEWEST_RUNS = 5
+#: How much slower a program runs under Valgrind and pinwise's tool (docs/trace.md).
+VALGRIND_SLOWDOWN = (5, 50)
 
 
 @dataclass
@@ -118,12 +120,29 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
-            + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead")
+            + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead"
+            + _valgrind_time(comm.info.seconds))
     elif backend == AUTO_BACKEND:
         say(f"    sampling is not possible here ({why}): tracing every access under Valgrind")
     from .trace import trace
 
     return trace(argv, path, quiet=True, progress=progress)
+
+
+def _valgrind_time(seconds: float | None) -> str:
+    """What a Valgrind trace of a run that took ``seconds`` natively will take, for runs long enough
+    that the wait matters (a user who sees nothing for minutes stops it)."""
+    if not seconds or seconds < 1:
+        return ""
+    low, high = (_about(factor * seconds) for factor in VALGRIND_SLOWDOWN)
+    return (f" (Valgrind runs a program {VALGRIND_SLOWDOWN[0]}-{VALGRIND_SLOWDOWN[1]}x slower: {low} to {high} for "
+            "this run; --trace-args traces a smaller input)")
+
+
+def _about(seconds: float) -> str:
+    """A duration to two digits in the unit a user would say it in: 27s, 4.5m, 5.6h."""
+    unit, size = next((u, v) for u, v in (("h", 3600.0), ("m", 60.0), ("s", 1.0)) if seconds >= v or u == "s")
+    return f"{float(f'{seconds / size:.2g}'):g}{unit}"
 
 
 def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,
