@@ -18,6 +18,7 @@ from .bench import BenchOptions, build_candidates, db, open_db, run_bench
 from .bench.candidates import Candidate, unique_candidates
 from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
+from .numbers import say_duration
 from .pinning.launcher import find_program
 from .processes import temporary_folder
 from . import policies as registry
@@ -134,15 +135,9 @@ def _valgrind_time(seconds: float | None) -> str:
     that the wait matters (a user who sees nothing for minutes stops it)."""
     if not seconds or seconds < 1:
         return ""
-    low, high = (_about(factor * seconds) for factor in VALGRIND_SLOWDOWN)
+    low, high = (say_duration(factor * seconds, digits=2) for factor in VALGRIND_SLOWDOWN)
     return (f" (Valgrind runs a program {VALGRIND_SLOWDOWN[0]}-{VALGRIND_SLOWDOWN[1]}x slower: {low} to {high} for "
             "this run; --trace-args traces a smaller input)")
-
-
-def _about(seconds: float) -> str:
-    """A duration to two digits in the unit a user would say it in: 27s, 4.5m, 5.6h."""
-    unit, size = next((u, v) for u, v in (("h", 3600.0), ("m", 60.0), ("s", 1.0)) if seconds >= v or u == "s")
-    return f"{float(f'{seconds / size:.2g}'):g}{unit}"
 
 
 def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,

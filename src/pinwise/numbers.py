@@ -31,11 +31,13 @@ def _bounded(value, text: str, what: str, minimum, maximum, say=str):
     return value
 
 
-def say_duration(seconds: float) -> str:
-    """A duration in the unit a user would write it in: 10ms, 1.5s, 10m, 2h."""
+def say_duration(seconds: float, digits: int | None = None) -> str:
+    """A duration in the unit a user would write it in: 10ms, 1.5s, 10m, 2h (to ``digits``
+    significant digits: 27s, 4.5m)."""
     for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= size or unit == "us":
-            return f"{seconds / size:g}{unit}"
+            value = seconds / size
+            return f"{float(f'{value:.{digits}g}') if digits else value:g}{unit}"
     return f"{seconds:g}s"
 
 
