@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import FakeProgram, run_pinwise
+from conftest import FakeProgram, assert_clean_failure, run_pinwise
 
 from pinwise import stats
-from pinwise.auto import FEWEST_RUNS, LOOKS, run_auto
+from pinwise.auto import LOOKS, fewest_runs, run_auto
 from pinwise.bench import db
 from pinwise.comm import CommMatrix
 from pinwise.topology import load_topology
@@ -116,12 +116,12 @@ class SlowProgram(FakeProgram):
 
 def test_the_budget_cuts_the_first_look_short_and_the_verdict_says_so(tmp_path):
     # 4 placements of 0.02 s each: a round takes 0.08 s or more, 15 rounds 1.2 s or more, against a
-    # budget of 0.6 s; the first FEWEST_RUNS rounds run whatever the budget
+    # budget of 0.6 s; the rounds a difference needs to be significant run whatever the budget
     program = SlowProgram({"os": 1.0, "other": 1.0}, 0.05, 0.02)
     said = []
     result = run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "auto.db"), progress=False, say=said.append,
                       tracer=lambda argv, path: contending_pairs(), runner=program, budget_minutes=0.01)
-    assert FEWEST_RUNS <= result.runs < LOOKS[0] and len(program.calls) == result.runs * 4
+    assert fewest_runs(result.alpha) == 5 <= result.runs < LOOKS[0] and len(program.calls) == result.runs * 4
     assert len(sample(tmp_path, "os")) == result.runs
     stop = next(line for line in said if line.startswith("    stopping at"))
     assert stop.startswith(f"    stopping at {result.runs} runs per placement: the 0.01-minute budget is spent "
@@ -139,8 +139,7 @@ def test_the_budget_is_the_benchs_not_the_traces(tmp_path, monkeypatch):
     # a trace that takes longer than the whole budget (the clocks moved on by 10 minutes) leaves the
     # bench every look: no winner here, and its runs take no time
     ahead = [0.0]
-    for clock in ("monotonic", "perf_counter"):
-        monkeypatch.setattr(time, clock, lambda real=getattr(time, clock): real() + ahead[0])
+    monkeypatch.setattr(time, "monotonic", lambda real=time.monotonic: real() + ahead[0])
 
     def slow_trace(argv, path):
         ahead[0] += 600
@@ -306,6 +305,15 @@ def test_a_program_that_fails_every_run_gets_no_verdict(tmp_path):
     connection.close()
 
 
+def test_the_os_placement_alone_is_refused_before_the_trace(tmp_path):
+    """--policies os (under any of its names) leaves nothing to compare: refused at once, nothing
+    traced, no database written."""
+    result = run_pinwise("auto", "--db", str(tmp_path / "auto.db"), "--policies", "os,OS", "--", "sleep", "60",
+                         timeout=60)
+    assert_clean_failure(result, "--policies os,OS leaves nothing to compare with the OS placement")
+    assert not (tmp_path / "auto.db").exists()
+
+
 def test_a_baseline_that_never_ran_well_is_no_verdict(tmp_path):
     """The OS placement fails every run while the candidates run: nothing to compare them with."""
     from pinwise.bench.db import Run
@@ -364,3 +372,20 @@ def test_a_long_run_sent_to_valgrind_is_told_how_long_the_trace_may_take():
     assert _valgrind_time(5.35) == (" (Valgrind runs a program 5-50x slower: 27s to 4.5m for this run; --trace-args "
                                     "traces a smaller input)")
     assert "3.3m to 33m" in _valgrind_time(40) and "33m to 5.6h" in _valgrind_time(400)
+    # given a smaller input with --trace-args already, it is not suggested again
+    assert _valgrind_time(5.35, smaller_input=True) == " (Valgrind runs a program 5-50x slower: 27s to 4.5m for this run)"
+    assert "1m to 10m" in _valgrind_time(11.995)  # rounded before the unit is chosen: not "60s to 10m"
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 4, 5, 15, 16])
+def test_the_fewest_runs_a_budget_leaves_are_the_fewest_that_can_be_significant(candidates):
+    """Brute force against scipy: n runs each of two placements that never overlap give the smallest
+    one-sided Mann-Whitney p there is; with fewest_runs it passes the corrected level, with one less
+    it cannot."""
+    from scipy.stats import mannwhitneyu
+
+    alpha = 0.05 / (len(LOOKS) * candidates)
+    n = fewest_runs(alpha)
+    smallest = [mannwhitneyu(range(k), range(k, 2 * k), alternative="less", method="exact").pvalue for k in (n - 1, n)]
+    assert smallest[0] >= alpha > smallest[1]
+    assert n == (4 if candidates == 1 else 5 if candidates <= 4 else 6 if candidates <= 15 else 7)

@@ -21,7 +21,7 @@ from pinwise.comm import CommMatrix, parse_comm
 from pinwise.cpulist import format_cpulist, parse_cpulist
 from pinwise.errors import PinwiseError
 from pinwise.files import check_output_file
-from pinwise.numbers import hex_number, real_number, whole_number
+from pinwise.numbers import hex_number, real_number, say_duration, whole_number
 from pinwise.plan import Plan, parse_skip_mask
 from pinwise.topology import from_json, load_topology, to_json
 
@@ -59,6 +59,20 @@ def test_real_numbers_are_finite_ascii_or_refused(text):
     value = raises_only_pinwise_error(real_number, text, "value", 0.0, 1e6)
     if value is not None:
         assert re.fullmatch(r"[0-9.eE+\-]+", text.strip()) and math.isfinite(value) and 0 <= value <= 1e6
+
+
+UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(min_value=1e-7, max_value=1e7), st.sampled_from([None, 1, 2, 3]))
+def test_a_duration_is_said_in_the_largest_unit_it_fills(seconds, digits):
+    number, unit = re.fullmatch(r"([0-9.e+-]+)(h|m|s|ms|us)", say_duration(seconds, digits)).groups()
+    value, size = float(number), UNITS[unit]
+    larger = [other for other in UNITS.values() if other > size]
+    # never 0.5h, never 60s (59.97 s to two digits is 1m): the number is at least 1 and under the next unit
+    assert (value >= 1 or unit == "us") and (not larger or value * size < min(larger) * (1 - 1e-9))
+    assert math.isclose(value * size, seconds, rel_tol=5 * 10.0 ** -(digits or 6))
 
 
 @settings(max_examples=400, deadline=None)

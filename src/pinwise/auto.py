@@ -9,6 +9,8 @@ survive every look and every comparison.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,11 +32,16 @@ from .stats import format_interval, format_level
 from .topology import Topology
 
 LOOKS = (15, 25, 35)
-#: Runs per placement made whatever the budget: with fewer, no difference can reach significance at
-#: the corrected level (5 and 5 runs, one-sided Wilcoxon-Mann-Whitney: p >= 1/252).
-FEWEST_RUNS = 5
 #: How much slower a program runs under Valgrind and pinwise's tool (docs/trace.md).
 VALGRIND_SLOWDOWN = (5, 50)
+
+
+def fewest_runs(alpha: float) -> int:
+    """The fewest runs per placement with which a difference can reach significance at ``alpha``
+    (the corrected level): with n and n runs the one-sided Wilcoxon-Mann-Whitney p is at least
+    1 / C(2n, n), so at 95 % over 3 looks 4 runs suffice for one candidate, 5 for two to four, 6
+    for five to fifteen. A bench the budget cuts makes that many, whatever the budget."""
+    return next(n for n in itertools.count(2) if 1 / math.comb(2 * n, n) < alpha)
 
 
 @dataclass
@@ -93,12 +100,14 @@ def creator_variants(candidates: list[Candidate], comm: CommMatrix, topology: To
     return variants
 
 
-def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, progress=None, say=print):
+def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, progress=None, say=print,
+                    smaller_input: bool = False):
     """``auto``'s first step: the communication matrix of ``argv``, by the sampling tracer where
     the kernel permits it (at the program's own speed), else under Valgrind, saying which and why.
     A sample too thin to be sure of its pattern (:func:`pinwise.confidence.pattern_confidence`: too
     few traps, or a bootstrap that does not confirm it) is traced again under Valgrind. ``backend``:
-    auto, sample or valgrind."""
+    auto, sample or valgrind; ``smaller_input``: ``argv`` is already --trace-args' smaller input
+    (not suggested again)."""
     from .sample import sampling_permitted
 
     if backend not in BACKENDS:
@@ -122,7 +131,7 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
             return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
             + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead"
-            + _valgrind_time(comm.info.seconds))
+            + _valgrind_time(comm.info.seconds, smaller_input))
     elif backend == AUTO_BACKEND:
         say(f"    sampling is not possible here ({why}): tracing every access under Valgrind")
     from .trace import trace
@@ -130,14 +139,15 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
     return trace(argv, path, quiet=True, progress=progress)
 
 
-def _valgrind_time(seconds: float | None) -> str:
+def _valgrind_time(seconds: float | None, smaller_input: bool = False) -> str:
     """What a Valgrind trace of a run that took ``seconds`` natively will take, for runs long enough
-    that the wait matters (a user who sees nothing for minutes stops it)."""
+    that the wait matters (a user who sees nothing for minutes stops it); --trace-args suggested
+    unless ``smaller_input`` says it was given."""
     if not seconds or seconds < 1:
         return ""
     low, high = (say_duration(factor * seconds, digits=2) for factor in VALGRIND_SLOWDOWN)
     return (f" (Valgrind runs a program {VALGRIND_SLOWDOWN[0]}-{VALGRIND_SLOWDOWN[1]}x slower: {low} to {high} for "
-            "this run; --trace-args traces a smaller input)")
+            "this run" + ("" if smaller_input else "; --trace-args traces a smaller input") + ")")
 
 
 def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] | None = None,
@@ -155,7 +165,8 @@ def simulated_auto(argv: list[str], target: Topology, *, trace_argv: list[str] |
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/2 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
-            comm = measure_sharing(trace_argv or argv, comm_path, backend, say=say)
+            comm = measure_sharing(trace_argv or argv, comm_path, backend, say=say,
+                                   smaller_input=trace_argv is not None)
         else:
             comm = tracer(trace_argv or argv, comm_path)
     rounds = find_rounds(comm)
@@ -199,13 +210,18 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     for name in policies or []:  # before the long trace, not after it
         if name.strip().lower() != registry.AUTO:
             registry.lookup(name)
+    if policies and not placements and all(name.strip().lower() != registry.AUTO and
+                                           registry.lookup(name).name == registry.BASELINE for name in policies):
+        raise PinwiseError(f"--policies {','.join(policies)} leaves nothing to compare with the OS placement: name a "
+                           "policy beside it (e.g. --policies locality) or a --placement")
     if placements:  # checked before the long trace too
         build_candidates([], placements, topology, None)
     with temporary_folder("auto-run") as tmp:
         comm_path = os.path.join(tmp, "comm.json")
         say(f"1/3 measuring who shares data with whom in {' '.join(trace_argv or argv)}")
         if tracer is None:
-            comm = measure_sharing(trace_argv or argv, comm_path, backend, progress=progress, say=say)
+            comm = measure_sharing(trace_argv or argv, comm_path, backend, progress=progress, say=say,
+                                   smaller_input=trace_argv is not None)
         else:
             comm = tracer(trace_argv or argv, comm_path)
         rounds = find_rounds(comm)
@@ -251,7 +267,7 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
             experiment = run_bench(argv, unique, topology, db_file,
                                    BenchOptions(look, time_regex=time_regex, new=fresh, progress=progress,
                                                 extra_config={"aliases": aliases}, stop_if_all_fail=True,
-                                                continuing=runs > 0, deadline=deadline, fewest=FEWEST_RUNS),
+                                                continuing=runs > 0, deadline=deadline, fewest=fewest_runs(alpha)),
                                    runner=runner)
             connection = open_db(db_file, create=False)
             try:

@@ -35,9 +35,9 @@ def say_duration(seconds: float, digits: int | None = None) -> str:
     """A duration in the unit a user would write it in: 10ms, 1.5s, 10m, 2h (to ``digits``
     significant digits: 27s, 4.5m)."""
     for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= size or unit == "us":
-            value = seconds / size
-            return f"{float(f'{value:.{digits}g}') if digits else value:g}{unit}"
+        value = float(f"{seconds / size:.{digits}g}") if digits else seconds / size
+        if value >= 1 or unit == "us":  # rounded first: 59.97 s to two digits is 1m, not 60s
+            return f"{value:g}{unit}"
     return f"{seconds:g}s"
 
 

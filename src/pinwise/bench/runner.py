@@ -247,8 +247,8 @@ class BenchOptions:
     #: Extending an experiment this caller made (auto's next look): no "runs already recorded" line.
     continuing: bool = False
     #: A time.monotonic() by which to stop (auto's --budget): no block starts that the last block's
-    #: length says would end past it, once ``fewest`` measured blocks are done. Runs left out stay
-    #: to do: the same command with the same database resumes them.
+    #: length says would end past it, once ``fewest`` measured blocks are done. The runs left out
+    #: are not recorded (auto starts a new experiment each time it runs).
     deadline: float | None = None
     fewest: int = 0
 
@@ -308,7 +308,7 @@ def run_bench(argv: list[str], candidates: list[Candidate], topology: Topology, 
                 f"{'s' if len(before) > 1 else ''} (pinwise report shows them all)")
         _execute(connection, experiment, argv, candidates, topology, todo, len(schedule), pattern, timeout,
                  options.progress, runner or run_once, options.say, options.stop_if_all_fail,
-                 (options.deadline, options.fewest))
+                 stop_by=options.deadline, fewest=options.fewest)
         return experiment
     finally:
         connection.close()
@@ -343,7 +343,7 @@ def default_timeout(first_block: list[db.Run]) -> float | None:
 
 
 def _execute(connection, experiment, argv, candidates, topology, todo, total, pattern, timeout, progress,
-             runner, say, stop_if_all_fail=False, deadline=(None, 0)) -> None:
+             runner, say, stop_if_all_fail=False, *, stop_by: float | None = None, fewest: int = 0) -> None:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -377,7 +377,6 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
     derive = timeout is None
     # Until a run of this experiment has read its time, a time regex that misses stops the bench at once.
     any_good = any(r.failure is None for r in db.runs(connection, experiment.id, include_warmup=True))
-    stop_by, fewest = deadline
     block_began, block_seconds = None, None  # the last whole block's length: what the next one will take
     try:
         with bar:
@@ -390,6 +389,9 @@ def _execute(connection, experiment, argv, candidates, topology, todo, total, pa
                     block_began = now
                     if stop_by is not None and not warm and block >= fewest and block_seconds is not None and \
                             now + block_seconds > stop_by:
+                        # the bar ends full at the runs made, not stuck part way
+                        made = next(t.completed for t in bar.tasks if t.id == task)
+                        bar.update(task, total=made, description="stopped: the budget is spent")
                         break
                 if derive and len(first_block) >= len(candidates):
                     derive = False

@@ -247,7 +247,8 @@ def add_measuring_commands(commands) -> None:
                                description="Find the best placement for a program by experiment, with statistics.")
     auto.add_argument("--budget", type=real(0.01, 10 ** 5), default=5.0,
                       help="minutes to spend benchmarking at most, the trace not counted (default 5); each placement "
-                           "runs at least 5 times whatever the budget")
+                           "runs as often as a difference needs to reach significance at the corrected level (5 times "
+                           "for 2-4 candidates at 95 %%) whatever the budget")
     auto.add_argument("--trace-args", metavar="ARGS", help="arguments for a smaller input to trace with (quoted)")
     auto.add_argument("--backend", choices=BACKENDS, default=AUTO_BACKEND,
                       help="how to measure who shares data: auto (default: sampling at the program's speed where the "
