@@ -170,6 +170,21 @@ def test_adapt_options_are_checked(tmp_path):
     assert_clean_failure(run_pinwise("run", "--log", str(tmp_path / "l"), "--cpus", "0", "--", "true"), "--adapt")
     assert_clean_failure(run_pinwise("run", "--adapt", "--duration", "1s", "--", "true"), "--duration")
     assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
+    # a log that cannot be made: refused before the program starts
+    assert_clean_failure(run_pinwise("run", "--adapt", "--log", "/sys/kernel/pinwise.jsonl", "--", "true"),
+                         "--log '/sys/kernel/pinwise.jsonl': ")
+
+
+def test_a_log_that_fails_mid_run_ends_the_log_not_the_program():
+    """--log /dev/full: the first line fails to write (no space left); pinwise says so once and
+    goes on placing, and the program ends as it would alone, its output and status its own."""
+    result = run_pinwise("run", "--adapt", "--log", "/dev/full", "--", PATTERNS, "pairs", "-n", "4", "-i", "200000",
+                         timeout=120)
+    assert result.returncode == 0 and "Time in seconds = " in result.stdout, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "--log /dev/full" in line]
+    assert warnings == ["pinwise: warning: --log /dev/full: No space left on device; the log stops here, the placing "
+                        "goes on"], result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def _window(end_s: float, tids: list[int], hits: dict[tuple[int, int], float], idle: tuple[int, ...] = (),

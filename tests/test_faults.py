@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import PINWISE, eventually, need, run_pinwise
 
+from pinwise.temporary import MARKER
+
 #: A program no other test runs, so that what is left of it can be found by its command line: a
 #: shell that starts a long sleep in the background, naps, and kills the sleep. Only a kill that
 #: misses the shell's children leaves the long sleep running: a grandchild of pinwise, out of
@@ -204,23 +206,29 @@ def test_a_killed_mpi_trace_leaves_no_rank_nor_session_folder(tmp_path, temporar
 def test_the_next_command_cleans_what_dead_processes_left(temporary):
     """Folders of pinwise processes that are gone, and the FIFOs and shared memory of a Valgrind
     that is gone, are removed when a pinwise command starts; a live process's are kept, and so
-    is everything else in the folder."""
+    is everything else in the folder: a user's folder whose name looks like pinwise's (no PID
+    alive by that number) but that pinwise did not make, too."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     alive = os.getpid()
     for pid in (dead.pid, alive):
         (temporary / f"pinwise-trace-{pid}-abc123").mkdir()
+        (temporary / f"pinwise-trace-{pid}-abc123" / MARKER).write_text("")
         (temporary / f"pinwise-trace-{pid}-abc123" / "trace.txt").write_text("partial")
         for name in (f"vgdb-pipe-from-vgdb-to-{pid}-by-root-on-{os.uname().nodename}",
                      f"vgdb-pipe-to-vgdb-from-{pid}-by-root-on-???"):
             os.mkfifo(temporary / name)
         (temporary / f"vgdb-pipe-shared-mem-vgdb-{pid}-by-root-on-???").write_bytes(b"\0" * 48)
     (temporary / "pinwise-notes").mkdir()  # not the PID form: not pinwise's to remove
+    for name in ("pinwise-demo-2024-results", f"pinwise-results-{dead.pid}-keep"):  # no marker: the user's
+        (temporary / name).mkdir()
+        (temporary / name / "report.txt").write_text("the user's")
     (temporary / f"vgdb-pipe-from-vgdb-to-{dead.pid}-by-root-on-another-host").write_bytes(b"")
     left = left_in(temporary)
-    assert not [name for name in left if str(dead.pid) in name and "another-host" not in name], left
+    assert not [name for name in left if str(dead.pid) in name and not name.endswith(("another-host", "keep"))], left
     assert len([name for name in left if str(alive) in name]) == 4
     assert "pinwise-notes" in left and f"vgdb-pipe-from-vgdb-to-{dead.pid}-by-root-on-another-host" in left
+    assert "pinwise-demo-2024-results" in left and f"pinwise-results-{dead.pid}-keep" in left
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

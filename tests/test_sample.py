@@ -489,3 +489,15 @@ def test_watchpoints_are_rationed_to_the_traps_wanted_without_changing_the_patte
     assert traps > 100 and few_arms < 0.6 * arms, (arms, traps, few_arms, few_traps)
     for m in (matrix, few_matrix):  # pairs {0,1} and {2,3} carry the events either way
         assert m[0, 1] + m[2, 3] > 0.9 * m[np.triu_indices(4, 1)].sum(), m
+
+
+@pytest.mark.parametrize("command", [("trace", "--backend", "sample", "-o", "OUT"), ("run", "--adapt")])
+def test_the_program_under_the_sampler_gets_the_users_environment(tmp_path, command):
+    """pinwise's own OPENBLAS_THREAD_TIMEOUT (processes.OWN_SETTINGS) stays in pinwise: the
+    sampler that starts the program hands it the user's environment."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    seen = tmp_path / "seen.txt"
+    argv = [str(tmp_path / "c.json") if word == "OUT" else word for word in command]
+    run_pinwise(*argv, "--", "sh", "-c", f'echo "sees ${{OPENBLAS_THREAD_TIMEOUT-unset}}" > {seen}', env=env,
+                timeout=120)
+    assert seen.read_text().strip() == "sees unset"

@@ -22,7 +22,7 @@ from .comm import CommMatrix, find_rounds, fold_rounds
 from .errors import PinwiseError
 from .numbers import say_duration
 from .pinning.launcher import find_program
-from .processes import temporary_folder
+from .temporary import temporary_folder
 from . import policies as registry
 from .plan import Plan
 from .vocabulary import AUTO_BACKEND, BACKENDS, Pattern

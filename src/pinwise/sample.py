@@ -33,7 +33,8 @@ import numpy as np
 from .comm import CommMatrix, TraceInfo, write_comm
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, temporary_folder
+from .processes import GroupGuard, die_with_parent, kill_group, signals_held, user_environment
+from .temporary import temporary_folder
 
 SAMPLER = NATIVE_DIR / "bin" / "pinwise-sample"
 TOOL_VERSION = "pinwise-sample 1"
@@ -194,8 +195,9 @@ def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: 
     ``guard`` so that it ends with pinwise however pinwise ends; ``pass_fds`` stay open in it."""
     with signals_held():
         try:
+            # the user's environment, not pinwise's own settings: the sampler hands it to the program
             process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(),
-                                       stdout=subprocess.DEVNULL if quiet else None,
+                                       stdout=subprocess.DEVNULL if quiet else None, env=user_environment(),
                                        stdin=subprocess.DEVNULL if attached else None, pass_fds=pass_fds)
         except OSError as err:
             raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None

@@ -33,7 +33,8 @@ from pathlib import Path
 from .errors import PinwiseError
 from .pinning.launcher import find_program
 from .plan import Plan
-from .processes import run_in_group, temporary_folder
+from .processes import run_in_group
+from .temporary import temporary_folder
 from .topology import Topology
 from .topology.model import ObjType, format_size
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder, user_environment
+from .processes import GroupGuard, die_with_parent, kill_session, signals_held, user_environment
+from .temporary import temporary_folder
 from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable, lifetimes_and_spawns, observe_natively
 from ._stage import make_callable
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from .. import policies
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
-from ..processes import GroupGuard, kill_group, temporary_folder
+from ..processes import GroupGuard, kill_group
+from ..temporary import temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
                       check_sampler, pass_stop, program_part, sampler_failure, start_sampler, traps_per_s)
 from .decide import Adapter, Move
@@ -41,6 +42,42 @@ class AdaptResult:
     pinwise_cpu_s: float = 0.0          # CPU seconds pinwise's own process used while the program ran
 
 
+class JsonLinesLog:
+    """--log's file, written a line at a time (each flushed as it comes). A write that fails
+    (a full disk, a file that takes no writes) is said once and ends the log, never the run: the
+    program goes on being placed, and the lines before stay."""
+
+    def __init__(self, path: str, say):
+        try:
+            self.file = open(path, "w")  # noqa: SIM115 - closed by close(), whatever happens
+        except OSError as err:
+            raise PinwiseError(f"--log {path!r}: {err.strerror}") from None
+        self.path, self.say = path, say
+
+    def _do(self, step) -> None:
+        if self.file is None:
+            return
+        try:
+            step()
+        except OSError as err:
+            self.say(f"pinwise: warning: --log {self.path}: {err.strerror}; the log stops here, the placing goes on")
+            self.close()
+
+    def write(self, text: str) -> None:
+        self._do(lambda: self.file.write(text))
+
+    def flush(self) -> None:
+        self._do(lambda: self.file.flush())
+
+    def close(self) -> None:
+        file, self.file = self.file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:  # what it could not write was said when it failed
+                pass
+
+
 def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, policy: str | None = None,
                  interval: float = INTERVAL, log_path: str | None = None, duration: float | None = None,
                  memory=None, extra_env: dict[str, str] | None = None, say=print) -> AdaptResult:
@@ -56,7 +93,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     if pid is not None:
         check_pid(pid)
     program = find_program(argv) if argv is not None else None
-    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below, whatever happens
+    log = JsonLinesLog(log_path, say) if log_path else None
     adapter = Adapter(topology, policy, log, say, memory, interval)
     adapter.rehearse()  # the deciding stages loaded and run once now, not while the program waits
     started, cpu_started = time.perf_counter(), time.process_time()

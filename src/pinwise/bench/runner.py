@@ -26,7 +26,8 @@ from pathlib import Path
 from .. import __version__, policies
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
-from ..processes import GroupGuard, die_with_parent, kill_session, signals_held, temporary_folder
+from ..processes import GroupGuard, die_with_parent, kill_session, signals_held
+from ..temporary import temporary_folder
 from ..pinning.launcher import launchable_program, preload_environment, whole_plan_mask, why_not_loaded
 from ..pinning.log import RunResult, read_log
 from ..pinning.readback import thread_count

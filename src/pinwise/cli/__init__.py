@@ -33,7 +33,8 @@ import sys
 import warnings
 
 from ..errors import PinwiseError, interrupted_status
-from ..processes import clean_leftovers, own_settings, received, stop_on_termination
+from ..processes import own_settings, received, stop_on_termination
+from ..temporary import clean_leftovers
 from ..streams import OutputLost
 from ..vocabulary import AUTO_COMMAND
 from .parser import build_parser

@@ -13,7 +13,8 @@ from ..errors import PinwiseError
 from ..pinning.launcher import PRELOAD_LIBRARY, RUNTIME_SETTINGS
 from ..pinning.log import parse_log
 from ..placement import matrix_plan
-from ..processes import run_in_group, temporary_folder, user_environment
+from ..processes import run_in_group, user_environment
+from ..temporary import temporary_folder
 from ..topology import ObjectSpec, build_topology
 from ..topology.devices import numbered
 from ..topology.model import ObjType

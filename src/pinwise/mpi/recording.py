@@ -12,7 +12,8 @@ import numpy as np
 
 from ..comm import CommMatrix, TraceInfo, write_comm
 from ..errors import PinwiseError
-from ..processes import run_in_group, temporary_folder, user_environment
+from ..processes import run_in_group, user_environment
+from ..temporary import temporary_folder
 from .launchers import (MPI_NAMES, RECORDERS, job_mpi, launch_command, launcher_environment, launcher_failed, launcher_kind,
                         warn_mismatch)
 

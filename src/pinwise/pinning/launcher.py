@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..processes import GroupGuard, become, controlling_terminal, die_with_parent, foreground_job, kill_group, \
-    signals_held, temporary_folder, user_environment
+    signals_held, user_environment
+from ..temporary import temporary_folder
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, a tenth of `pinwise run`'s start-up
 if TYPE_CHECKING:
