@@ -119,6 +119,28 @@ def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
     assert output == alone.stdout
 
 
+def test_ctrl_c_ends_an_attach_as_its_duration_would(tmp_path):
+    """Attached without --duration, Ctrl-C is how the sampling ends (docs/trace.md): the matrix is
+    whole, not partial, pinwise exits 0, and the process runs on."""
+    program = subprocess.Popen([PATTERNS, "pairs", "-n", "4", "-i", "100000000"], stdout=subprocess.DEVNULL)
+    try:
+        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
+        out = tmp_path / "attached.json"
+        pinwise = subprocess.Popen([PINWISE, "trace", "--pid", str(program.pid), "-o", str(out)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        children = f"/proc/{pinwise.pid}/task/{pinwise.pid}/children"
+        assert eventually(lambda: os.path.exists(children) and open(children).read().strip(), timeout=60)
+        time.sleep(0.5)  # the sampler attached: let it take some samples
+        pinwise.send_signal(signal.SIGINT)
+        _, err = pinwise.communicate(timeout=120)
+        assert pinwise.returncode == 0, err
+        assert read_comm(out).info.partial is False and "partial" not in err
+        assert program.poll() is None, "the program ended with pinwise"
+    finally:
+        program.kill()
+        program.wait()
+
+
 def _lasting(command: list[str], count: int, seconds: float) -> int:
     """The count that ``command COUNT`` takes about ``seconds`` alone to do on this host, from a
     run of ``count`` (300 M rounds of pairs_checksum took 4-5 s on one guest, 1.7 s on
@@ -451,6 +473,17 @@ def test_refusals_are_one_line_each(tmp_path, build_dir):
     assert eventually(lambda: open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z")
     assert_clean_failure(run_pinwise("trace", "--pid", str(zombie.pid), "-o", out), "zombie")
     zombie.wait()
+    # a thread's id (in /proc, though no listing names it) and a kernel thread are no process to attach to
+    with subprocess.Popen([PATTERNS, "pairs", "-n", "4", "-i", "100000000"], stdout=subprocess.DEVNULL) as program:
+        try:
+            assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
+            thread = max(int(tid) for tid in os.listdir(f"/proc/{program.pid}/task"))
+            assert_clean_failure(run_pinwise("trace", "--pid", str(thread), "-o", out),
+                                 f"{thread} is a thread of process {program.pid}, not a process: give --pid {program.pid}")
+        finally:
+            program.kill()
+    if os.path.exists("/proc/2") and "Kthread:\t1" in open("/proc/2/status").read():  # kthreadd, outside a container
+        assert_clean_failure(run_pinwise("trace", "--pid", "2", "-o", out), "is a kernel thread")
     no_perf = compile_program("no_perf.c", build_dir)
     refused = subprocess.run([str(no_perf), PINWISE, "trace", "--backend", "sample", "-o", out, "--", PATTERNS,
                               "pairs", "-n", "2", "-i", "10"], capture_output=True, text=True, timeout=60)

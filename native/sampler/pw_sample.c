@@ -1930,7 +1930,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < threads[i].nslots; k++)
             settle(i, &threads[i].slot[k]);
     cleanup();
-    write_result(exit_status, stopped || (child && exit_status != 0));
+    /* a started program stopped, or failing, leaves a partial matrix; an attach that a signal ends
+       (Ctrl-C is how one without --duration ends) has seen all it was asked to */
+    write_result(exit_status, child && (stopped || exit_status != 0));
     pw_decoder_free(decoder);
     return 0;
 }

@@ -103,9 +103,19 @@ def check_pid(pid: int) -> None:
             pass
         raise PinwiseError(f"process {pid} belongs to {owner}: sample it as that user or as root") from None
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        state, tgid, threads = status["State"].split()[0], int(status["Tgid"]), int(status["Threads"])
+    except (OSError, KeyError, ValueError, IndexError):
         raise PinwiseError(f"no process {pid}") from None
+    if tgid != pid:  # /proc shows a thread's id too, though no listing names it
+        raise PinwiseError(f"{pid} is a thread of process {tgid}, not a process: give --pid {tgid}")
+    if status.get("Kthread", "0").strip() == "1":
+        raise PinwiseError(f"process {pid} ({status.get('Name', '?').strip()}) is a kernel thread: it runs no program to "
+                           "sample")
+    if state in ("Z", "X") and threads > 1:
+        raise PinwiseError(f"process {pid}'s main thread has ended (pthread_exit) while {threads - 1} other threads run: "
+                           "pinwise cannot attach to such a process; start the program under pinwise instead")
     if state in ("Z", "X"):
         raise PinwiseError(f"process {pid} has exited (a zombie its parent has not reaped): nothing to sample")
 
