@@ -484,11 +484,41 @@ def test_refusals_are_one_line_each(tmp_path, build_dir):
             program.kill()
     if os.path.exists("/proc/2") and "Kthread:\t1" in open("/proc/2/status").read():  # kthreadd, outside a container
         assert_clean_failure(run_pinwise("trace", "--pid", "2", "-o", out), "is a kernel thread")
+    # threads that wait the whole time: no sample, and an empty matrix would read "no communication"
+    idle = subprocess.Popen([str(compile_program("threads.c", build_dir)), "3"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert idle.stdout.readline().startswith("ready")
+        assert_clean_failure(run_pinwise("trace", "--pid", str(idle.pid), "--duration", "0.5s", "-o", out),
+                             f"no samples of process {idle.pid} in ", "did not run on a CPU", "nothing written")
+    finally:
+        idle.stdin.close()
+        idle.wait(timeout=60)
     no_perf = compile_program("no_perf.c", build_dir)
     refused = subprocess.run([str(no_perf), PINWISE, "trace", "--backend", "sample", "-o", out, "--", PATTERNS,
                               "pairs", "-n", "2", "-i", "10"], capture_output=True, text=True, timeout=60)
     assert_clean_failure(refused, "perf_event_open is refused", "seccomp", "--backend valgrind")
     assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize("ending, said", [("7", "exited with status 7"), ("abort", "was killed by SIGABRT")])
+def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path, build_dir, ending, said):
+    """As the Valgrind backend says it: how the program ended, and that what was gathered is kept,
+    marked partial; the program's own status is not pinwise's success."""
+    program = compile_program("share_then_fail.c", build_dir)
+    out = tmp_path / "c.json"
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(program), "20000000", ending,
+                         timeout=120)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"pinwise: warning: {program} {said}: the matrix gathered so far is in {out}, marked partial" in \
+        result.stderr, result.stderr
+    assert read_comm(out).info.partial
+
+
+def test_a_program_that_fails_before_its_threads_is_said_to_have_failed(tmp_path):
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(tmp_path / "c.json"), "--", "sh", "-c", "exit 3",
+                         timeout=120)
+    assert_clean_failure(result, "sh ran one thread (exited with status 3): there is no communication")
 
 
 def test_the_work_of_child_processes_is_named_not_measured(tmp_path):

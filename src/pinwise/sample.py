@@ -129,7 +129,8 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     """Sample ``argv`` (or attach to process ``pid`` for ``duration`` seconds, None: until it ends
     or Ctrl-C) and write its communication matrix to ``output``. ``sharing`` as in
     :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output. A program that
-    ran one thread is refused (nothing to measure) unless ``one_thread``; its child processes'
+    ran one thread, or whose threads never ran while sampled, is refused (nothing to measure) unless
+    ``one_thread`` (the caller judges such a sample itself, as auto does); its child processes'
     work is named either way. ``per_task`` samples the program's threads even where per-CPU events
     over every process are permitted (what an unprivileged user gets: for tests)."""
     if (argv is None) == (pid is None):
@@ -189,9 +190,14 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or stopped,
                    unseen=_unseen(comm.info.sampling))
     comm = replace(comm, info=info)
+    failed = _failure(comm.info.exit_status) if argv is not None and not stopped else None
     if not stopped:
-        _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread)
+        _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread,
+                                        f" ({failed})" if failed else "")
     write_comm(comm, output)
+    if failed:
+        print(f"pinwise: warning: {argv[0]} {failed}: the matrix gathered so far is in {output}, marked partial",
+              file=sys.stderr)
     if stopped:  # kept, and the stop goes on: a demo or an auto does not run on (as pinwise.trace)
         print(f"pinwise: warning: {argv[0]} was interrupted: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)
@@ -269,18 +275,35 @@ def _show_progress(status_path: Path, elapsed: float) -> None:
     sys.stderr.flush()
 
 
-def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: bool = False) -> None:
+def _failure(exit_status: int | None) -> str | None:
+    """How a started program ended badly, as the sampler reports it (128 + N: killed by signal N),
+    or None."""
+    if not exit_status:
+        return None
+    if exit_status > 128 and exit_status - 128 in signal.valid_signals():
+        try:
+            return f"was killed by {signal.Signals(exit_status - 128).name}"
+        except ValueError:  # a real-time signal: no name
+            return f"was killed by signal {exit_status - 128}"
+    return f"exited with status {exit_status}"
+
+
+def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: bool = False, failed: str = "") -> None:
+    """``failed``: how the program ended, when badly (" (exited with status 1)"), said beside why."""
     sampling = comm.info.sampling or {}
+    total = sampling.get("samples", 0)
+    if comm.threads >= 2 and not total and not one_thread:  # an empty matrix would read "no communication"
+        raise PinwiseError(f"no samples of {name}{failed} in {comm.info.seconds:.1f} s: its threads did not run on a CPU "
+                           "while sampled (idle, stopped or waiting), so nothing tells who shares data; nothing written")
     if comm.threads >= 2:
         return
     children = sampling.get("child_samples", 0)
-    total = sampling.get("samples", 0)
     if children and children >= total / 2:
         raise PinwiseError(f"{name} ran one thread, and {children / max(1, total):.0%} of the samples were in "
                            f"{sampling.get('child_processes', 0)} child process(es), which pinwise does not trace: "
                            "trace the program that creates the threads (not a shell or launcher around it)")
     if not one_thread:
-        raise PinwiseError(f"{name} ran one thread: there is no communication between threads to measure")
+        raise PinwiseError(f"{name} ran one thread{failed}: there is no communication between threads to measure")
 
 
 def parse_sample(text: str, source: str) -> CommMatrix:
