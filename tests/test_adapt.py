@@ -107,6 +107,8 @@ def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared
     assert "for 2.5 s, while the OS's placement held (no move would gain)" in "\n".join(summary_lines(spared))
     spared.moves.append(Move(0.1, "locality", (0, 0, 1, 1), 2, 10.0, 0.0))
     assert "for 2.5 s, while the placement held" in "\n".join(summary_lines(spared))
+    spared.moves.append(Move(0.5, "locality", (0, 1, -1, 1), 1, 10.0, 0.0))  # thread 2 ended: not placed
+    assert "  0.5 s: locality, CPUs 0,1,-,1 (1 moved; cost 10 -> 0)" in summary_lines(spared)
 
 
 def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
@@ -121,7 +123,7 @@ def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
     alone = [i for i, r in enumerate(records) if r.get("decision") == "left alone"]
     assert len({records[i]["thread"] for i in alone}) == 4, result.stderr
     assert not [r for r in records[alone[-1]:] if r.get("decision") in PLACED]
-    assert result.stderr.count("is its own (the program pinned it): left alone") == 4
+    assert result.stderr.count("is the program's or taskset's, not pinwise's: left alone") == 4
 
 
 def test_ctrl_c_ends_the_program_and_leaves_nothing(tmp_path, build_dir):

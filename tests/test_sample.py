@@ -469,6 +469,8 @@ def test_refusals_are_one_line_each(tmp_path, build_dir):
     assert_clean_failure(run_pinwise("trace", "--backend", "valgrind", "--pid", "1", "-o", out), "valgrind")
     assert_clean_failure(run_pinwise("trace", "--backend", "sample", "--period", "1 hour", "-o", out, "--", "true"),
                          "--period")
+    assert_clean_failure(run_pinwise("trace", "--backend", "sample", "--window-ms", "1000000", "-o", out, "--", "true"),
+                         "--window-ms for the sample backend is between 1 and 100000")
     zombie = subprocess.Popen(["true"])
     assert eventually(lambda: open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z")
     assert_clean_failure(run_pinwise("trace", "--pid", str(zombie.pid), "-o", out), "zombie")

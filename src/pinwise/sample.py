@@ -42,6 +42,8 @@ TOOL_VERSION = "pinwise-sample 1"
 PERIOD_US = 1000
 WINDOW_MS = 20
 ARMS_PER_S = 1000
+#: The longest a watchpoint waits (the sampler's bound on --window-ms).
+MAX_WINDOW_MS = 100_000
 #: ``pinwise run --adapt``'s sampling period before the first trap and while none has trapped for a while (quiet
 #: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
 QUIET_PERIOD_US = 4 * PERIOD_US
@@ -139,6 +141,9 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
         raise PinwiseError(f"unknown sharing {sharing!r}: use write (an event needs a write) or any (every access)")
     if duration is not None and not 0 < duration <= 1e9:
         raise PinwiseError("the duration must be a positive number of seconds")
+    if not 1 <= window_ms <= MAX_WINDOW_MS:
+        raise PinwiseError(f"--window-ms for the sample backend is between 1 and {MAX_WINDOW_MS} (how long a watchpoint "
+                           f"waits for another thread), not {window_ms}")
     sampler = check_sampler()
     if pid is not None:
         check_pid(pid)

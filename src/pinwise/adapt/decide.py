@@ -492,7 +492,7 @@ class Adapter(Payoff):
             return None  # the thread ended meanwhile
         expected = self.pinned.get(k)
         if (expected is None and not now >= self.allowed) or (expected is not None and now != expected):
-            self.left_alone[k] = f"its affinity {sorted(now)} is its own (the program pinned it): left alone"
+            self.left_alone[k] = f"its affinity {sorted(now)} is the program's or taskset's, not pinwise's: left alone"
             self._record(thread=k, decision="left alone", affinity=sorted(now))
             return None
         return now

@@ -245,8 +245,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
-    saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no thread "
-             "touched another's data"] if result.quiet_s >= 0.05 else []
+    saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no watchpoint "
+             "saw a thread touch another's data"] if result.quiet_s >= 0.05 else []
     if result.rationed_s >= 0.05:
         saved.append(f"sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, "
                      "while a quarter of the samples offered more than the watchpoints' budget")
@@ -258,7 +258,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
-        lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {','.join(map(str, move.cpus))} ({move.moved} moved; "
+        cpus = ",".join("-" if cpu < 0 else str(cpu) for cpu in move.cpus)  # -: a thread not placed (ended, left alone)
+        lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {cpus} ({move.moved} moved; "
                      + ("threads crowded on a CPU" if move.cost_before == float("inf") else f"cost {move.cost_before:,.0f}")
                      + f" -> {move.cost_after:,.0f})")
     for thread, why in sorted(result.left_alone.items()):

@@ -120,8 +120,9 @@ def adapt_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adapt", action="store_true",
                        help="place the threads while the program runs: sample who shares data with whom (the "
                             "sampling tracer), and whenever another placement would cost less than 4/5 of the "
-                            "current one in two judgments in a row, move the threads (--policy: the policy to place "
-                            "with; default: the one analyze recommends for each phase); no trace step")
+                            "current one in two judgments in a row, or under half of it in one, move the threads "
+                            "(--policy: the policy to place with; default: the one analyze recommends for each "
+                            "phase); no trace step")
     group.add_argument("--interval", type=argument_type(duration_seconds, "--interval", 0.01, 600.0), default=None,
                        metavar="TIME", help="how often the placement is judged at least; the sampler's windows are a "
                             "quarter of it, and a phase change is judged as soon as they show it (default 200ms)")
