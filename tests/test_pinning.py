@@ -358,12 +358,18 @@ def test_pin_running_process(threads_exe):
         tids = [int(line.split()[2]) for line in lines[1:4]]
         run_pinwise("pin", "--pid", str(pid), "--cpus", "1,0", check=True)
         assert [read_allowed(pid, tid) for tid in tids] == [[1], [0], [1]]
+        # a thread's id names no process: refused, nothing moved (not the whole process pinned)
+        assert_clean_failure(run_pinwise("pin", "--pid", str(tids[1]), "--cpus", "0"),
+                             f"{tids[1]} is a thread of process {pid}, not a process: give --pid {pid}")
+        assert [read_allowed(pid, tid) for tid in tids] == [[1], [0], [1]]
     finally:
         process.stdin.close()
         process.wait(timeout=30)
     missing = next(pid for pid in range(4_194_303, 1, -1) if not os.path.exists(f"/proc/{pid}"))
     assert_clean_failure(run_pinwise("pin", "--pid", str(missing), "--cpus", "0"), "no process")
     assert_clean_failure(run_pinwise("pin", "--pid", "999999999", "--cpus", "0"), "--pid", "at most 4194304")
+    if os.path.exists("/proc/2") and "Kthread:\t1" in open("/proc/2/status").read():  # kthreadd, outside a container
+        assert_clean_failure(run_pinwise("pin", "--pid", "2", "--cpus", "0"), "is a kernel thread")
 
 
 def test_a_verified_program_has_the_terminal(tmp_path):

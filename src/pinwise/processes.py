@@ -367,6 +367,22 @@ def stat_fields(path: str) -> list[str]:
         return []
 
 
+def not_a_program(pid: int) -> str | None:
+    """Why ``pid`` names no program's process to attach to or pin (a thread of another process,
+    a kernel thread), as a sentence; None when it is one, or when /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/status") as status_file:
+            status = dict(line.split(":\t", 1) for line in status_file.read().splitlines() if ":\t" in line)
+        tgid, kernel = int(status["Tgid"]), status.get("Kthread", "0").strip() == "1"
+    except (OSError, KeyError, ValueError):
+        return None
+    if tgid != pid:  # /proc shows a thread's id too, though no listing names it
+        return f"{pid} is a thread of process {tgid}, not a process: give --pid {tgid}"
+    if kernel:
+        return f"process {pid} ({status.get('Name', '?').strip()}) is a kernel thread: it runs no program"
+    return None
+
+
 def _session_members(sid: int) -> list[int]:
     """The live (not zombie) processes of session ``sid``, from /proc."""
     members = []

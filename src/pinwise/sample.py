@@ -33,7 +33,8 @@ import numpy as np
 from .comm import CommMatrix, TraceInfo, write_comm
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
-from .processes import GroupGuard, die_with_parent, kill_group, signals_held, user_environment
+from .processes import GroupGuard, die_with_parent, kill_group, not_a_program, signals_held, stat_fields, \
+    user_environment
 from .temporary import temporary_folder
 
 SAMPLER = NATIVE_DIR / "bin" / "pinwise-sample"
@@ -104,21 +105,20 @@ def check_pid(pid: int) -> None:
         except OSError:
             pass
         raise PinwiseError(f"process {pid} belongs to {owner}: sample it as that user or as root") from None
-    try:
-        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":\t" in line)
-        state, tgid, threads = status["State"].split()[0], int(status["Tgid"]), int(status["Threads"])
-    except (OSError, KeyError, ValueError, IndexError):
-        raise PinwiseError(f"no process {pid}") from None
-    if tgid != pid:  # /proc shows a thread's id too, though no listing names it
-        raise PinwiseError(f"{pid} is a thread of process {tgid}, not a process: give --pid {tgid}")
-    if status.get("Kthread", "0").strip() == "1":
-        raise PinwiseError(f"process {pid} ({status.get('Name', '?').strip()}) is a kernel thread: it runs no program to "
-                           "sample")
-    if state in ("Z", "X") and threads > 1:
-        raise PinwiseError(f"process {pid}'s main thread has ended (pthread_exit) while {threads - 1} other threads run: "
-                           "pinwise cannot attach to such a process; start the program under pinwise instead")
-    if state in ("Z", "X"):
+    why = not_a_program(pid)
+    if why:
+        raise PinwiseError(why)
+    state = stat_fields(f"/proc/{pid}/stat")[:1]
+    if not state:
+        raise PinwiseError(f"no process {pid}")
+    if state[0] in ("Z", "X"):
+        try:
+            others = len(os.listdir(f"/proc/{pid}/task")) - 1
+        except OSError:
+            others = 0
+        if others:
+            raise PinwiseError(f"process {pid}'s main thread has ended (pthread_exit) while {others} other threads run: "
+                               "pinwise cannot attach to such a process; start the program under pinwise instead")
         raise PinwiseError(f"process {pid} has exited (a zombie its parent has not reaped): nothing to sample")
 
 

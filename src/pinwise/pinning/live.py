@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from ..errors import PinwiseError
 from ..plan import Plan
-from ..processes import stat_fields
+from ..processes import not_a_program, stat_fields
 
 
 def thread_ids(pid: int) -> list[int]:
@@ -20,6 +20,9 @@ def thread_ids(pid: int) -> list[int]:
         raise PinwiseError(f"no process with PID {pid}") from None
     except PermissionError:
         raise PinwiseError(f"not allowed to look at process {pid}") from None
+    why = not_a_program(pid) if pid != os.getpid() else None
+    if why:
+        raise PinwiseError(why)
     # A main thread that ended (Z) may leave others running; every thread ended or gone: a zombie.
     if all(stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1] in (["Z"], []) for tid in tids):
         raise PinwiseError(f"process {pid} has ended (a zombie, waiting for its parent to collect it): it has no "
