@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,6 +93,15 @@ def test_threads_are_numbered_as_pinwise_run_numbers_them(tmp_path):
     inside = sum(m[2 * k, 2 * k + 1] for k in range(3))
     assert inside > 0.9 * m[np.triu_indices(6, 1)].sum()
     assert len(comm.info.lifetimes) == 6 and comm.info.spawns[0] == ("create", 1)
+
+
+def test_a_duration_shorter_than_the_run_is_said_as_the_span_sampled(tmp_path):
+    """--duration with a started program stops the sampling, not the program: the line says the
+    samples came from the first part of a longer run, not from all of it."""
+    comm, result = sampled(tmp_path, PATTERNS, "pairs", "-n", "4", "-i", "200000", options=("--duration", "100ms"))
+    line = next(line for line in result.stderr.splitlines() if line.startswith("wrote "))
+    assert re.search(r" samples in the first 0\.1 s of a [0-9.]+ s run ", line), line
+    assert comm.info.seconds > 0.1
 
 
 def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):

@@ -86,7 +86,11 @@ def _sample_trace(command: TraceCommand) -> int:
     comm = sample(command.argv or None, command.output, pid=command.pid, **command.settings)
     s = comm.info.sampling
     skipped = {k: v for k, v in s["skipped"].items() if v}
-    print(f"wrote {command.output}: {comm.threads} threads, {s['samples']:,} samples in {comm.info.seconds:.1f} s "
+    # with --duration the sampling stops then; a started program runs on to its end
+    duration = command.settings.get("duration")
+    span = (f"the first {duration:g} s of a {comm.info.seconds:.1f} s run"
+            if duration and command.argv and duration < comm.info.seconds else f"{comm.info.seconds:.1f} s")
+    print(f"wrote {command.output}: {comm.threads} threads, {s['samples']:,} samples in {span} "
           f"({s['address_samples']:,} with an address), {s['events']:,} events from {s['arms']:,} watchpoints "
           f"[sampled: a statistical estimate]" + (" [partial]" if comm.info.partial else ""), file=sys.stderr)
     if skipped:
