@@ -10,6 +10,7 @@ import math
 import re
 import sqlite3
 import string
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,6 +168,16 @@ def test_output_paths_are_usable_or_refused(tmp_path_factory, name):
     folder = tmp_path_factory.getbasetemp()
     assume("\x00" not in name)
     raises_only_pinwise_error(check_output_file, str(folder / name) if not name.startswith("/") else name)
+
+
+def test_an_output_no_file_can_be_made_beside_is_refused_before_the_work(tmp_path):
+    """/proc takes no new file, whatever access() says to root: refused when the option is read,
+    not after a trace of minutes; a device is written in place and needs no file beside it."""
+    with pytest.raises(PinwiseError, match=r"output file '/proc/version': no file can be made in '/proc' \("):
+        check_output_file("/proc/version")
+    assert check_output_file("/dev/null") == Path("/dev/null")
+    assert check_output_file(tmp_path / "out.json") == tmp_path / "out.json"
+    assert list(tmp_path.iterdir()) == []  # the file made to try is gone
 
 
 SQL_VALUES = st.none() | st.integers(-(2 ** 63), 2 ** 63 - 1) | st.floats() | st.text(max_size=6) | st.binary(max_size=6)

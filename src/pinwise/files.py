@@ -34,6 +34,17 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
         raise PinwiseError(f"{what} {text[:80]!r}: {err.strerror}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} is not writable")
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)  # a device or a pipe is written in place
+    except OSError:
+        special = False
+    if not special:  # what access() cannot tell (/proc, a read-only mount for root): the file beside it is made
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".pinwise-probe-", dir=folder)
+        except OSError as err:
+            raise PinwiseError(f"{what} {text!r}: no file can be made in {str(folder)!r} ({err.strerror})") from None
+        os.close(fd)
+        os.unlink(probe)
     return path
 
 
