@@ -336,6 +336,14 @@ def test_creators_and_calls_show_rounds(tmp_path, program, arguments):
     for worker, partner in ((1, 2), (2, 1), (3, 4), (4, 3)):  # each role's heaviest peer is its partner
         peers = [w for w in range(1, 5) if w != worker]
         assert max(peers, key=lambda w: folded[worker, w]) == partner, folded
+    # analyze reads the file as map and run plan it: the creator and one round
+    path = str(tmp_path / "comm.json")
+    text = run_pinwise("analyze", path, check=True)
+    assert text.stderr.startswith("the program creates its workers in 3 rounds of 4: analyzed as the creator and one "
+                                  "round"), text.stderr
+    assert f"{path}: 5 threads" in text.stdout
+    document = json.loads(run_pinwise("analyze", "--json", path, check=True).stdout)
+    assert document["rounds"] == {"count": 3, "size": 4} and document["threads"] == 5
 
 
 def test_rounds_of_a_harness_that_times_its_loop_are_found_from_their_structure(tmp_path, build_dir):

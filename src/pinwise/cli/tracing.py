@@ -127,7 +127,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..report.plots import save_heat_map
     from ..report.terminal import heat_map_text
 
-    comm = read_comm_file(args.comm_file)
+    from ..mapping import by_role
+
+    # workers created in rounds: one thread per role, as map, run and auto read the same file
+    comm = by_role(read_comm_file(args.comm_file))
+    rounds = comm.info.rounds
+    if rounds is not None and not args.json:
+        print(f"the program creates its workers in {rounds.count} rounds of {rounds.size}: analyzed as the creator "
+              "and one round (worker j of every round as worker j), as map and run plan it", file=sys.stderr)
     topology = topo_mod.load_topology(args.topology) if args.topology else None
     result = analyze(comm, topology)
     from ..confidence import SURE, pattern_confidence
@@ -141,6 +148,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         document = result.to_document()
         document["backend"] = comm.info.backend or "valgrind"
+        document["rounds"] = {"count": rounds.count, "size": rounds.size} if rounds is not None else None
         document["confidence"] = sureness.to_document() if sureness is not None else None
         print(json.dumps(document, indent=1))
         return 0
