@@ -111,6 +111,17 @@ def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared
     assert "  0.5 s: locality, CPUs 0,1,-,1 (1 moved; cost 10 -> 0)" in summary_lines(spared)
 
 
+def test_work_in_child_processes_is_named_not_judged_as_nothing_to_gain():
+    """A shell that starts the threaded program: its threads are in a child process, which
+    --adapt does not place; the summary says so instead of a run that found nothing to move."""
+    result = run_pinwise("run", "--adapt", "--", "sh", "-c", f"{PATTERNS} pairs -n 4 -i 100000; exit 4", timeout=120)
+    assert result.returncode == 4 and "Time in seconds = " in result.stdout, result.stderr
+    warning = next(line for line in result.stderr.splitlines() if line.startswith("warning: "))
+    assert re.fullmatch(r"warning: (5[0-9]|[6-9][0-9]|100)% of the samples were in 1 child process\(es\), whose "
+                        r"threads --adapt does not place: run it on the program that creates the threads \(not a "
+                        r"shell or launcher around it\)", warning), warning
+
+
 def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
     """The oracle pins its threads itself (and again when the phase changes): pinwise leaves every
     such thread alone from the first time it finds it so, and never moves it again. (A thread it
@@ -174,7 +185,7 @@ def test_adapt_options_are_checked(tmp_path):
     assert_clean_failure(run_pinwise("run", "--adapt", "--policy", "nonsense", "--", "true"), "nonsense")
     # a log that cannot be made: refused before the program starts
     assert_clean_failure(run_pinwise("run", "--adapt", "--log", "/sys/kernel/pinwise.jsonl", "--", "true"),
-                         "--log '/sys/kernel/pinwise.jsonl': ")
+                         "--log: output file '/sys/kernel/pinwise.jsonl': no file can be made in '/sys/kernel'")
 
 
 def test_a_log_that_fails_mid_run_ends_the_log_not_the_program():

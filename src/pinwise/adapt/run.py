@@ -40,6 +40,8 @@ class AdaptResult:
     rationed_s: float = 0.0             # how long it sampled at the quiet period because the traps were rationed
     steady_s: float = 0.0               # how long it armed at a share of its budget, the placement holding
     pinwise_cpu_s: float = 0.0          # CPU seconds pinwise's own process used while the program ran
+    child_share: float = 0.0            # share of the samples in the program's child processes (not placed)
+    child_processes: int = 0
 
 
 class JsonLinesLog:
@@ -110,15 +112,15 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
                 raise sampler_failure(returncode, error_path)
-            exit_status, quiet_s, quiet_deepest, sampler_cpu, rationed_s, steady_s = _result_facts(out_path)
+            facts = _result_facts(out_path)
     finally:
         if log is not None:
             log.close()
-    return AdaptResult(exit_status, adapter.moves, adapter.phases, adapter.left_alone, sampler_cpu,
-                       round(time.perf_counter() - started, 3), len(adapter.windows),
-                       max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0), adapter.ran_on,
-                       adapter.ticks, quiet_s, quiet_deepest, rationed_s, steady_s,
-                       round(time.process_time() - cpu_started, 3))
+    return AdaptResult(moves=adapter.moves, phases=adapter.phases, left_alone=adapter.left_alone,
+                       seconds=round(time.perf_counter() - started, 3), windows=len(adapter.windows),
+                       threads=max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0),
+                       ran_on=adapter.ran_on, ticks=adapter.ticks,
+                       pinwise_cpu_s=round(time.process_time() - cpu_started, 3), **facts)
 
 
 def tick_ms(interval: float) -> int:
@@ -205,30 +207,41 @@ def _poll_step(interval: float) -> float:
     return min(interval / 4, 0.02)
 
 
-def _result_facts(out_path: Path) -> tuple[int, float, int, float, float, float]:
-    """The program's exit status, the seconds sampled at the quiet period or slower, the slowest
-    period (in base periods), the CPU seconds the sampler used, the seconds it sampled at the
-    quiet period because the watchpoints were rationed, and those it armed at a share of its
-    budget because the placement held, from the sampler's result."""
-    status, quiet, deepest, cpu, rationed, steady = 0, 0.0, QUIET_PERIOD_US // PERIOD_US, 0.0, 0.0, 0.0
+def _result_facts(out_path: Path) -> dict:
+    """From the sampler's result, the AdaptResult fields it holds: the program's exit status, the
+    seconds sampled at the quiet period or slower and the slowest period (in base periods), the
+    CPU seconds the sampler used, the seconds it sampled at the quiet period because the
+    watchpoints were rationed, those it armed at a share of its budget because the placement
+    held, and the share of the samples in the program's child processes."""
+    facts = {"returncode": 0, "quiet_s": 0.0, "quiet_deepest": QUIET_PERIOD_US // PERIOD_US, "sampler_cpu_s": 0.0,
+             "rationed_s": 0.0, "steady_s": 0.0, "child_share": 0.0, "child_processes": 0}
+    samples = children = 0
     try:
         for line in out_path.read_text().splitlines():
             words = line.split()
             if words[:1] == ["exit-status"]:
-                status = max(int(words[1]), 0)
+                facts["returncode"] = max(int(words[1]), 0)
             elif words[:1] == ["quiet"] and "seconds" in words:
-                quiet = float(words[words.index("seconds") + 1])
+                facts["quiet_s"] = float(words[words.index("seconds") + 1])
                 if "deepest-ns" in words:
-                    deepest = max(deepest, int(words[words.index("deepest-ns") + 1]) // (PERIOD_US * 1000))
+                    facts["quiet_deepest"] = max(facts["quiet_deepest"],
+                                                 int(words[words.index("deepest-ns") + 1]) // (PERIOD_US * 1000))
             elif words[:1] == ["cpu-seconds"]:
-                cpu = float(words[1])
+                facts["sampler_cpu_s"] = float(words[1])
             elif words[:1] == ["rationed"] and "seconds" in words:
-                rationed = float(words[words.index("seconds") + 1])
+                facts["rationed_s"] = float(words[words.index("seconds") + 1])
             elif words[:1] == ["steady"] and "seconds" in words:
-                steady = float(words[words.index("seconds") + 1])
+                facts["steady_s"] = float(words[words.index("seconds") + 1])
+            elif words[:1] == ["samples"]:
+                samples = int(words[1])
+            elif words[:1] == ["samples-child"]:
+                children = int(words[1])
+            elif words[:1] == ["child-processes"]:
+                facts["child_processes"] = int(words[1])
     except (OSError, ValueError, IndexError):
         pass
-    return status, quiet, deepest, cpu, rationed, steady
+    facts["child_share"] = children / samples if samples else 0.0
+    return facts
 
 
 def _fewer(deepest: int) -> str:
@@ -245,6 +258,10 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
+    if result.child_share >= 0.5:  # the work ran where --adapt does not look: say so, not "nothing to gain"
+        lines.append(f"warning: {result.child_share:.0%} of the samples were in {result.child_processes} child "
+                     "process(es), whose threads --adapt does not place: run it on the program that creates the "
+                     "threads (not a shell or launcher around it)")
     saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no watchpoint "
              "saw a thread touch another's data"] if result.quiet_s >= 0.05 else []
     if result.rationed_s >= 0.05:
