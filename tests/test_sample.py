@@ -528,9 +528,12 @@ def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path
 
 
 def test_a_program_that_fails_before_its_threads_is_said_to_have_failed(tmp_path):
-    result = run_pinwise("trace", "--backend", "sample", "-o", str(tmp_path / "c.json"), "--", "sh", "-c", "exit 3",
-                         timeout=120)
-    assert_clean_failure(result, "sh ran one thread (exited with status 3): there is no communication")
+    """And it sees the argv[0] it was given, as under a shell: its own messages name it so."""
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(tmp_path / "c.json"), "--", "sh", "-c",
+                         'echo "$0 fails" >&2; exit 3', timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 2 and lines[0] == "sh fails", result.stderr
+    assert lines[1].startswith("pinwise: error: sh ran one thread (exited with status 3): there is no communication")
 
 
 def test_the_work_of_child_processes_is_named_not_measured(tmp_path):

@@ -160,7 +160,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                    *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
         # the preload library observes (pins nothing) in the program only, not in the sampler: its
         # log gives the threads' numbering and the main thread's create and join calls
-        command += program_part([program, *argv[1:]] if program is not None else None, pid,
+        command += program_part(argv if program is not None else None, pid,
                                 {**preload_environment(None, str(log_path), False), **(extra_env or {})})
         start = time.perf_counter()
         interrupted: KeyboardInterrupt | None = None
@@ -240,8 +240,10 @@ def pass_stop(process: subprocess.Popen, interrupt: KeyboardInterrupt, attached:
 
 
 def program_part(argv: list[str] | None, pid: int | None, env: dict[str, str]) -> list[str]:
-    """The end of a sampler command: the program (its path resolved), with the variables only it
-    gets (``--setenv``: the sampler itself must not load the preload library), or ``--pid``."""
+    """The end of a sampler command: the program as the user named it (the sampler finds it on PATH
+    as a shell does, so that it sees its own argv[0]: ``xz: input: ...``, not ``/usr/bin/xz: ...``),
+    with the variables only it gets (``--setenv``: the sampler itself must not load the preload
+    library), or ``--pid``."""
     if argv is None:
         return ["--pid", str(pid)]
     part = [f"--setenv={name}={value}" for name, value in env.items() if os.environ.get(name) != value]

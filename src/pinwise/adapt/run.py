@@ -106,7 +106,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path),
                        *_sampling(stream_path, interval, len(topology.allowed)),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
-            command += program_part([program, *argv[1:]] if program is not None else None, pid,
+            command += program_part(argv if program is not None else None, pid,
                                     program_environment(None, None, memory=memory, extra_env=extra_env)
                                     if program is not None else {})
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
@@ -302,7 +302,8 @@ class BackgroundAdapter:
         self.stream.touch()
         self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"),
                         *_sampling(self.stream, interval, len(topology.allowed))]
-        self.command += program_part([find_program(argv), *argv[1:]], None, env or {})
+        find_program(argv)  # it can start: said now, not by the sampler
+        self.command += program_part(argv, None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
         self.adapter.rehearse()  # before the program starts, as run_adaptive does
         self.interval = interval
