@@ -350,6 +350,17 @@ def test_print_shows_plan_and_job_script_lines():
     assert "KMP_AFFINITY" in out and "GOMP_CPU_AFFINITY=\"0 4 1 5\"" in out
 
 
+@pytest.mark.parametrize("command", [("run", "--cpus", "0"), ("run", "--no-verify", "--cpus", "0"), ("trace", "-o", "OUT")])
+def test_the_program_sees_the_argv0_it_was_given(tmp_path, command):
+    """As under a shell: a program's messages that name itself (xz: input: ...) read the same under
+    pinwise, which finds the program on PATH but starts it by the name the user wrote."""
+    if command[0] == "trace":
+        need("valgrind")
+    argv = [str(tmp_path / "c.json") if word == "OUT" else word for word in command]
+    result = run_pinwise(*argv, "--", "sh", "-c", 'echo "I am $0"', timeout=300)
+    assert result.returncode == 0 and result.stdout.splitlines()[0] == "I am sh", (result.stdout, result.stderr)
+
+
 def test_pin_running_process(threads_exe):
     process = subprocess.Popen([str(threads_exe), "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

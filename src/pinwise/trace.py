@@ -240,7 +240,8 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
         command = [valgrind, "--tool=pinwise", "-q", "--vgdb=no", "--fair-sched=yes", "--max-threads=4096",
                    f"--pw-out={result_path}", f"--pw-model={model}", f"--pw-sharing={sharing}", f"--pw-readonly={'yes' if readonly else 'no'}", f"--pw-stack={'yes' if stack else 'no'}",
                    f"--pw-max-lines={max_lines}", f"--pw-window={window}",
-                   *([f"--pw-window-ms={window_ms}"] if window_ms else []), program, *argv[1:]]
+                   *([f"--pw-window-ms={window_ms}"] if window_ms else []),
+                   *argv]  # as the user named it: Valgrind finds it on PATH as a shell does, and argv[0] is the program's
         start = time.perf_counter()
 
         # Valgrind and the program's children in a session of their own, which the guard kills if

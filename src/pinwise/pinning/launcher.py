@@ -231,7 +231,8 @@ def run_program(argv: list[str], plan: Plan | None, *, follow: bool = True, omp:
         with signals_held():  # a stop signal lands once the guard watches the program's group
             try:
                 with whole_plan_mask(None if omp else plan):
-                    process = subprocess.Popen([program, *argv[1:]], env=env, stdout=output, stderr=output,
+                    # the path found, with the argv[0] the user gave (as a shell starts it)
+                    process = subprocess.Popen(argv, executable=program, env=env, stdout=output, stderr=output,
                                                stdin=subprocess.DEVNULL if output is not None else None,
                                                process_group=0, preexec_fn=die_with_parent(terminal))
             except OSError as err:
