@@ -536,6 +536,16 @@ def test_a_program_that_fails_before_its_threads_is_said_to_have_failed(tmp_path
     assert lines[1].startswith("pinwise: error: sh ran one thread (exited with status 3): there is no communication")
 
 
+def test_threads_that_outlive_their_main_thread_are_decoded(tmp_path, build_dir):
+    """main ends its own thread with pthread_exit and the workers run on: their samples are decoded
+    through a live thread (the leader's /proc/PID/maps is empty then, and every sample read
+    'no-code')."""
+    comm, _ = sampled(tmp_path, str(compile_program("main_leaves.c", build_dir)), "20000000")
+    s = comm.info.sampling
+    assert comm.threads == 4 and s["samples"] > 0 and s["skipped"].get("no-code", 0) < 0.1 * s["samples"], s
+    assert s["address_samples"] > 0.5 * s["samples"] and s["events"] > 0
+
+
 def test_the_work_of_child_processes_is_named_not_measured(tmp_path):
     """A shell that starts the threaded program: its samples are in a child process, whose threads
     the matrix cannot hold; pinwise says so instead of writing a one-thread matrix."""

@@ -631,6 +631,11 @@ void pw_describe(struct pw_decoder *d, uint64_t addr, char *out, size_t len)
     }
 }
 
+void pw_decoder_via(struct pw_decoder *d, pid_t tid)
+{
+    d->pid = tid;
+}
+
 struct pw_decoder *pw_decoder_new(pid_t pid, int readonly, int stack)
 {
     struct pw_decoder *d = calloc(1, sizeof *d);

@@ -38,6 +38,10 @@ struct pw_decoder;
 /* A decoder for the address space of process pid; NULL with errno set when Capstone cannot start. */
 struct pw_decoder *pw_decoder_new(pid_t pid, int readonly, int stack);
 void pw_decoder_free(struct pw_decoder *d);
+/* Read the process's memory and mappings through thread tid from now on: any live thread of it
+ * will do, and the leader's id stops doing once the main thread has ended (pthread_exit) while
+ * the others run (its /proc/PID/maps is empty then, and process_vm_readv fails). */
+void pw_decoder_via(struct pw_decoder *d, pid_t tid);
 /* The program exec'd a new image: forget its mappings and code. */
 void pw_decoder_reset(struct pw_decoder *d);
 

@@ -1087,6 +1087,7 @@ static void handle_sample(const unsigned char *body, size_t size)
         if (PW_REGS_MASK & (1ULL << bit))
             regs[bit] = values[k++];
     struct pw_access access;
+    pw_decoder_via(decoder, (pid_t)tid);  /* a live thread: the leader may have ended (pthread_exit) */
     enum pw_skip why = pw_decode(decoder, ip, regs, &access);
     skipped[why] += w;
     if (why != PW_OK)
