@@ -84,6 +84,17 @@ def test_a_closed_pipe_ends_quietly():
     assert shell.stderr == ""
 
 
+@pytest.mark.parametrize("options", [("--cpus", "0"), ("--adapt",)])
+def test_a_closed_pipe_on_standard_error_keeps_the_programs_status(options):
+    """`pinwise run ... 2>&1 | head -1`: the program's first line goes to head, which ends; what
+    pinwise says after the program (its summary) finds no reader. The status is still the
+    program's (it was Python's 120 for a failed flush as it exited)."""
+    program = "echo first >&2; sleep 0.5; exit 7"
+    shell = subprocess.run(["bash", "-c", f"{PINWISE} run {' '.join(options)} -- sh -c '{program}' 2>&1 | head -1; "
+                            "echo status ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=120)
+    assert shell.stdout.splitlines() == ["first", "status 7"], (shell.stdout, shell.stderr)
+
+
 def _runs_recorded(db_path) -> int:
     import sqlite3
 

@@ -6,6 +6,8 @@ Whatever stands behind them, a command ends with one line and a status, never a 
   otherwise: the first write that fails raises :class:`OutputLost` (a PinwiseError: one line on
   standard error, exit status 1); what was buffered is dropped, so nothing fails again as Python
   exits. A reader that went away (``| head``) is a BrokenPipeError, which ends the command quietly;
+  standard error's reader going away ends nothing: what follows is dropped, and the status stays
+  the command's (``run``'s: the program's);
 - a closed standard input, output or error gets /dev/null in its place before pinwise opens a
   file, so that no file it opens (a database, a log) takes the number 1 and receives its output;
 - text the terminal's encoding cannot show (the C locale is ASCII) is written in plain ASCII
@@ -99,6 +101,9 @@ class _Descriptor(io.RawIOBase):
         try:
             return os.write(self._fd, data)
         except BrokenPipeError:
+            if not self._strict:  # standard error's reader went away (2>&1 | head): the command goes on,
+                self.lost = True  # and its status (a program's under run) is still the one it ends with
+                return len(data)
             raise
         except OSError as err:
             if not self._strict:  # standard error: nowhere left to say it; the exit status still tells
