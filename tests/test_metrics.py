@@ -74,3 +74,31 @@ def test_each_equation_by_hand():
                                                  np.var([0, 50, 0])]))  # (1), Mnorm = M / 6 * 100
     assert eq.hcomm(np.zeros((3, 3))) == 0
     assert eq.heterogeneity(m) == pytest.approx(np.mean([np.var([100, 0]), np.var([100, 50]), np.var([0, 50])]))
+
+
+def _sampled(blocks: list[list[float]]):
+    """A sampled 4-thread chain 0-1-2-3 (BComm 33 % as counted) of 120 events, each armed watchpoint
+    standing for one event, whose time blocks are ``blocks`` ([a, b, hits, ...] each)."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    matrix = np.zeros((4, 4))
+    for a in range(3):
+        matrix[a, a + 1] = matrix[a + 1, a] = 40.0
+    pairs = [[a, b, 100.0, 100.0, 0.0] for a in range(4) for b in range(4) if a != b]
+    comm = comm_of(matrix, accesses=[100.0] * 4)
+    sampling = {"events": 120, "pairs": pairs, "blocks": blocks, "block_ns": 50_000_000}
+    return replace(comm, info=replace(comm.info, backend="sample", sampling=MappingProxyType(sampling)))
+
+
+def test_a_samples_bursty_time_blocks_count_as_its_noise():
+    """The traps of a sample come in bursts, so the Poisson count understates its noise: where the
+    time blocks spread more than it (each block's 12 events all on one edge, drawn in turn), their
+    spread shrinks BComm further; blocks that agree (each a tenth of every edge) leave the Poisson
+    correction as it is, as do too few blocks to read a spread from."""
+    even = metrics(_sampled([[0, 1, 4.0, 1, 2, 4.0, 2, 3, 4.0]] * 10))
+    bursty = metrics(_sampled([[edge, edge + 1, 12.0] for edge in (0, 1, 2, 0, 1, 2, 0, 1, 2, 1)]))
+    few = metrics(_sampled([[edge, edge + 1, 30.0] for edge in (0, 1, 2, 1)]))
+    assert even.bcomm_observed == bursty.bcomm_observed == pytest.approx(100 * (80 / 60 - 1))
+    assert few.bcomm == even.bcomm and 0 < even.bcomm < even.bcomm_observed
+    assert bursty.bcomm < even.bcomm

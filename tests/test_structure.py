@@ -177,7 +177,7 @@ OTHER_VOCABULARIES = {
     ("pinwise.comm", "pairs"): "a field of the comm file's hot lines",
     ("pinwise.sample", "pairs"): "a field of the sampler's records",
     ("pinwise.adapt.windows", "pairs"): "a field of the sampler's stream records",
-    ("pinwise.confidence", "pairs"): "a field of the sampler's records",
+    ("pinwise.metrics", "pairs"): "a field of the sampler's records",
     ("pinwise.stats", "none"): "no test was possible (MeanTest.test)",
     ("pinwise.pinning.likwid", "scatter"): "likwid-pin's scatter method",
     ("pinwise.mpi.recording", "scatter"): "MPI_Scatter, a collective",

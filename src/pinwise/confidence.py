@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .comm import CommMatrix
+from .metrics import block_matrices
 from .sample import unwatched_threads
 
 RESAMPLES = 200
@@ -49,36 +50,6 @@ class PatternConfidence:
     def to_document(self) -> dict:
         return {"pattern_agreement": self.pattern_agreement, "policy_agreement": self.policy_agreement,
                 "resamples": self.resamples, "blocks": self.blocks, "events": self.events, "reason": self.reason}
-
-
-def block_matrices(comm: CommMatrix) -> list[np.ndarray] | None:
-    """The sampled matrix's events per time block, each weighted as the whole matrix is (the
-    sampler's estimate, pw_sample.c); None when the file has no usable blocks."""
-    sampling = comm.info.sampling
-    if sampling is None:
-        return None
-    t = comm.threads
-    try:
-        accesses = np.asarray(comm.accesses, dtype=float)
-        offered = np.zeros((t, t))
-        armed = np.zeros((t, t))
-        for a, b, offers, arms, _hits in sampling["pairs"]:
-            offered[int(a), int(b)] = float(offers)
-            armed[int(a), int(b)] = float(arms)
-        offered_by = offered.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            factor = np.where(armed > 0, offered / armed, 0.0) * np.where(offered_by > 0, accesses / offered_by,
-                                                                          0.0)[:, None]
-        found = []
-        for block in sampling["blocks"]:
-            m = np.zeros((t, t))
-            for k in range(0, len(block) - 2, 3):
-                a, b, weight = int(block[k]), int(block[k + 1]), float(block[k + 2])
-                m[a, b] += weight * factor[a, b]
-            found.append(m + m.T)
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None
-    return found if all(np.all(np.isfinite(m)) for m in found) else None
 
 
 def pattern_confidence(comm: CommMatrix, analysis, resamples: int = RESAMPLES, seed: int = 0) -> PatternConfidence | None:
