@@ -520,7 +520,7 @@ def test_refusals_are_one_line_each(tmp_path, build_dir):
 def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path, build_dir, ending, said):
     """As the Valgrind backend says it: how the program ended, and that what was gathered is kept,
     marked partial; the program's own status is not pinwise's success."""
-    program = compile_program("share_then_fail.c", build_dir)
+    program = compile_program("counter_endings.c", build_dir)
     out = tmp_path / "c.json"
     result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(program), "20000000", ending,
                          timeout=120)
@@ -543,7 +543,7 @@ def test_threads_that_outlive_their_main_thread_are_decoded(tmp_path, build_dir)
     """main ends its own thread with pthread_exit and the workers run on: their samples are decoded
     through a live thread (the leader's /proc/PID/maps is empty then, and every sample read
     'no-code')."""
-    comm, _ = sampled(tmp_path, str(compile_program("main_leaves.c", build_dir)), "20000000")
+    comm, _ = sampled(tmp_path, str(compile_program("counter_endings.c", build_dir)), "20000000", "leave")
     s = comm.info.sampling
     assert comm.threads == 4 and s["samples"] > 0 and s["skipped"].get("no-code", 0) < 0.1 * s["samples"], s
     assert s["address_samples"] > 0.5 * s["samples"] and s["events"] > 0

@@ -1,6 +1,8 @@
-/* Test program: 4 threads (main included) add to one shared counter ITERATIONS times each, then the
- * program ends badly: `share_then_fail ITERATIONS STATUS` exits with STATUS, `... abort` dies of
- * SIGABRT. What a tracer gathered before that is all there is. */
+/* Test program: threads add to one shared counter ITERATIONS times each, and the program ends as
+ * told: `counter_endings ITERATIONS STATUS` (main adds too, then exits with STATUS), `... abort`
+ * (then dies of SIGABRT), `... leave` (main ends its own thread with pthread_exit at once and the
+ * 3 others run on: a zombie leader, whose /proc/PID/maps is empty). What a tracer gathered before
+ * a bad end is all there is. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -19,13 +21,16 @@ static void *work(void *arg)
 int main(int argc, char **argv)
 {
     iterations = argc > 1 ? atol(argv[1]) : 10000000;
+    const char *ending = argc > 2 ? argv[2] : "0";
     pthread_t threads[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&threads[i], NULL, work, NULL);
+    if (strcmp(ending, "leave") == 0)
+        pthread_exit(NULL);
     work(NULL);
     for (int i = 0; i < 3; i++)
         pthread_join(threads[i], NULL);
-    if (argc > 2 && strcmp(argv[2], "abort") == 0)
+    if (strcmp(ending, "abort") == 0)
         abort();
-    return argc > 2 ? atoi(argv[2]) : 0;
+    return atoi(ending);
 }
