@@ -17,9 +17,10 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
-def check_output_file(path: str | Path, what: str = "output file") -> Path:
+def check_output_file(path: str | Path, what: str = "output file", probe: bool = True) -> Path:
     """Refuse, before any work is done, a path that cannot become a file: empty, a directory, or
-    in a folder that does not exist or cannot be written."""
+    in a folder that does not exist or cannot be written (with ``probe``, a file is made there
+    and removed: the writer that makes one anyway need not)."""
     text = str(path)
     if not text.strip():
         raise PinwiseError(f"{what}: the name is empty")
@@ -38,7 +39,7 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
         special = not stat.S_ISREG(os.stat(path).st_mode)  # a device or a pipe is written in place
     except OSError:
         special = False
-    if not special:  # what access() cannot tell (/proc, a read-only mount for root): the file beside it is made
+    if probe and not special:  # what access() cannot tell (/proc, a read-only mount for root): the file beside it is made
         try:
             fd, probe = tempfile.mkstemp(prefix=".pinwise-probe-", dir=folder)
         except OSError as err:
@@ -65,7 +66,7 @@ def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
 def write_bytes_atomic(path: str | Path, content: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place (a device or a pipe is
     written in place)."""
-    path = check_output_file(path)
+    path = check_output_file(path, probe=False)  # its own temporary file is the test
     try:
         special = not stat.S_ISREG(os.stat(path).st_mode)  # through links: /dev/stdout is one
     except OSError:

@@ -367,6 +367,17 @@ def stat_fields(path: str) -> list[str]:
         return []
 
 
+def how_it_ended(returncode: int) -> str:
+    """A program's end as subprocess reports it (negative: killed by that signal), in words:
+    "exited with status 7", "was killed by SIGABRT"."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:  # a real-time signal: no name
+        return f"was killed by signal {-returncode}"
+
+
 def not_a_program(pid: int) -> str | None:
     """Why ``pid`` names no program's process to attach to or pin (a thread of another process,
     a kernel thread), as a sentence; None when it is one, or when /proc cannot say."""

@@ -33,8 +33,8 @@ import numpy as np
 from .comm import CommMatrix, TraceInfo, write_comm
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
-from .processes import GroupGuard, die_with_parent, kill_group, not_a_program, signals_held, stat_fields, \
-    user_environment
+from .processes import GroupGuard, die_with_parent, how_it_ended, kill_group, not_a_program, signals_held, \
+    stat_fields, user_environment
 from .temporary import temporary_folder
 
 SAMPLER = NATIVE_DIR / "bin" / "pinwise-sample"
@@ -287,12 +287,8 @@ def _failure(exit_status: int | None) -> str | None:
     or None."""
     if not exit_status:
         return None
-    if exit_status > 128 and exit_status - 128 in signal.valid_signals():
-        try:
-            return f"was killed by {signal.Signals(exit_status - 128).name}"
-        except ValueError:  # a real-time signal: no name
-            return f"was killed by signal {exit_status - 128}"
-    return f"exited with status {exit_status}"
+    killed = exit_status > 128 and exit_status - 128 in signal.valid_signals()
+    return how_it_ended(128 - exit_status if killed else exit_status)
 
 
 def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: bool = False, failed: str = "") -> None:

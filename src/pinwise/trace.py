@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import PinwiseError
-from .processes import GroupGuard, die_with_parent, kill_session, signals_held, user_environment
+from .processes import GroupGuard, die_with_parent, how_it_ended, kill_session, signals_held, user_environment
 from .temporary import temporary_folder
 from .pinning.launcher import NATIVE_DIR, find_program, is_static_executable, lifetimes_and_spawns, observe_natively
 from ._stage import make_callable
@@ -326,8 +326,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     if info.unseen:
         print(f"pinwise: warning: {info.unseen}; no placement will be recommended from this matrix", file=sys.stderr)
     if partial:
-        reason = "was interrupted" if interrupted is not None else (
-            f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with status {returncode}")
+        reason = "was interrupted" if interrupted is not None else how_it_ended(returncode)
         print(f"pinwise: warning: {argv[0]} {reason}: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)
     if interrupted is not None:  # kept, and the stop goes on: a demo or an auto does not run on
