@@ -88,8 +88,14 @@ struct counters {
 
 static create_fn real_create;
 static join_fn real_join;
+/* The last TRACKED threads created, for naming a joined thread in the log: created thread k's
+   pthread_t at k % TRACKED, beside k (a program that made more has its older entries replaced;
+   a thread joined after TRACKED newer ones were created gets no join record, never another's). */
 #define TRACKED 4096
-static pthread_t created_ids[TRACKED]; /* created thread k's pthread_t, for naming it in the join log */
+static struct {
+    pthread_t id;
+    unsigned index;
+} created_ids[TRACKED];
 static struct pinwise_plan plan;
 static int mode;                   /* MODE_OFF until a plan (or PINWISE_OBSERVE) is loaded */
 static int follow;                 /* pin the programs started from here too */
@@ -456,8 +462,8 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
         free(start);
         return rc;
     }
-    if (index < TRACKED)
-        created_ids[index] = *thread;
+    created_ids[index % TRACKED].id = *thread;
+    created_ids[index % TRACKED].index = index;
     log_spawn("create", index);
     return 0;
 }
@@ -473,8 +479,8 @@ __attribute__((visibility("default"))) int pthread_join(pthread_t thread, void *
         return rc;
     /* The newest thread with this pthread_t: an id is reused only after its last owner ended. */
     unsigned top = atomic_load(&counters->started);
-    for (unsigned k = (top < TRACKED ? top : TRACKED) - 1; k >= 1; k--) {
-        if (pthread_equal(created_ids[k], thread)) {
+    for (unsigned k = top - 1; k >= 1 && top - k <= TRACKED; k--) {
+        if (created_ids[k % TRACKED].index == k && pthread_equal(created_ids[k % TRACKED].id, thread)) {
             log_spawn("join", k);
             break;
         }
