@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from conftest import in_rounds
 
 from pinwise.errors import PinwiseError
-from pinwise.comm import CommMatrix, Rounds, find_rounds, fold_rounds, parse_comm
+from pinwise.comm import CommMatrix, HotLine, Rounds, parse_comm
+from pinwise.rounds import find_rounds, fold_rounds
+from pinwise.metrics import block_matrices
 from pinwise.mapping import compute_mapping, idle_creator
 from pinwise.topology import load_topology
 
@@ -88,6 +91,48 @@ def test_folding_sums_each_role_over_the_rounds():
     assert folded.info.rounds == Rounds(4, 3, 13)
     assert folded.info.spawns is None and folded.info.creators is None
     assert parse_comm(folded.to_json()).info.rounds == Rounds(4, 3, 13)
+
+
+def _sampled_in_rounds(size: int, count: int) -> CommMatrix:
+    """in_rounds(size, count) as the sampler measures it: 10 events of each pair in each round,
+    a round a time block, each watchpoint an event; a hot line carries round r's pair (1, 2)."""
+    comm = in_rounds(size, count)
+    pairs, blocks = [], []
+    for r in range(count):
+        first = 1 + r * size
+        block = []
+        for j in range(0, size - 1, 2):
+            a, b = first + j, first + j + 1
+            pairs += [[a, b, 20, 10, 10.0], [b, a, 20, 10, 10.0]]
+            block += [a, b, 10.0, b, a, 10.0]
+        blocks.append(block)
+    threads = comm.threads
+    reads = [0] * threads
+    reads[1] = reads[1 + size] = 7
+    hot = HotLine(0x1000, 20, "counter", None, None, tuple(reads), (0,) * threads, ((1, 2, 10), (1 + size, 2 + size, 10)))
+    sampling = {"events": 10 * size * count, "pairs": pairs, "blocks": blocks, "block_ns": 50_000_000,
+                "samples_per_thread": [3] + [20] * (threads - 1), "reads": reads, "writes": [0] * threads,
+                "tids": list(range(100, 100 + threads)), "switch_rates": [5.0] * threads}
+    return replace(comm, info=replace(comm.info, backend="sample", hot_lines=(hot,),
+                                      sampling=MappingProxyType(sampling)))
+
+
+def test_folding_a_sampled_trace_folds_its_own_counts_with_its_matrix():
+    """The sampler's counts per thread, per pair and per time block, and the hot lines' threads,
+    fold by role as the matrix does: the time blocks still read the noise of the folded matrix
+    (the same thread numbers), where before they named threads it no longer had."""
+    comm = _sampled_in_rounds(4, 3)
+    folded = fold_rounds(comm, find_rounds(comm))
+    sampling = folded.info.sampling
+    assert sampling["samples_per_thread"] == [3, 60, 60, 60, 60] and sampling["reads"] == [0, 14, 0, 0, 0]
+    assert sampling["tids"] == [100, 101, 102, 103, 104] and len(sampling["switch_rates"]) == 5
+    assert sorted(map(tuple, sampling["pairs"])) == [(1, 2, 60, 30, 30.0), (2, 1, 60, 30, 30.0),
+                                                      (3, 4, 60, 30, 30.0), (4, 3, 60, 30, 30.0)]
+    assert all(len(block) == 12 and max(block[0::3] + block[1::3]) <= 4 for block in sampling["blocks"])
+    blocks = block_matrices(folded)
+    assert blocks is not None and len(blocks) == 3 and all(m.shape == (5, 5) for m in blocks)
+    assert folded.info.hot_lines[0].reads == (0, 14, 0, 0, 0) and folded.info.hot_lines[0].pairs == ((1, 2, 20),)
+    assert block_matrices(comm) is not None and block_matrices(comm)[0].shape == (13, 13)
 
 
 def test_mapping_a_matrix_in_rounds_plans_one_round_and_repeats_from_slot_1():

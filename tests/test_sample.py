@@ -19,6 +19,7 @@ import pytest
 from conftest import PINWISE, assert_clean_failure, compile_program, eventually, run_pinwise
 
 from pinwise.comm import read_comm
+from pinwise.plan import Rounds
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.sample import SAMPLER
 
@@ -592,3 +593,32 @@ def test_the_program_under_the_sampler_gets_the_users_environment(tmp_path, comm
     run_pinwise(*argv, "--", "sh", "-c", f'echo "sees ${{OPENBLAS_THREAD_TIMEOUT-unset}}" > {seen}', env=env,
                 timeout=120)
     assert seen.read_text().strip() == "sees unset"
+
+
+def test_thousands_of_threads_in_rounds_are_written_folded_at_the_programs_speed(tmp_path):
+    """4,401 threads (1,100 rounds of four workers): more than pinwise reads as a matrix. The sampler
+    keeps its counts per pair only for the pairs that have one and writes its matrix sparse, and the
+    trace is written folded to the creator and one round, which analyze reads (before: a 187 MB file
+    of 64 million zeros after 36 s and 3 GB, which analyze refused). The main thread's joins past
+    the 4,096th thread name the thread joined (the preload library named an older one with the same
+    pthread_t, which hid the rounds)."""
+    rounds = str(NATIVE_DIR / "bin" / "rounds")
+    comm, result = sampled(tmp_path, rounds, "4", "1100", "20000")
+    assert "4,401 threads in 1,100 rounds of 4, written as 5 (the creator and one round" in result.stderr
+    assert comm.threads == 5 and comm.info.rounds == Rounds(4, 1100, 4401)
+    assert (tmp_path / "comm.json").stat().st_size < 100_000
+    sampling = comm.info.sampling
+    assert len(sampling["samples_per_thread"]) == len(sampling["tids"]) == 5
+    assert all(0 <= v < 5 for pair in sampling["pairs"] for v in pair[:2])
+    assert run_pinwise("analyze", str(tmp_path / "comm.json")).returncode == 0
+
+
+def test_thousands_of_threads_not_in_rounds_are_refused_before_a_file_pinwise_cannot_read(tmp_path):
+    """4,200 Python threads started one after another and never joined by pthread_join: no rounds
+    to fold them by, and more threads than a matrix pinwise reads: one line, nothing written."""
+    out = tmp_path / "c.json"
+    script = "import threading\nfor _ in range(4200):\n    threading.Thread(target=int).start()\n"
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", sys.executable, "-c", script,
+                         timeout=300)
+    assert_clean_failure(result, "made 4,201 threads", "nothing written")
+    assert not out.exists()

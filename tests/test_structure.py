@@ -176,6 +176,7 @@ OTHER_VOCABULARIES = {
     ("pinwise.topology.hwloc_xml", "gp"): "hwloc's 'gp' (global persistent) indexing",
     ("pinwise.comm", "pairs"): "a field of the comm file's hot lines",
     ("pinwise.sample", "pairs"): "a field of the sampler's records",
+    ("pinwise.rounds", "pairs"): "a field of the sampler's records",
     ("pinwise.adapt.windows", "pairs"): "a field of the sampler's stream records",
     ("pinwise.metrics", "pairs"): "a field of the sampler's records",
     ("pinwise.stats", "none"): "no test was possible (MeanTest.test)",

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from conftest import assert_clean_failure, compile_program, need, run_pinwise
 
-from pinwise.comm import Rounds, find_rounds, read_comm
+from pinwise.comm import Rounds, read_comm
+from pinwise.rounds import find_rounds
 from pinwise.mapping import by_role
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.trace import TOOL, parse_trace, tool_environment

@@ -53,9 +53,11 @@
  * of it, a byte 'b' (burst: the placement looks stale) at BURST_SHARE times it for BURST_NS and then
  * at all of it, from the next offer on; each watchpoint costs the program (module comment of arm_rate).
  *
- * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix", T rows,
- * "hot-lines K" records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N
- * "block a b hits ..." lines. --status FILE is rewritten every second while it runs.
+ * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix-sparse N" and
+ * N "a b value" lines (the entries that are not 0, a < b: a program that made thousands of threads
+ * in rounds has a few per thread, where a T x T table would have millions of zeros), "hot-lines K"
+ * records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N "block a b hits ..."
+ * lines. Every count per pair of threads is kept only for the pairs that have one (tally.c). --status FILE is rewritten every second while it runs.
  *
  * Exit status: 0 (the result is written), 2 usage, 3 perf_event_open refused, 4 no such process,
  * 5 any other failure; one line on stderr (or in --error-file) says why.
@@ -320,6 +322,16 @@ static void fail(int status, const char *format, ...)
     exit(status);
 }
 
+/* A pair's entry (tally.c), made if new: running out of memory for it ends the sampler as any
+   other allocation does. */
+static double *pair(struct pw_pairs *p, int a, int b)
+{
+    double *entry = pw_pair(p, a, b);
+    if (entry == NULL)
+        fail(EXIT_FAILED, "out of memory for the pairs of %d threads", nthreads);
+    return entry;
+}
+
 static long perf_open(struct perf_event_attr *attr, pid_t pid, int cpu)
 {
     return syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -518,13 +530,6 @@ static int add_thread(pid_t tid, int creator, uint64_t born)
         if (threads == NULL || alive == NULL)
             fail(EXIT_FAILED, "out of memory");
     }
-    if (!pw_pairs_grow(&offered, nthreads + 1) || !pw_pairs_grow(&armed, nthreads + 1) ||
-        !pw_pairs_grow(&hits, nthreads + 1) || !pw_pairs_grow(&lately, nthreads + 1) ||
-        !pw_lines_grow(&lines, nthreads + 1) ||
-        (stream && (!pw_pairs_grow(&streamed_offered, nthreads + 1) || !pw_pairs_grow(&streamed_armed, nthreads + 1) ||
-                    !pw_pairs_grow(&streamed_hits, nthreads + 1) || !pw_pairs_grow(&meets, nthreads + 1) ||
-                    !pw_pairs_grow(&streamed_meets, nthreads + 1))))
-        fail(EXIT_FAILED, "out of memory for %d threads", nthreads + 1);
     struct thread *t = &threads[nthreads];
     memset(t, 0, sizeof *t);
     t->tid = tid;
@@ -638,18 +643,17 @@ static void count_hit(int owner, int thread, uint64_t addr, uint64_t time, uint6
         int rationed = rationed_now(last_trap_ns);
         set_period(rationed ? opt.quiet_period_ns : opt.period_ns, last_trap_ns, rationed);
     }
-    *pw_pair(&hits, owner, thread) += weight;
-    *pw_pair(&lately, owner, thread) += weight;
+    *pair(&hits, owner, thread) += weight;
+    *pair(&lately, owner, thread) += weight;
     traps++;
     pw_blocks_add(&blocks, time, owner, thread, weight);
     uint64_t line = addr >> 6;
     struct pw_line *e = pw_lines_find(&lines, line);
     if (e == NULL)
-        e = pw_lines_add(&lines, line, addr, nthreads);
+        e = pw_lines_add(&lines, line, addr);
     if (e) {
         e->events += weight;
-        if (e->pairs.count && thread < e->pairs.cap && owner < e->pairs.cap)
-            *pw_pair(&e->pairs, owner < thread ? owner : thread, owner < thread ? thread : owner) += weight;
+        *pair(&e->pairs, owner < thread ? owner : thread, owner < thread ? thread : owner) += weight;
         if (!e->read_ip && !e->write_ip)
             e->read_ip = ip;  /* the sampled access that was watched */
     }
@@ -908,7 +912,7 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
     int posted[POSTERS - 1], nposted = post(a, access->addr >> 6, time, posted);
     if (stream)
         for (int k = 0; k < nposted; k++)
-            *pw_pair(&meets, a, posted[k]) += (double)w;
+            *pair(&meets, a, posted[k]) += (double)w;
     if (nalive < 2 || !opt.watch) {
         no_partner++;
         return;
@@ -920,19 +924,19 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
         return;
     }
     int others = nalive - 1, b = -1;
-    double by_hits = nthreads <= 1024 ? (nposted ? 1.0 / 3 : 0.5) : 0, by_board = nposted ? 1.0 / 3 : 0;
+    double by_hits = nalive <= 1024 ? (nposted ? 1.0 / 3 : 0.5) : 0, by_board = nposted ? 1.0 / 3 : 0;
     double uniform = 1 - by_hits - by_board, total = 0;
     if (by_hits > 0)
         for (int i = 0; i < nalive; i++)
             if (alive[i] != a)
-                total += *pw_pair(&lately, a, alive[i]) + 0.1;
+                total += pw_pair_get(&lately, a, alive[i]) + 0.1;
     double x = (double)(random64() >> 11) * 0x1p-53;
     if (x < by_board) {
         b = posted[random64() % (uint64_t)nposted];
     } else if (x < by_board + by_hits) {
         double y = (double)(random64() >> 11) * 0x1p-53 * total;
         for (int i = 0; i < nalive && b < 0; i++)
-            if (alive[i] != a && (y -= *pw_pair(&lately, a, alive[i]) + 0.1) <= 0)
+            if (alive[i] != a && (y -= pw_pair_get(&lately, a, alive[i]) + 0.1) <= 0)
                 b = alive[i];
     }
     if (b < 0) {
@@ -952,23 +956,23 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
         team_since = time;
     uint64_t now = now_ns();
     if (system_wide && now < threads[b].next_arm_ns) {
-        (*pw_pair(&offered, a, b))++;  /* offered, not armed: counted as the token bucket's skips are */
+        (*pair(&offered, a, b))++;  /* offered, not armed: counted as the token bucket's skips are */
         switch_skips++;
         return;
     }
     if (!system_wide && (time < team_since + TEAM_SETTLE_NS || busiest_switch_rate > opt.switch_limit ||
         (rate >= 0 ? rate > opt.switch_limit : busiest_switch_rate < 0 || busiest_switch_rate > opt.switch_limit / 2))) {
-        (*pw_pair(&offered, a, b))++;  /* offered, never armed: the pair's estimate rests on b's samples */
+        (*pair(&offered, a, b))++;  /* offered, never armed: the pair's estimate rests on b's samples */
         switch_skips++;
         return;
     }
     double chance = uniform / others;
     if (by_hits > 0)
-        chance += by_hits * (*pw_pair(&lately, a, b) + 0.1) / total;
+        chance += by_hits * (pw_pair_get(&lately, a, b) + 0.1) / total;
     for (int k = 0; k < nposted; k++)
         if (posted[k] == b)
             chance += by_board / nposted;
-    (*pw_pair(&offered, a, b))++;
+    (*pair(&offered, a, b))++;
     note_offer((double)w, now);
     refill_tokens(now_ns());
     if (tokens < 1) {
@@ -993,7 +997,7 @@ static void offer(int a, const struct pw_access *access, uint64_t time, uint64_t
                                                       ARMED_SWITCH_COST_NS * 1e-9 / ARMED_COST_SHARE);
         tokens -= 1;
         arms++;
-        (*pw_pair(&armed, a, b))++;
+        (*pair(&armed, a, b))++;
     }
 }
 
@@ -1099,11 +1103,10 @@ static void handle_sample(const unsigned char *body, size_t size)
         t->reads += w;
     struct pw_line *e = pw_lines_find(&lines, access.addr >> 6);
     if (e) {
+        *pair(&e->samples, a, access.kind == PW_WRITE) += (double)w;
         if (access.kind == PW_WRITE) {
-            e->writes[a] += (uint32_t)w;
             e->write_ip = access.ip;
         } else {
-            e->reads[a] += (uint32_t)w;
             if (!e->read_ip)
                 e->read_ip = access.ip;
         }
@@ -1463,18 +1466,15 @@ static void write_hot_lines(FILE *out)
         fprintf(out, "hot 0x%llx %.0f\nhot-where %s\n", (unsigned long long)e->address, e->events, where);
         write_code(out, "hot-read", e->read_ip);
         write_code(out, "hot-write", e->write_ip);
-        fprintf(out, "hot-reads");
-        for (int t = 0; t < nthreads; t++)
-            fprintf(out, " %u", e->reads[t]);
-        fprintf(out, "\nhot-writes");
-        for (int t = 0; t < nthreads; t++)
-            fprintf(out, " %u", e->writes[t]);
+        for (int written = 0; written < 2; written++) {
+            fprintf(out, written ? "\nhot-writes" : "hot-reads");
+            for (int t = 0; t < nthreads; t++)
+                fprintf(out, " %.0f", pw_pair_get(&e->samples, t, written));
+        }
         fprintf(out, "\nhot-pairs");
-        if (e->pairs.count && e->pairs.cap >= nthreads)
-            for (int a = 0; a < nthreads; a++)
-                for (int b = a + 1; b < nthreads; b++)
-                    if (*pw_pair(&e->pairs, a, b) >= 0.5)
-                        fprintf(out, " %d %d %.0f", a, b, *pw_pair(&e->pairs, a, b));
+        for (size_t k = 0; k < e->pairs.slots; k++)
+            if (e->pairs.keys[k] && e->pairs.count[k] >= 0.5)
+                fprintf(out, " %d %d %.0f", pw_pair_first(&e->pairs, k), pw_pair_second(&e->pairs, k), e->pairs.count[k]);
         fprintf(out, "\n");
     }
     free(order);
@@ -1486,7 +1486,7 @@ static void write_hot_lines(FILE *out)
    no one (stale, or no other thread alive) count as the offered ones did. */
 static double estimate(int a, int b, double h)
 {
-    double offers = *pw_pair(&offered, a, b), arms_ab = *pw_pair(&armed, a, b);
+    double offers = pw_pair_get(&offered, a, b), arms_ab = pw_pair_get(&armed, a, b);
     double watched = arms_ab / offers;  /* of the draws of b for a's samples, those armed */
     double all = (double)threads[a].eligible;  /* a's samples that could have been watched */
     return all > 0 ? h / watched * (double)threads[a].accesses / all : 0.0;
@@ -1566,25 +1566,25 @@ static void write_result(int exit_status, int partial)
         fprintf(out, " %llu %llu", (unsigned long long)(threads[i].born_ns > start_ns ? threads[i].born_ns - start_ns : 0),
                 (unsigned long long)((threads[i].alive ? end : threads[i].ended_ns) - start_ns));
     fprintf(out, "\npairs-offered");
-    for (int a = 0; a < nthreads; a++)
-        for (int b = 0; b < nthreads; b++)
-            if (*pw_pair(&offered, a, b))
-                fprintf(out, " %d %d %.0f %.0f %.6g", a, b, *pw_pair(&offered, a, b), *pw_pair(&armed, a, b),
-                        *pw_pair(&hits, a, b));
-    fprintf(out, "\nmatrix\n");
-    for (int a = 0; a < nthreads; a++) {
-        for (int b = 0; b < nthreads; b++) {
-            double value = 0;
-            for (int k = 0; k < 2; k++) {  /* A's samples seen by B, and B's seen by A */
-                int from = k ? b : a, to = k ? a : b;
-                double h = *pw_pair(&hits, from, to), m = *pw_pair(&armed, from, to);
-                if (h > 0 && m > 0)
-                    value += estimate(from, to, h);
-            }
-            fprintf(out, b ? " %.6g" : "%.6g", a == b ? 0.0 : value);
+    for (size_t k = 0; k < offered.slots; k++)
+        if (offered.keys[k] && offered.count[k]) {
+            int a = pw_pair_first(&offered, k), b = pw_pair_second(&offered, k);
+            fprintf(out, " %d %d %.0f %.0f %.6g", a, b, offered.count[k], pw_pair_get(&armed, a, b),
+                    pw_pair_get(&hits, a, b));
         }
-        fprintf(out, "\n");
+    /* the matrix's entries that are not 0, each pair once (a < b): A's samples seen by B and B's
+       seen by A */
+    struct pw_pairs matrix = {0};
+    for (size_t k = 0; k < hits.slots; k++) {
+        int from = hits.keys[k] ? pw_pair_first(&hits, k) : 0, to = hits.keys[k] ? pw_pair_second(&hits, k) : 0;
+        if (hits.keys[k] && from != to && hits.count[k] > 0 && pw_pair_get(&armed, from, to) > 0)
+            *pair(&matrix, from < to ? from : to, from < to ? to : from) += estimate(from, to, hits.count[k]);
     }
+    fprintf(out, "\nmatrix-sparse %zu\n", matrix.used);
+    for (size_t k = 0; k < matrix.slots; k++)
+        if (matrix.keys[k])
+            fprintf(out, "%d %d %.6g\n", pw_pair_first(&matrix, k), pw_pair_second(&matrix, k), matrix.count[k]);
+    pw_pairs_free(&matrix);
     write_hot_lines(out);
     pw_blocks_write(&blocks, out);
     if (fflush(out) != 0 || ferror(out)) {
@@ -1624,27 +1624,34 @@ static void emit_window(uint64_t now)
         threads[i].streamed_eligible = threads[i].eligible;
     }
     fprintf(stream, "\npairs");
-    for (int a = 0; a < nthreads; a++)
-        for (int b = 0; b < nthreads; b++) {
-            double *o = pw_pair(&offered, a, b), *m = pw_pair(&armed, a, b), *h = pw_pair(&hits, a, b);
-            double *so = pw_pair(&streamed_offered, a, b), *sm = pw_pair(&streamed_armed, a, b),
-                   *sh = pw_pair(&streamed_hits, a, b);
-            if (*o != *so || *h != *sh)
-                fprintf(stream, " %d %d %.0f %.0f %.6g", a, b, *o - *so, *m - *sm, *h - *sh);
-            news |= *h != *sh;
-            *so = *o;
-            *sm = *m;
-            *sh = *h;
-        }
+    for (size_t k = 0; k < offered.slots; k++) {  /* an arm or a hit follows an offer: every pair is here */
+        if (!offered.keys[k])
+            continue;
+        int a = pw_pair_first(&offered, k), b = pw_pair_second(&offered, k);
+        double o = offered.count[k], m = pw_pair_get(&armed, a, b), h = pw_pair_get(&hits, a, b);
+        double so = pw_pair_get(&streamed_offered, a, b), sm = pw_pair_get(&streamed_armed, a, b),
+               sh = pw_pair_get(&streamed_hits, a, b);
+        if (o == so && h == sh && m == sm)
+            continue;
+        if (o != so || h != sh)
+            fprintf(stream, " %d %d %.0f %.0f %.6g", a, b, o - so, m - sm, h - sh);
+        news |= h != sh;
+        *pair(&streamed_offered, a, b) = o;
+        *pair(&streamed_armed, a, b) = m;
+        *pair(&streamed_hits, a, b) = h;
+    }
     fprintf(stream, "\nmeets");
-    for (int a = 0; a < nthreads; a++)
-        for (int b = 0; b < nthreads; b++) {
-            double *n = pw_pair(&meets, a, b), *sn = pw_pair(&streamed_meets, a, b);
-            if (*n != *sn)
-                fprintf(stream, " %d %d %.0f", a, b, *n - *sn);
-            news |= steady_now && *n != *sn;
-            *sn = *n;
-        }
+    for (size_t k = 0; k < meets.slots; k++) {
+        if (!meets.keys[k])
+            continue;
+        int a = pw_pair_first(&meets, k), b = pw_pair_second(&meets, k);
+        double n = meets.count[k], sn = pw_pair_get(&streamed_meets, a, b);
+        if (n == sn)
+            continue;
+        fprintf(stream, " %d %d %.0f", a, b, n - sn);
+        news |= steady_now;
+        *pair(&streamed_meets, a, b) = n;
+    }
     fprintf(stream, "\nperiod-ns %llu\nend\n", (unsigned long long)period_now_ns);
     fflush(stream);
     static uint64_t notified_ns;
@@ -1873,10 +1880,9 @@ int main(int argc, char **argv)
         uint64_t now = now_ns();
         expire(now);
         static uint64_t lately_at;
-        if (stream && now - lately_at >= LATELY_HALF_NS && nthreads <= 1024) {  /* by hits: up to 1024 threads (offer) */
-            for (int a = 0; a < nthreads; a++)
-                for (int b = 0; b < nthreads; b++)
-                    *pw_pair(&lately, a, b) *= 0.5;
+        if (stream && now - lately_at >= LATELY_HALF_NS) {
+            for (size_t k = 0; k < lately.slots; k++)
+                lately.count[k] *= 0.5;
             lately_at = now;
         }
         if (opt.quiet_period_ns && opt.watch) {  /* a trap gives the base period at once (count_hit) */

@@ -1,5 +1,6 @@
-/* pinwise-sample's counters: growing pair matrices, time blocks of hits, hot lines. Each structure
- * is bounded: blocks merge when the run outgrows them, lines stop being added at their maximum. */
+/* pinwise-sample's counters: per pair of threads (a hash table of the pairs counted), per time block,
+ * per hot line. Blocks merge when the run outgrows them; lines stop being added at their maximum;
+ * the pairs grow with the pairs that have counts, not with the square of the threads. */
 #include "tally.h"
 
 #include <stdlib.h>
@@ -10,62 +11,85 @@ static uint64_t mix(uint64_t key)
     return key * 0x9E3779B97F4A7C15ULL;  /* Fibonacci hashing; the caller takes the top bits */
 }
 
-/* A capacity for at least ``threads``: the current one doubled as often as needed (16 at first). */
-static int capacity_for(int current, int threads)
+/* -- pairs ----------------------------------------------------------------------------------- */
+
+static uint64_t pair_key(int a, int b)
 {
-    int cap = current ? current : 16;
-    while (cap < threads)
-        cap *= 2;
-    return cap;
+    return ((uint64_t)(uint32_t)a << 32 | (uint64_t)(uint32_t)b) + 1;
 }
 
-int pw_pairs_grow(struct pw_pairs *p, int threads)
+static size_t pair_slot(const struct pw_pairs *p, uint64_t key)
 {
-    if (threads <= p->cap)
-        return 1;
-    int cap = capacity_for(p->cap, threads);
-    double *grown = calloc((size_t)cap * (size_t)cap, sizeof *grown);
-    if (grown == NULL)
+    size_t mask = p->slots - 1, i = (size_t)(mix(key) >> 40) & mask;
+    while (p->keys[i] && p->keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Twice the slots (64 at first), every entry placed anew; 0 when the memory ran out. */
+static int pairs_grow(struct pw_pairs *p)
+{
+    size_t slots = p->slots ? p->slots * 2 : 64;
+    struct pw_pairs bigger = {calloc(slots, sizeof *bigger.keys), calloc(slots, sizeof *bigger.count), 0, slots};
+    if (bigger.keys == NULL || bigger.count == NULL) {
+        free(bigger.keys);
+        free(bigger.count);
         return 0;
-    for (int a = 0; a < p->cap; a++)
-        memcpy(&grown[(size_t)a * (size_t)cap], &p->count[(size_t)a * (size_t)p->cap], sizeof *grown * (size_t)p->cap);
+    }
+    for (size_t i = 0; i < p->slots; i++)
+        if (p->keys[i]) {
+            size_t at = pair_slot(&bigger, p->keys[i]);
+            bigger.keys[at] = p->keys[i];
+            bigger.count[at] = p->count[i];
+            bigger.used++;
+        }
+    free(p->keys);
     free(p->count);
-    p->count = grown;
-    p->cap = cap;
+    *p = bigger;
     return 1;
+}
+
+double *pw_pair(struct pw_pairs *p, int a, int b)
+{
+    uint64_t key = pair_key(a, b);
+    if (p->slots) {
+        size_t at = pair_slot(p, key);
+        if (p->keys[at])
+            return &p->count[at];
+    }
+    if ((p->used + 1) * 2 > p->slots && !pairs_grow(p))  /* at most half full: short probes */
+        return NULL;
+    size_t at = pair_slot(p, key);
+    p->keys[at] = key;
+    p->used++;
+    return &p->count[at];
+}
+
+double pw_pair_get(const struct pw_pairs *p, int a, int b)
+{
+    if (!p->slots)
+        return 0.0;
+    size_t at = pair_slot(p, pair_key(a, b));
+    return p->keys[at] ? p->count[at] : 0.0;
+}
+
+int pw_pairs_add(struct pw_pairs *p, int a, int b, double value)
+{
+    double *entry = pw_pair(p, a, b);
+    if (entry == NULL)
+        return 0;
+    *entry += value;
+    return 1;
+}
+
+void pw_pairs_free(struct pw_pairs *p)
+{
+    free(p->keys);
+    free(p->count);
+    memset(p, 0, sizeof *p);
 }
 
 /* -- time blocks ------------------------------------------------------------------------------ */
-
-static int block_put(struct pw_block *k, uint64_t key, double weight)
-{
-    if ((k->used + 1) * 2 > k->slots) {
-        size_t slots = k->slots ? k->slots * 2 : 64;
-        uint64_t *keys = calloc(slots, sizeof *keys);
-        double *counts = calloc(slots, sizeof *counts);
-        if (keys == NULL || counts == NULL) {
-            free(keys);
-            free(counts);
-            return 0;
-        }
-        struct pw_block bigger = {keys, counts, 0, slots};
-        for (size_t i = 0; i < k->slots; i++)
-            if (k->keys[i])
-                block_put(&bigger, k->keys[i], k->weight[i]);
-        free(k->keys);
-        free(k->weight);
-        *k = bigger;
-    }
-    size_t mask = k->slots - 1, i = (size_t)(mix(key) >> 40) & mask;
-    while (k->keys[i] && k->keys[i] != key)
-        i = (i + 1) & mask;
-    if (!k->keys[i]) {
-        k->keys[i] = key;
-        k->used++;
-    }
-    k->weight[i] += weight;
-    return 1;
-}
 
 int pw_blocks_init(struct pw_blocks *b, int max, uint64_t length_ns)
 {
@@ -83,13 +107,14 @@ int pw_blocks_add(struct pw_blocks *b, uint64_t time_ns, int a, int c, double we
     uint64_t at = time_ns > b->start_ns ? (time_ns - b->start_ns) / b->length_ns : 0;
     while (at >= (uint64_t)b->max) {  /* merge neighbours: half as many blocks, each twice as long */
         for (int i = 0; i < b->max / 2; i++) {
-            struct pw_block merged = {0};
+            struct pw_pairs merged = {0};
             for (int k = 2 * i; k < 2 * i + 2 && k < b->count; k++) {
-                for (size_t s = 0; s < b->block[k].slots; s++)
-                    if (b->block[k].keys[s] && !block_put(&merged, b->block[k].keys[s], b->block[k].weight[s]))
+                struct pw_pairs *from = &b->block[k];
+                for (size_t s = 0; s < from->slots; s++)
+                    if (from->keys[s] && !pw_pairs_add(&merged, pw_pair_first(from, s), pw_pair_second(from, s),
+                                                       from->count[s]))
                         return 0;
-                free(b->block[k].keys);
-                free(b->block[k].weight);
+                pw_pairs_free(from);
             }
             b->block[i] = merged;
         }
@@ -101,29 +126,26 @@ int pw_blocks_add(struct pw_blocks *b, uint64_t time_ns, int a, int c, double we
     }
     if ((int)at >= b->count)
         b->count = (int)at + 1;
-    return block_put(&b->block[at], ((uint64_t)a << 32 | (uint64_t)c) + 1, weight);
+    return pw_pairs_add(&b->block[at], a, c, weight);
 }
 
 void pw_blocks_write(const struct pw_blocks *b, FILE *out)
 {
     fprintf(out, "blocks %d %llu\n", b->count, (unsigned long long)b->length_ns);
     for (int i = 0; i < b->count; i++) {
+        const struct pw_pairs *block = &b->block[i];
         fprintf(out, "block");
-        for (size_t s = 0; s < b->block[i].slots; s++)
-            if (b->block[i].keys[s]) {
-                uint64_t key = b->block[i].keys[s] - 1;
-                fprintf(out, " %u %u %.6g", (unsigned)(key >> 32), (unsigned)(key & 0xffffffffu), b->block[i].weight[s]);
-            }
+        for (size_t s = 0; s < block->slots; s++)
+            if (block->keys[s])
+                fprintf(out, " %d %d %.6g", pw_pair_first(block, s), pw_pair_second(block, s), block->count[s]);
         fprintf(out, "\n");
     }
 }
 
 void pw_blocks_free(struct pw_blocks *b)
 {
-    for (int i = 0; i < b->max; i++) {
-        free(b->block[i].keys);
-        free(b->block[i].weight);
-    }
+    for (int i = 0; i < b->max; i++)
+        pw_pairs_free(&b->block[i]);
     free(b->block);
     memset(b, 0, sizeof *b);
 }
@@ -159,47 +181,12 @@ struct pw_line *pw_lines_find(struct pw_lines *l, uint64_t line)
     return at >= 0 ? &l->entry[at] : NULL;
 }
 
-static int line_arrays(struct pw_line *e, int old_cap, int cap)
+struct pw_line *pw_lines_add(struct pw_lines *l, uint64_t line, uint64_t address)
 {
-    uint32_t *reads = calloc((size_t)cap, sizeof *reads), *writes = calloc((size_t)cap, sizeof *writes);
-    if (reads == NULL || writes == NULL) {
-        free(reads);
-        free(writes);
-        return 0;
-    }
-    if (e->reads) {
-        memcpy(reads, e->reads, sizeof *reads * (size_t)old_cap);
-        memcpy(writes, e->writes, sizeof *writes * (size_t)old_cap);
-    }
-    free(e->reads);
-    free(e->writes);
-    e->reads = reads;
-    e->writes = writes;
-    return cap > 256 || pw_pairs_grow(&e->pairs, cap);
-}
-
-int pw_lines_grow(struct pw_lines *l, int threads)
-{
-    if (threads <= l->cap)
-        return 1;
-    int cap = capacity_for(l->cap, threads);
-    for (size_t i = 0; i < l->used; i++)
-        if (!line_arrays(&l->entry[i], l->cap, cap))
-            return 0;
-    l->cap = cap;
-    return 1;
-}
-
-struct pw_line *pw_lines_add(struct pw_lines *l, uint64_t line, uint64_t address, int threads)
-{
-    if (l->used >= l->max || !pw_lines_grow(l, threads))
+    if (l->used >= l->max)
         return NULL;
     struct pw_line *e = &l->entry[l->used];
     memset(e, 0, sizeof *e);
-    if (!line_arrays(e, 0, l->cap ? l->cap : 16))
-        return NULL;
-    if (!l->cap)
-        l->cap = 16;
     e->line = line;
     e->address = address;
     l->index[line_slot(l, line)] = (int32_t)l->used;
@@ -210,9 +197,8 @@ struct pw_line *pw_lines_add(struct pw_lines *l, uint64_t line, uint64_t address
 void pw_lines_free(struct pw_lines *l)
 {
     for (size_t i = 0; i < l->used; i++) {
-        free(l->entry[i].reads);
-        free(l->entry[i].writes);
-        free(l->entry[i].pairs.count);
+        pw_pairs_free(&l->entry[i].samples);
+        pw_pairs_free(&l->entry[i].pairs);
     }
     free(l->entry);
     free(l->index);

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from .patterns import Analysis, analyze
 from .bench import BenchOptions, build_candidates, db, open_db, run_bench
 from .bench.candidates import Candidate, unique_candidates
-from .comm import CommMatrix, find_rounds, fold_rounds
+from .comm import CommMatrix
+from .rounds import find_rounds, fold_rounds
 from .errors import PinwiseError
 from .numbers import say_duration
 from .pinning.launcher import find_program

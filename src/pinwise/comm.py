@@ -158,14 +158,14 @@ class TraceInfo:
     #: Per thread (creation order, main = 0): the thread that created it (None for main).
     creators: tuple[int | None, ...] | None = None
     #: The main thread's pthread_create/join calls in program order: ("create"|"join", thread), of a
-    #: native run, which may create more rounds of workers than the trace saw (see find_rounds).
+    #: native run, which may create more rounds of workers than the trace saw (see pinwise.rounds.find_rounds).
     spawns: tuple[tuple[str, int], ...] | None = None
     #: Per thread, [start, end] in ns of one native run, and in traced accesses under Valgrind.
     lifetimes: tuple[tuple[int, int], ...] | None = None
     lifetimes_traced: tuple[tuple[int, int], ...] | None = None
     #: Per thread, instructions executed while another thread was alive.
     instructions_together: tuple[int, ...] | None = None
-    #: Set on a matrix folded to one thread per role (fold_rounds).
+    #: Set on a matrix folded to one thread per role (pinwise.rounds.fold_rounds).
     rounds: Rounds | None = None
     #: "any": every access to a line another thread touched in the window is an event (the paper's
     #: definition); "write": only pairs of accesses of which one writes. None: older traces (any).
@@ -369,97 +369,3 @@ def read_comm(path: str | Path) -> CommMatrix:
 
 def write_comm(comm: CommMatrix, path: str | Path) -> None:
     write_text_atomic(path, comm.to_json() + "\n")
-
-
-def creation_rounds(spawns) -> Rounds | None:
-    """The rounds of a creator's pthread_create and pthread_join calls, in its program order
-    (:attr:`TraceInfo.spawns`): it creates ``size`` workers, joins every one of them, creates
-    ``size`` more, at least twice, the workers numbered 1, 2, ... in creation order. ``threads``
-    counts them and the creator. None for one pool that lives through the run, a round that starts
-    before the last one's workers are all joined, or rounds of different sizes."""
-    rounds: list[list[int]] = []
-    alive: set[int] = set()
-    joined_since_create = True
-    for kind, thread in spawns:
-        if kind == "create":
-            if joined_since_create:
-                if alive:  # a round starts while workers of the last one still live: no rounds
-                    return None
-                rounds.append([])
-            rounds[-1].append(thread)
-            alive.add(thread)
-            joined_since_create = False
-        else:
-            alive.discard(thread)
-            joined_since_create = True
-    created = [t for r in rounds for t in r]
-    sizes = {len(r) for r in rounds}
-    if created != list(range(1, len(created) + 1)) or len(rounds) < 2 or len(sizes) != 1:
-        return None
-    return Rounds(sizes.pop(), len(rounds), len(created) + 1)
-
-
-def lifetimes_in_rounds(lifetimes, size: int) -> bool:
-    """Whether threads 1, 2, ... taken ``size`` at a time lived round after round: each round's
-    first birth after the last end of the round before (on the tracer's clock of accesses). A
-    creator that joins a round before it creates the next makes it so in every run, traced or not;
-    so a trace whose lifetimes break it did not run the rounds the native run showed."""
-    workers = lifetimes[1:]
-    if len(workers) % size:
-        return False
-    rounds = [workers[k:k + size] for k in range(0, len(workers), size)]
-    return all(min(born for born, _ in later) >= max(end for _, end in earlier)
-               for earlier, later in zip(rounds, rounds[1:]))
-
-
-def find_rounds(comm: CommMatrix) -> Rounds | None:
-    """Rounds of workers that the creator (thread 0) starts and joins again and again, from the
-    creation structure: the creator's pthread_create and pthread_join calls in a native run
-    (:func:`creation_rounds` of :attr:`TraceInfo.spawns`, which ``pinwise trace`` records) give
-    the round's size; every other thread must be the creator's own (:attr:`TraceInfo.creators`,
-    where the trace has them).
-
-    The number of rounds may differ between the native run and the trace: a benchmark harness
-    that times its loop (Google Benchmark) runs far fewer under Valgrind (measured: 2,537 threads
-    natively, 445 traced). Then the traced threads must make whole rounds of that size (at least
-    two) that lived one after another (:func:`lifetimes_in_rounds`: joins order them in any run).
-
-    This is the program's structure, not its timing: lifetimes alone cannot show the rounds
-    (under Valgrind threads take turns, and a round's worker may end before the next is created;
-    natively, a creator starved by its first workers creates the rest late). None for one pool
-    that lives through the run, workers that create workers, or a matrix without the calls."""
-    spawns, creators = comm.info.spawns, comm.info.creators
-    threads = comm.threads
-    if spawns is None or threads < 3:
-        return None
-    if creators is not None and (len(creators) != threads or any(c != 0 for c in creators[1:])):
-        return None
-    native = creation_rounds(spawns)
-    if native is None:
-        return None
-    if native.threads == threads:
-        return native
-    lives = comm.info.lifetimes_traced
-    if (threads - 1) % native.size or (threads - 1) // native.size < 2 or lives is None or len(lives) != threads:
-        return None
-    if not lifetimes_in_rounds(lives, native.size):
-        return None
-    return Rounds(native.size, (threads - 1) // native.size, threads)
-
-
-def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
-    """One thread per role: the creator and one round's workers, each summing what its role did in
-    every round (communication, accesses, instructions). Workers of different rounds never run
-    together, so what they share lands on the diagonal, which mapping ignores."""
-    roles = np.array([rounds.role(t) for t in range(comm.threads)])
-    size = rounds.size + 1
-    fold = np.zeros((size, comm.threads))
-    fold[roles, np.arange(comm.threads)] = 1
-    matrix = fold @ comm.matrix @ fold.T
-    together = comm.info.instructions_together
-    info = replace(comm.info, creators=None, spawns=None, lifetimes=None, lifetimes_traced=None,
-                   rounds=Rounds(rounds.size, rounds.count, comm.threads),
-                   instructions_together=None if together is None else _ints(fold @ np.array(together, float)))
-    return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
-                      None if comm.instructions is None else fold @ comm.instructions, info,
-                      None if comm.other is None else fold @ comm.other @ fold.T)

@@ -3,7 +3,7 @@
 M is the T x T matrix of communication events between threads (see :mod:`pinwise.comm`). The
 paper's matrices have an empty diagonal: a thread does not communicate with itself. A matrix given
 here may carry one (a CSV file, or workers of different rounds folded onto one role by
-:func:`pinwise.comm.fold_rounds`), so every metric below, and every policy, first sets the diagonal
+:func:`pinwise.rounds.fold_rounds`), so every metric below, and every policy, first sets the diagonal
 to zero (:func:`communication`): one definition of CommV, the same in ``pinwise analyze``, the
 cost model and the Balance policies.
 """

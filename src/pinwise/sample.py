@@ -31,6 +31,8 @@ from types import MappingProxyType
 import numpy as np
 
 from .comm import CommMatrix, TraceInfo, write_comm
+from .plan import Rounds
+from .rounds import FOLD_ABOVE, fold_hot_lines, fold_sampling, rounds_in, rounds_to_write, summed_by
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
 from .processes import GroupGuard, die_with_parent, how_it_ended, kill_group, not_a_program, signals_held, \
@@ -186,9 +188,9 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
             if interrupted is not None:  # stopped at start-up: nothing to keep
                 raise interrupted
             raise PinwiseError("the sampler wrote nothing; nothing saved")
-        comm = parse_sample(result_path.read_text(), str(result_path))
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    comm = _renumbered(comm, log_text)
+        comm = parse_sample(result_path.read_text(), str(result_path), log_text,
+                            argv[0] if argv else f"process {pid}")
     seconds = round(time.perf_counter() - start, 3)
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
     stopped = interrupted is not None and pid is None  # a started program was stopped; an attach just ends
@@ -309,13 +311,17 @@ def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: boo
         raise PinwiseError(f"{name} ran one thread{failed}: there is no communication between threads to measure")
 
 
-def parse_sample(text: str, source: str) -> CommMatrix:
-    """Read the sampler's output (format in pw_sample.c) into a CommMatrix."""
+def parse_sample(text: str, source: str, log_text: str = "", name: str = "the program") -> CommMatrix:
+    """Read the sampler's output (format in pw_sample.c) into a CommMatrix: its threads numbered as
+    ``pinwise run`` numbers them where the preload library's log (``log_text``) has every one,
+    with the main thread's create and join calls, so that workers created in rounds fold as they
+    do after a Valgrind trace; more threads than pinwise.rounds.FOLD_ABOVE are folded here, without a
+    T x T table in between, or refused (pinwise.rounds.rounds_to_write; ``name``: the program)."""
     from .trace import _hot_lines, split_dump
 
     try:
-        header, matrix, rest = split_dump(text)
-        threads = matrix.shape[0]
+        header, entries, rest = split_dump(text, sparse=True)
+        threads = int(header["threads"][0])
         hot_count = int(rest[0].split()[1]) if rest and rest[0].startswith("hot-lines ") else 0
         hot = _hot_lines(rest, threads)
         block_lines = rest[1 + 7 * hot_count:]
@@ -328,6 +334,10 @@ def parse_sample(text: str, source: str) -> CommMatrix:
         watch = dict(zip(header["watch"][0::2], (int(v) for v in header["watch"][1::2])))
         pairs = [float(v) if i % 5 == 4 else int(v) for i, v in enumerate(header.get("pairs-offered", []))]
         ends = [int(v) for v in header["lifetime-ns"]]
+        creators = (None, *(int(v) for v in header["creator"][1:])) if threads else ()
+        lifetimes = tuple((ends[i], ends[i + 1]) for i in range(0, len(ends) - 1, 2))
+        if entries.size and (entries[:, :2].min() < 0 or entries[:, :2].max() >= threads):
+            raise ValueError("a matrix entry names a thread the header does not have")
         sampling = {
             "clock": header["clock"][0], "period_ns": int(header["period-ns"][0]),
             "mode": header.get("mode", ["per-task"])[0], "other_samples": int(header.get("samples-other", ["0"])[0]),
@@ -343,19 +353,37 @@ def parse_sample(text: str, source: str) -> CommMatrix:
             "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
             "block_ns": block_ns, "blocks": blocks,
         }
-        info = TraceInfo(
-            backend="sample", tool=TOOL_VERSION, sharing=header["sharing"][0],
-            partial=header["partial"][0] == "1", total_accesses=sum(ints["accv"]),
-            window={"milliseconds": max(1, round(int(header["window-ns"][0]) / 1e6))},
-            creators=(None, *(int(v) for v in header["creator"][1:])) if threads else None,
-            lifetimes=tuple((ends[i], ends[i + 1]) for i in range(0, len(ends) - 1, 2)),
-            instructions_together=tuple(ints["load-together"]), hot_lines=hot,
-            exit_status=None if int(header["exit-status"][0]) < 0 else int(header["exit-status"][0]),
-            sampling=MappingProxyType(sampling))
-        info = replace(info, hot_lines=_in_matrix_units(hot, matrix, sampling["pairs"]))
+        exit_status = int(header["exit-status"][0])
+        fields = dict(backend="sample", tool=TOOL_VERSION, sharing=header["sharing"][0],
+                      partial=header["partial"][0] == "1", total_accesses=sum(ints["accv"]),
+                      window={"milliseconds": max(1, round(int(header["window-ns"][0]) / 1e6))},
+                      exit_status=None if exit_status < 0 else exit_status)
+        if len(ints["tids"]) != threads or len(creators) != threads or len(lifetimes) != threads:
+            raise ValueError(f"the header's threads do not number {threads}")
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
-    return CommMatrix(matrix, np.array(ints["accv"], dtype=np.float64), np.array(ints["load"], dtype=np.float64), info)
+    order, spawns = _creation_order(ints["tids"], log_text)
+    new = np.empty(threads, dtype=np.int64)
+    new[order] = np.arange(threads)  # the sampler's thread k is thread new[k]
+    creators = tuple(None if c is None else int(new[c]) for c in (creators[k] for k in order)) if threads else None
+    lifetimes = tuple(lifetimes[k] for k in order)
+    rounds = rounds_to_write(threads, rounds_in(spawns, creators, threads) if threads > FOLD_ABOVE else None, name)
+    if rounds is not None:
+        index, size = np.array([rounds.role(int(t)) for t in new]), rounds.size + 1
+        fields.update(rounds=Rounds(rounds.size, rounds.count, threads))
+    else:
+        index, size = new, threads
+        fields.update(creators=creators, lifetimes=lifetimes, spawns=spawns)
+    matrix = np.zeros((size, size))
+    a, b = index[entries[:, 0].astype(np.int64)], index[entries[:, 1].astype(np.int64)]
+    np.add.at(matrix, (a, b), entries[:, 2])
+    np.add.at(matrix, (b, a), entries[:, 2])
+    sampling = fold_sampling(sampling, index, size)
+    info = TraceInfo(**fields, instructions_together=tuple(summed_by(ints["load-together"], index, size)),
+                     hot_lines=_in_matrix_units(fold_hot_lines(hot, index, size), matrix, sampling["pairs"]),
+                     sampling=sampling)
+    return CommMatrix(matrix, np.bincount(index, weights=np.array(ints["accv"], dtype=np.float64), minlength=size),
+                      np.bincount(index, weights=np.array(ints["load"], dtype=np.float64), minlength=size), info)
 
 
 def _in_matrix_units(hot, matrix: np.ndarray, pairs: list) -> tuple | None:
@@ -382,46 +410,25 @@ def _in_matrix_units(hot, matrix: np.ndarray, pairs: list) -> tuple | None:
     return tuple(lines)
 
 
-def _renumbered(comm: CommMatrix, log_text: str) -> CommMatrix:
-    """Threads in the preload log's creation order (how ``pinwise run`` numbers them) where the
-    log has every sampled thread, with the main thread's create and join calls; else as sampled."""
+def _creation_order(tids: list[int], log_text: str) -> tuple[list[int], tuple | None]:
+    """The sampler's threads in the preload log's creation order (how ``pinwise run`` numbers
+    them): new thread k is the sampler's thread order[k]; and the main thread's create and join
+    calls. The sampler's own order and None where the log lacks any sampled thread."""
     from .pinning.log import parse_log, parse_spawns
 
-    if not log_text or comm.info.sampling is None:
-        return comm
-    tids = list(comm.info.sampling["tids"])
-    records = [t for t in parse_log(log_text) if t.tid in tids and t.pid == tids[0]]
-    if sorted(t.tid for t in records) != sorted(tids) or [t.index for t in sorted(records, key=lambda t: t.index)] \
-            != list(range(len(tids))):
-        return comm
-    order = [tids.index(t.tid) for t in sorted(records, key=lambda t: t.index)]  # new k -> old position
-    if order != list(range(len(order))):
-        comm = _permuted(comm, order)
+    same = list(range(len(tids)))
+    if not log_text or not tids:
+        return same, None
+    position = {tid: k for k, tid in enumerate(tids)}
+    records = [t for t in parse_log(log_text) if t.tid in position and t.pid == tids[0]]
+    if sorted(position[t.tid] for t in records) != same or \
+            sorted(t.index for t in records) != same:
+        return same, None
+    order = [position[t.tid] for t in sorted(records, key=lambda t: t.index)]
     main = next(t for t in records if t.index == 0)
     spawns = tuple((kind, index) for kind, pid, tid, index in parse_spawns(log_text)
                    if pid == main.pid and tid == main.tid)
-    return replace(comm, info=replace(comm.info, spawns=spawns))
-
-
-def _permuted(comm: CommMatrix, order: list[int]) -> CommMatrix:
-    """``comm`` with thread k being the old thread order[k]."""
-    old = {position: k for k, position in enumerate(order)}
-    p = np.array(order)
-    info = comm.info
-    sampling = dict(info.sampling)
-    for key in ("samples_per_thread", "reads", "writes", "tids", "switch_rates"):
-        sampling[key] = [sampling[key][i] for i in order]
-    sampling["pairs"] = [[old[a], old[b], *rest] for a, b, *rest in sampling["pairs"]]
-    sampling["blocks"] = [[v if i % 3 == 2 else old[v] for i, v in enumerate(block)] for block in sampling["blocks"]]
-    creators = info.creators and tuple(None if c is None else old[c] for c in (info.creators[i] for i in order))
-    hot = info.hot_lines and tuple(replace(h, reads=tuple(h.reads[i] for i in order),
-                                           writes=tuple(h.writes[i] for i in order),
-                                           pairs=tuple((min(old[a], old[b]), max(old[a], old[b]), n)
-                                                       for a, b, n in h.pairs)) for h in info.hot_lines)
-    pick = lambda values: values and tuple(values[i] for i in order)  # noqa: E731
-    info = replace(info, creators=creators, hot_lines=hot, lifetimes=pick(info.lifetimes),
-                   instructions_together=pick(info.instructions_together), sampling=MappingProxyType(sampling))
-    return CommMatrix(comm.matrix[np.ix_(p, p)], comm.accesses[p], comm.instructions[p], info)
+    return order, spawns
 
 
 def unwatched_threads(comm: CommMatrix) -> list[int]:

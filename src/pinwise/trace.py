@@ -104,19 +104,28 @@ def tool_environment(folder: Path) -> dict[str, str]:
     return env
 
 
-def split_dump(text: str):
+def split_dump(text: str, sparse: bool = False):
     """A tracer's dump (pw_main.c's format, which pw_sample.c shares): the ``key values...`` lines
-    before ``matrix`` as a dict, the T x T matrix after it, and the lines after the matrix.
-    Raises IndexError, KeyError or ValueError on a damaged dump (the callers say which file)."""
+    before the matrix as a dict, the matrix, and the lines after it. The Valgrind tool writes the
+    T x T matrix after a line ``matrix``; the sampler (``sparse``) writes ``matrix-sparse N`` and
+    N lines ``a b value``, returned as an N x 3 array. Raises IndexError, KeyError or ValueError
+    on a damaged dump (the callers say which file)."""
     import numpy as np
 
     lines = text.splitlines()
     header: dict[str, list[str]] = {}
     index = 0
-    while lines[index] != "matrix":
+    while lines[index] != "matrix" and not lines[index].startswith("matrix-sparse "):
         key, *values = lines[index].split()
         header[key] = values
         index += 1
+    if sparse != (lines[index] != "matrix"):
+        raise ValueError(f"'{lines[index]}' where the {'sparse' if sparse else 'whole'} matrix belongs")
+    if sparse:
+        count = int(lines[index].split()[1])
+        entries = np.array([[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + count]],
+                           dtype=np.float64).reshape(count, 3)
+        return header, entries, lines[index + 1 + count:]
     threads = int(header["threads"][0])
     rows = [[float(v) for v in line.split()] for line in lines[index + 1:index + 1 + threads]]
     matrix = np.array(rows, dtype=np.float64).reshape(threads, threads)
@@ -211,7 +220,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
     which shows what the trace did not see (threads it did not start under Valgrind, work in the
     processes it forks or execs: ``info.unseen``), and, when the traced run leaves room for rounds
     (:func:`rounds_possible`), the main thread's create/join calls, which show workers created in
-    rounds (pinwise.comm.find_rounds), and the threads' real lifetimes (under Valgrind they take
+    rounds (pinwise.rounds.find_rounds), and the threads' real lifetimes (under Valgrind they take
     turns)."""
     if model not in ("diener", "mazouz"):
         raise PinwiseError(f"unknown model {model!r}: use diener (events in time windows) or mazouz (alpha)")
@@ -260,6 +269,7 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
             cleanup.callback(kill_session, process.pid)  # first of the clean-ups: what the program left running
         # numpy loads while the program runs under Valgrind, not before it starts.
         from .comm import write_comm
+        from .rounds import FOLD_ABOVE, find_rounds, fold_rounds, rounds_to_write
 
         interrupted: KeyboardInterrupt | None = None
         status = relay or _Relay()
@@ -322,6 +332,9 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    environment=MappingProxyType(waiting) if waiting else None,
                    exit_status=returncode, seconds=round(time.perf_counter() - start, 3))
     comm = replace(comm, info=info)
+    folded = rounds_to_write(comm.threads, find_rounds(comm) if comm.threads > FOLD_ABOVE else None, argv[0])
+    if folded is not None:
+        comm = fold_rounds(comm, folded)
     write_comm(comm, output)
     if info.unseen:
         print(f"pinwise: warning: {info.unseen}; no placement will be recommended from this matrix", file=sys.stderr)
@@ -335,9 +348,9 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
 
 
 def _rounds_seen(comm: CommMatrix, name: str, quiet: bool):
-    """The rounds of ``comm`` (pinwise.comm.find_rounds); when the native run created its workers
+    """The rounds of ``comm`` (pinwise.rounds.find_rounds); when the native run created its workers
     in rounds that the traced threads do not make, it says so, and why, and returns None."""
-    from .comm import creation_rounds, find_rounds
+    from .rounds import creation_rounds, find_rounds
 
     rounds = find_rounds(comm)
     native = creation_rounds(comm.info.spawns)
@@ -355,7 +368,7 @@ def _rounds_seen(comm: CommMatrix, name: str, quiet: bool):
 
 def rounds_possible(comm: CommMatrix) -> bool:
     """Whether the traced run leaves room for workers created in rounds, which only the native
-    run's record of the main thread's create and join calls can tell (pinwise.comm.find_rounds).
+    run's record of the main thread's create and join calls can tell (pinwise.rounds.find_rounds).
     A round's workers are all joined before the next round is created, so in every execution, the
     traced one included, some worker is born after another ended; when none is (one pool of
     workers), there are no rounds and the native run is skipped. Without the tracer's lifetimes,

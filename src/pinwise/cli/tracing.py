@@ -71,7 +71,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     comm = trace(command.argv, command.output, **command.settings)
     info = comm.info
-    print(f"wrote {command.output}: {comm.threads} threads, {info.total_accesses:,} accesses, "
+    print(f"wrote {command.output}: {_threads_written(comm)}, {info.total_accesses:,} accesses, "
           f"{info.lines_tracked:,} lines tracked ({format_size(_whole_kib(info.memory_bytes))} of tracer memory, "
           f"{format_size(_whole_kib(info.cache_bytes))} line cache)"
           + (f", {info.lines_dropped:,} accesses to lines past --max-lines not counted" if info.lines_dropped else "")
@@ -90,7 +90,7 @@ def _sample_trace(command: TraceCommand) -> int:
     duration = command.settings.get("duration")
     span = (f"the first {duration:g} s of a {comm.info.seconds:.1f} s run"
             if duration and command.argv and duration < comm.info.seconds else f"{comm.info.seconds:.1f} s")
-    print(f"wrote {command.output}: {comm.threads} threads, {s['samples']:,} samples in {span} "
+    print(f"wrote {command.output}: {_threads_written(comm)}, {s['samples']:,} samples in {span} "
           f"({s['address_samples']:,} with an address), {s['events']:,} events from {s['arms']:,} watchpoints "
           f"[sampled: a statistical estimate]" + (" [partial]" if comm.info.partial else ""), file=sys.stderr)
     if skipped:
@@ -111,6 +111,16 @@ def _sample_trace(command: TraceCommand) -> int:
               + "; their sharing rests on few events", file=sys.stderr)
     print(f"next: pinwise analyze {command.output}", file=sys.stderr)
     return 0 if not comm.info.partial else 1
+
+
+def _threads_written(comm) -> str:
+    """The threads of a written trace, in words: more than the file holds where their rounds were
+    folded (pinwise.sample.FOLD_ABOVE)."""
+    rounds = comm.info.rounds
+    if rounds is None:
+        return f"{comm.threads} threads"
+    return (f"{rounds.threads:,} threads in {rounds.count:,} rounds of {rounds.size}, written as {comm.threads} "
+            "(the creator and one round: worker j of every round as worker j)")
 
 
 def _whole_kib(size: int) -> int:

@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import policies
 from ..policies import CREATOR_AUTO, CREATOR_MODES, simple_plan
-from ..comm import CommMatrix, find_rounds, fold_rounds
+from ..comm import CommMatrix
+from ..rounds import find_rounds, fold_rounds
 from ..errors import PinwiseError
 from ..plan import Machine, Plan, Rounds
 from ..topology import Topology
@@ -50,7 +51,7 @@ def idle_creator(comm) -> bool:
 
 def by_role(comm):
     """A traced matrix whose workers were created in rounds, folded to one thread per role
-    (:func:`pinwise.comm.fold_rounds`); anything else as it is."""
+    (:func:`pinwise.rounds.fold_rounds`); anything else as it is."""
     if isinstance(comm, CommMatrix):
         rounds = find_rounds(comm)
         if rounds is not None:

@@ -172,7 +172,7 @@ def work_the_trace_missed(native: RunResult, traced_threads: int, round_size: in
     the processes it forks (its matrix is the first process's), nor the programs it execs, in its
     own process or in a child; and a runtime may start fewer threads under it (an unhandled system
     call). Helper programs of one thread (a shell running mkdir) are not counted as work. With
-    ``round_size``, both runs created their workers in rounds of that size (pinwise.comm.find_rounds),
+    ``round_size``, both runs created their workers in rounds of that size (pinwise.rounds.find_rounds),
     and more threads natively are more rounds of the same workers, not missed work."""
     records = list(native.processes)
     first = next((i for i, r in enumerate(records) if r.pid == native.pid), None)
