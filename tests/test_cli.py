@@ -44,6 +44,10 @@ def test_every_command_has_its_help(command):
     (("bench", "-r", "three", "--", "true"), "argument -r/--runs: value 'three' is not a whole number (digits 0-9 only) (see pinwise bench --help)"),
     (("topo", "--of", "yaml"), "argument --of: invalid choice: 'yaml'"),
     (("pin",), "the following arguments are required: --pid (see pinwise pin --help)"),
+    # a value that starts with '-' reads as an option: say so, and how to give it
+    (("trace", "--pid", "1", "--duration", "-1s"), "argument --duration: expected one argument ('-1s' starts with "
+                                                   "'-', so it was read as an option: write --duration=-1s)"),
+    (("trace", "-o", "--pid", "1"), "argument -o/--output: expected one argument (see pinwise trace --help)"),
 ])
 def test_a_usage_error_is_one_line_that_names_the_commands_help(arguments, words):
     result = run_pinwise(*arguments)

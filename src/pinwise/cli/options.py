@@ -193,9 +193,26 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", Formatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)  # for error(): the words it read
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
-        print(f"pinwise: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"pinwise: error: {message}{self._dash_value(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+    def _dash_value(self, message: str) -> str:
+        """Why an option "expected one argument" when one followed it: argparse reads a value that
+        starts with '-' (``--duration -1s``) as an option, and says only that the value is missing."""
+        if ": expected one argument" not in message:
+            return ""
+        names = message.removeprefix("argument ").split(":")[0].split("/")
+        given = getattr(self, "given", [])
+        for k, word in enumerate(given[:-1]):
+            value = given[k + 1]
+            if word in names and value.startswith("-") and value not in self._option_string_actions:
+                return f" ({value!r} starts with '-', so it was read as an option: write {word}={value})"
+        return ""
 
 
 def program_of(args: argparse.Namespace) -> list[str]:
