@@ -98,6 +98,24 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
     assert "sampling 4x to 16x less often" in result.stderr, result.stderr
 
 
+def test_a_program_that_makes_thousands_of_threads_is_followed_up_to_a_bound_then_left_to_run(tmp_path):
+    """4,001 threads in rounds of four (a thread per task): each judgment reads every thread made,
+    so past MAX_THREADS_FOLLOWED an adaptive run stops, says so, and tells the sampler to stop
+    sampling; the program runs on to its end, its output and exit status its own (12,001 threads
+    took 25 s under --adapt against 1.2-1.5 s alone)."""
+    from pinwise.adapt.limits import MAX_THREADS_FOLLOWED
+
+    log = tmp_path / "many.jsonl"
+    result = run_pinwise("run", "--adapt", "--log", str(log), "--", str(NATIVE_DIR / "bin" / "rounds"), "4", "1000",
+                         "20000", timeout=300)
+    assert result.returncode == 0 and "1000 rounds of 4 workers" in result.stdout, result.stderr
+    stopped = [r for r in _records(log) if r.get("event") == "stopped"]
+    assert len(stopped) == 1 and stopped[0]["threads"] > MAX_THREADS_FOLLOWED, stopped
+    assert all(r["t"] <= stopped[0]["t"] for r in _records(log) if "decision" in r)
+    assert f"more than --adapt follows ({MAX_THREADS_FOLLOWED:,}); from then on the threads ran where they were" \
+        in result.stderr, result.stderr
+
+
 def test_the_summary_says_whose_placement_held_while_the_watchpoints_were_spared():
     """A run that placed nothing spared the watchpoints while the OS's placement held, not
     pinwise's: the summary names whose."""

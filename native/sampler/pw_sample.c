@@ -52,6 +52,8 @@
  * a byte 's' (steady: its placement holds) arms at STEADY_SHARE of it, a byte 'w' (watch) at all
  * of it, a byte 'b' (burst: the placement looks stale) at BURST_SHARE times it for BURST_NS and then
  * at all of it, from the next offer on; each watchpoint costs the program (module comment of arm_rate).
+ * A byte 'q' (quit: the reader stopped adapting, pinwise.adapt.limits.MAX_THREADS_FOLLOWED) ends the
+ * sampling and the stream as --duration does: every event closed, the program left to finish.
  *
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix-sparse N" and
  * N "a b value" lines (the entries that are not 0, a < b: a program that made thousands of threads
@@ -706,6 +708,7 @@ static uint64_t steady_since_ns, steady_ns, steady_spells;
 #define BURST_SHARE 4.0
 #define BURST_NS 150000000ULL
 static uint64_t burst_until_ns, burst_spells;
+static int quit_asked;  /* --control-fd 'q' */
 static double outcomes[2][2];  /* [this slice, the one before][settled, trapped] */
 static uint64_t outcomes_at;
 
@@ -770,6 +773,7 @@ static void read_control(uint64_t now)
     while ((n = read(opt.control_fd, bytes, sizeof bytes)) > 0) {
         for (ssize_t i = 0; i < n; i++) {
             int steady = bytes[i] == 's' ? 1 : bytes[i] == 'w' || bytes[i] == 'b' ? 0 : steady_now;
+            quit_asked |= bytes[i] == 'q';
             if (bytes[i] == 'b') {
                 burst_until_ns = now + BURST_NS;
                 burst_spells++;
@@ -1915,12 +1919,17 @@ int main(int argc, char **argv)
         }
         if (stopped && !child)
             break;
-        if (opt.duration_ns && now - start_ns >= opt.duration_ns) {
+        if ((opt.duration_ns && now - start_ns >= opt.duration_ns) || quit_asked) {
             if (!child)
                 break;
             cleanup();  /* detach, and let the program finish on its own */
             opt.duration_ns = 0;
             opt.watch = 0;
+            quit_asked = 0;
+            if (stream) {  /* no window more: the reader reads none */
+                fclose(stream);
+                stream = NULL;
+            }
         }
         if (now - last_status > 1000000000ULL) {
             write_status();

@@ -46,8 +46,8 @@ class Adapter(Payoff):
     """The decisions of one adaptive run (pinwise.adapt's docstring), fed one window at a time."""
 
     def __init__(self, topology, policy: str | None, log, say=print, memory=None, interval: float = INTERVAL):
-        self.topology, self.policy, self.log, self.say, self.memory = topology, policy, log, say, memory
-        self.interval = interval
+        self.topology, self.policy, self.log, self.say = topology, policy, log, say
+        self.memory, self.interval = memory, interval
         self.allowed = set(topology.allowed)
         self.windows: list[Window] = []           # the spans judged, each the ticks since the one before
         self.fresh: list[Window] = []             # the ticks since the last judgment
@@ -70,6 +70,7 @@ class Adapter(Payoff):
         self.ran_on: dict[int, set[int]] = {}
         self.now_cpus: list[int | None] = []     # where the threads ran at the last judgment
         self.last_pattern: str | None = None
+        self.gave_up: tuple[float, int] | None = None  # (s, threads made): too many were (run.feed_window)
         self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
         self.unshare_streak, self.unshare_since = 0, 0.0  # judgments in a row with no pair contending; the first's end
@@ -83,10 +84,8 @@ class Adapter(Payoff):
             self.log.flush()
 
     def _where_now(self, tids: list[int]) -> list[int | None]:
-        cpus = []
-        for k, tid in enumerate(tids):
-            cpu = _current_cpu(tid) if tid > 0 else None
-            cpus.append(cpu)
+        cpus = [_current_cpu(tid) if tid > 0 else None for tid in tids]
+        for k, cpu in enumerate(cpus):
             if cpu is not None:
                 self.ran_on.setdefault(k, set()).add(cpu)
         return cpus

@@ -19,7 +19,7 @@ from ..temporary import temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
                       check_sampler, pass_stop, program_part, sampler_failure, start_sampler, traps_per_s)
 from .decide import Adapter, Move
-from .limits import INTERVAL, TICKS_PER_INTERVAL
+from .limits import INTERVAL, MAX_THREADS_FOLLOWED, TICKS_PER_INTERVAL
 from .windows import read_windows
 
 
@@ -42,6 +42,7 @@ class AdaptResult:
     pinwise_cpu_s: float = 0.0          # CPU seconds pinwise's own process used while the program ran
     child_share: float = 0.0            # share of the samples in the program's child processes (not placed)
     child_processes: int = 0
+    gave_up: tuple[float, int] | None = None  # (s, threads made) when the program made more than MAX_THREADS_FOLLOWED
 
 
 class JsonLinesLog:
@@ -118,8 +119,9 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
             log.close()
     return AdaptResult(moves=adapter.moves, phases=adapter.phases, left_alone=adapter.left_alone,
                        seconds=round(time.perf_counter() - started, 3), windows=len(adapter.windows),
-                       threads=max((len(w.tids) for w in adapter.windows + adapter.fresh), default=0),
-                       ran_on=adapter.ran_on, ticks=adapter.ticks,
+                       threads=max([len(w.tids) for w in adapter.windows + adapter.fresh] +
+                                   [adapter.gave_up[1] if adapter.gave_up else 0]),
+                       ran_on=adapter.ran_on, ticks=adapter.ticks, gave_up=adapter.gave_up,
                        pinwise_cpu_s=round(time.process_time() - cpu_started, 3), **facts)
 
 
@@ -155,7 +157,8 @@ def _drive(command: list[str], stream_path: Path, adapter: Adapter, interval: fl
             finally:
                 os.close(told)
                 os.close(steer)
-            adapter.steer = lambda budget: _tell(steering, {"steady": b"s", "whole": b"w", "burst": b"b"}[budget])
+            adapter.steer = lambda budget: _tell(steering, {"steady": b"s", "whole": b"w", "burst": b"b",
+                                                            "quit": b"q"}[budget])
             return _feed(process, stream, wake, adapter, interval, attached)
     finally:
         adapter.steer = None
@@ -190,14 +193,32 @@ def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attache
             windows, used = read_windows(pending)
             pending = pending[used:]
             for window in windows:
-                try:
-                    adapter.feed(window)
-                except PinwiseError as err:  # a plan the policy cannot make for this window
-                    adapter._record(t=window.end_s, decision=f"no plan: {err}")
+                feed_window(adapter, window)
             if returncode is not None:
                 return returncode
     finally:
         kill_group(process.pid)
+
+
+def feed_window(adapter: Adapter, window) -> None:
+    """One window to the adapter, unless the program has made more threads than an adaptive run
+    follows (limits.MAX_THREADS_FOLLOWED): then it stops, says so once, and tells the sampler to
+    stop sampling (the program runs on, its threads where they are)."""
+    if adapter.gave_up is not None:
+        return
+    if len(window.tids) > MAX_THREADS_FOLLOWED:
+        adapter.gave_up = (window.end_s, len(window.tids))
+        why = (f"the program has made {len(window.tids):,} threads, more than --adapt follows "
+               f"({MAX_THREADS_FOLLOWED:,}: each judgment reads every thread made, its cost their square)")
+        adapter._record(t=round(window.end_s, 3), event="stopped", threads=len(window.tids), why=why)
+        adapter.say(f"pinwise: {window.end_s:.1f} s: {why}: adapting stopped, the threads stay where they are")
+        if adapter.steer is not None:
+            adapter.steer("quit")
+        return
+    try:
+        adapter.feed(window)
+    except PinwiseError as err:  # a plan the policy cannot make for this window
+        adapter._record(t=window.end_s, decision=f"no plan: {err}")
 
 
 def _poll_step(interval: float) -> float:
@@ -272,6 +293,10 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
         saved.append(f"watchpoints at a quarter of their budget for {result.steady_s:.1f} s, while {held}")
     if saved:
         lines.append("the sampler spared the program: " + "; ".join(saved))
+    if result.gave_up is not None:
+        lines.append(f"warning: adapting stopped at {result.gave_up[0]:.1f} s: the program had made "
+                     f"{result.gave_up[1]:,} threads, more than --adapt follows ({MAX_THREADS_FOLLOWED:,}); "
+                     "from then on the threads ran where they were, or where the OS put new ones")
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
@@ -329,10 +354,7 @@ class BackgroundAdapter:
                 windows, used = read_windows(pending)
                 pending = pending[used:]
                 for window in windows:
-                    try:
-                        self.adapter.feed(window)
-                    except PinwiseError:
-                        pass  # no plan for this window: the threads stay where they are
+                    feed_window(self.adapter, window)  # no plan for a window: the threads stay where they are
                 if finished:
                     return
 
