@@ -358,10 +358,20 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
                       partial=header["partial"][0] == "1", total_accesses=sum(ints["accv"]),
                       window={"milliseconds": max(1, round(int(header["window-ns"][0]) / 1e6))},
                       exit_status=None if exit_status < 0 else exit_status)
-        if len(ints["tids"]) != threads or len(creators) != threads or len(lifetimes) != threads:
-            raise ValueError(f"the header's threads do not number {threads}")
+        if any(len(ints[key]) != threads for key in ints) or len(creators) != threads or len(lifetimes) != threads:
+            raise ValueError(f"the header's per-thread lists do not number {threads}")
+        if any(not 0 <= v < threads for record in sampling["pairs"] for v in record[:2]) or \
+                any(not 0 <= v < threads for block in blocks for v in block[0::3] + block[1::3]):
+            raise ValueError("a pair names a thread the header does not have")
+        return _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
+
+
+def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name) -> CommMatrix:
+    """The CommMatrix of a parsed output (:func:`parse_sample`): its threads renumbered by the
+    preload log, or folded by role where more than FOLD_ABOVE came in rounds, in one index map."""
+    threads = int(header["threads"][0])
     order, spawns = _creation_order(ints["tids"], log_text)
     new = np.empty(threads, dtype=np.int64)
     new[order] = np.arange(threads)  # the sampler's thread k is thread new[k]
