@@ -59,7 +59,8 @@
  * N "a b value" lines (the entries that are not 0, a < b: a program that made thousands of threads
  * in rounds has a few per thread, where a T x T table would have millions of zeros), "hot-lines K"
  * records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N "block a b hits ..."
- * lines. Every count per pair of threads is kept only for the pairs that have one (tally.c). --status FILE is rewritten every second while it runs.
+ * lines. Every count per pair of threads is kept only for the pairs that have one (tally.c).
+ * --status FILE is rewritten every second while it runs.
  *
  * Exit status: 0 (the result is written), 2 usage, 3 perf_event_open refused, 4 no such process,
  * 5 any other failure; one line on stderr (or in --error-file) says why.
@@ -1580,8 +1581,10 @@ static void write_result(int exit_status, int partial)
        seen by A */
     struct pw_pairs matrix = {0};
     for (size_t k = 0; k < hits.slots; k++) {
-        int from = hits.keys[k] ? pw_pair_first(&hits, k) : 0, to = hits.keys[k] ? pw_pair_second(&hits, k) : 0;
-        if (hits.keys[k] && from != to && hits.count[k] > 0 && pw_pair_get(&armed, from, to) > 0)
+        if (!hits.keys[k] || hits.count[k] <= 0)
+            continue;
+        int from = pw_pair_first(&hits, k), to = pw_pair_second(&hits, k);
+        if (from != to && pw_pair_get(&armed, from, to) > 0)
             *pair(&matrix, from < to ? from : to, from < to ? to : from) += estimate(from, to, hits.count[k]);
     }
     fprintf(out, "\nmatrix-sparse %zu\n", matrix.used);

@@ -20,7 +20,7 @@ static uint64_t pair_key(int a, int b)
 
 static size_t pair_slot(const struct pw_pairs *p, uint64_t key)
 {
-    size_t mask = p->slots - 1, i = (size_t)(mix(key) >> 40) & mask;
+    size_t mask = p->slots - 1, i = (size_t)(mix(key) >> 32) & mask;  /* up to 2^32 slots */
     while (p->keys[i] && p->keys[i] != key)
         i = (i + 1) & mask;
     return i;

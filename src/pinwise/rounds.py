@@ -101,17 +101,17 @@ def rounds_in(spawns, creators, threads: int, lives=None) -> Rounds | None:
 FOLD_ABOVE = 1024
 
 
-def rounds_to_write(threads: int, rounds: Rounds | None, name: str) -> Rounds | None:
+def rounds_to_write(threads: int, rounds: Rounds | None, name: str, shorter: str) -> Rounds | None:
     """The rounds a trace of ``threads`` threads is written folded by: its ``rounds`` above
     FOLD_ABOVE threads, None up to it (written per thread). More than MAX_MATRIX_THREADS threads
-    that are not in rounds are refused: pinwise could not read the file (``name``: the program)."""
+    that are not in rounds are refused: pinwise could not read the file (``name``: the program;
+    ``shorter``: how to trace fewer of its threads)."""
     if threads <= FOLD_ABOVE:
         return None
     if rounds is None and threads > MAX_MATRIX_THREADS:
         raise PinwiseError(f"{name} made {threads:,} threads, and not in rounds of the main thread's that pinwise "
                            f"folds to one per role: a matrix of more than {MAX_MATRIX_THREADS} threads is more than "
-                           "pinwise reads; nothing written. Trace a shorter run of it (or, with --backend sample, "
-                           "attach to it with --pid for a few seconds)")
+                           f"pinwise reads; nothing written. {shorter}")
     return rounds
 
 

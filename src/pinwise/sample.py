@@ -190,7 +190,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
             raise PinwiseError("the sampler wrote nothing; nothing saved")
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
         comm = parse_sample(result_path.read_text(), str(result_path), log_text,
-                            argv[0] if argv else f"process {pid}")
+                            argv[0] if argv else f"process {pid}", attached=pid is not None)
     seconds = round(time.perf_counter() - start, 3)
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
     stopped = interrupted is not None and pid is None  # a started program was stopped; an attach just ends
@@ -311,12 +311,14 @@ def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: boo
         raise PinwiseError(f"{name} ran one thread{failed}: there is no communication between threads to measure")
 
 
-def parse_sample(text: str, source: str, log_text: str = "", name: str = "the program") -> CommMatrix:
+def parse_sample(text: str, source: str, log_text: str = "", name: str = "the program",
+                 attached: bool = False) -> CommMatrix:
     """Read the sampler's output (format in pw_sample.c) into a CommMatrix: its threads numbered as
     ``pinwise run`` numbers them where the preload library's log (``log_text``) has every one,
     with the main thread's create and join calls, so that workers created in rounds fold as they
     do after a Valgrind trace; more threads than pinwise.rounds.FOLD_ABOVE are folded here, without a
-    T x T table in between, or refused (pinwise.rounds.rounds_to_write; ``name``: the program)."""
+    T x T table in between, or refused (pinwise.rounds.rounds_to_write; ``name``: the program,
+    ``attached``: sampled by --pid)."""
     from .trace import _hot_lines, split_dump
 
     try:
@@ -363,12 +365,13 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
         if any(not 0 <= v < threads for record in sampling["pairs"] for v in record[:2]) or \
                 any(not 0 <= v < threads for block in blocks for v in block[0::3] + block[1::3]):
             raise ValueError("a pair names a thread the header does not have")
-        return _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name)
+        return _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name, attached)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
 
 
-def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name) -> CommMatrix:
+def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name,
+               attached) -> CommMatrix:
     """The CommMatrix of a parsed output (:func:`parse_sample`): its threads renumbered by the
     preload log, or folded by role where more than FOLD_ABOVE came in rounds, in one index map."""
     threads = int(header["threads"][0])
@@ -377,7 +380,9 @@ def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields
     new[order] = np.arange(threads)  # the sampler's thread k is thread new[k]
     creators = tuple(None if c is None else int(new[c]) for c in (creators[k] for k in order)) if threads else None
     lifetimes = tuple(lifetimes[k] for k in order)
-    rounds = rounds_to_write(threads, rounds_in(spawns, creators, threads) if threads > FOLD_ABOVE else None, name)
+    rounds = rounds_to_write(threads, rounds_in(spawns, creators, threads) if threads > FOLD_ABOVE else None, name,
+                             "Attach for a shorter --duration" if attached else
+                             "Sample a shorter run of it, or attach to it for a few seconds (--pid, --duration)")
     if rounds is not None:
         index, size = np.array([rounds.role(int(t)) for t in new]), rounds.size + 1
         fields.update(rounds=Rounds(rounds.size, rounds.count, threads))

@@ -337,7 +337,9 @@ def trace(argv: list[str], output: str | Path, *, window: int = 1_000_000, windo
                    environment=MappingProxyType(waiting) if waiting else None,
                    exit_status=returncode, seconds=round(time.perf_counter() - start, 3))
     comm = replace(comm, info=info)
-    folded = rounds_to_write(comm.threads, find_rounds(comm) if comm.threads > FOLD_ABOVE else None, argv[0])
+    folded = rounds_to_write(comm.threads, find_rounds(comm) if comm.threads > FOLD_ABOVE else None, argv[0],
+                             "Trace a shorter run of it, or sample it (--backend sample), which also attaches to a "
+                             "running program for a few seconds (--pid, --duration)")
     if folded is not None:
         comm = fold_rounds(comm, folded)
     write_comm(comm, output)
