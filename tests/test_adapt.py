@@ -155,6 +155,62 @@ def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
     assert result.stderr.count("is the program's or taskset's, not pinwise's: left alone") == 4
 
 
+def _second_round(stdout: str, when: str) -> dict[int, set[int]]:
+    """pair_rounds.c's report: the CPUs each worker of the second round had at ``when`` (start, later)."""
+    found = re.findall(r"^worker 2 (\d) start (\S+) later (\S+)$", stdout, re.M)
+    return {int(j): {int(c) for c in (start if when == "start" else later).split(",")} for j, start, later in found}
+
+
+def _template(records: list[dict], allowed: set[int]) -> dict[int, set[int]]:
+    """Where the last move made while the first round ran (threads 0-4) put its worker j."""
+    first = [r for r in records if r.get("decision") in PLACED and len(r["tids"]) <= 5]
+    assert first, records
+    last = first[-1]
+    return {j: {last["cpus"][1 + j]} if last["tids"][1 + j] > 0 and last["cpus"][1 + j] >= 0 else allowed
+            for j in range(4)}
+
+
+def test_threads_made_after_a_move_start_on_their_slot_not_on_their_creators_cpu(tmp_path, build_dir):
+    """A thread inherits its creator's affinity: once pinwise had pinned the main thread, each
+    worker it made next started on its one CPU and was taken for the program's own pinning, left
+    there for the rest of the run. The preload library starts each worker of the second round
+    where the last move put the first round's worker of its position (pinwise.adapt.newcomers),
+    and they join the adaptation."""
+    exe = compile_program("pair_rounds.c", build_dir)
+    log = tmp_path / "rounds.jsonl"
+    result = run_pinwise("run", "--adapt", "--log", str(log), "--", str(exe), "2", "0.3", "0.6", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "left alone" not in result.stderr
+    allowed = set(os.sched_getaffinity(0))
+    assert _second_round(result.stdout, "start") == _template(_records(log), allowed), result.stderr
+
+
+def test_threads_made_after_a_move_in_a_process_attached_to_are_placed_at_the_next_window(tmp_path, build_dir):
+    """Attached (no preload library), a new thread that inherited a CPU pinwise pinned its creator
+    to is moved to its slot at the next window: half a second in, each worker of the second round
+    is where pinwise put it (its slot, or a later move), none left alone on its creator's CPU."""
+    exe = compile_program("pair_rounds.c", build_dir)
+    program = subprocess.Popen([str(exe), "3", "0.3", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 5, timeout=30)
+        log = tmp_path / "attached.jsonl"
+        result = run_pinwise("pin", "--pid", str(program.pid), "--adapt", "--duration", "5s", "--log", str(log),
+                             timeout=120)
+        assert result.returncode == 0, result.stderr
+        out, _ = program.communicate(timeout=60)
+    finally:
+        program.kill()
+        program.wait()
+    assert "left alone" not in result.stderr
+    records = _records(log)
+    template = _template(records, set(os.sched_getaffinity(0)))
+    later = _second_round(out, "later")
+    assert sorted(later) == [0, 1, 2, 3], out
+    for j, cpus in later.items():
+        placed = [{r["cpus"][5 + j]} for r in records if r.get("decision") in PLACED and len(r["tids"]) > 5 + j]
+        assert cpus == template[j] or cpus in placed, (j, cpus, template, records)
+
+
 def test_ctrl_c_ends_the_program_and_leaves_nothing(tmp_path, build_dir):
     exe = compile_program("phase_pairs.c", build_dir)
     process = subprocess.Popen([PINWISE, "run", "--adapt", "--", str(exe), "4", "2000000000"],
@@ -930,3 +986,54 @@ def test_the_scorers_costs_are_the_cost_models(spec):
         assert scorer.cost(matrix, placed) == pytest.approx(mapping_cost(matrix, topology, placed).hops)
         every = mapping_cost(np.ones((n, n)), topology, placed).hops / (n * (n - 1) / 2)
         assert scorer.by_chance(matrix, placed) == pytest.approx(matrix[np.triu_indices(n, 1)].sum() * every)
+
+
+def test_the_slots_of_threads_not_made_yet_come_from_the_last_move(tmp_path):
+    """The file the preload library reads (pinwise.adapt.newcomers): the threads pinned, and the
+    workers alive at the last move as the template, wrapping round past its end as a static plan
+    does; threads that end change the pinned line, not the template, until the next move."""
+    from pinwise.adapt.newcomers import Newcomers
+
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    path = tmp_path / "slots"
+    newcomers = Newcomers(os.sched_getaffinity(0), path)
+    newcomers.publish([100, 101, 102, 103, -1], {0: {first}, 1: {second}, 2: {first}}, own={3: "its own"}, remake=True)
+    assert path.read_text() == f"pinned 100 101 102\nslots 1 2 {second};{first}\n"
+    assert [newcomers.slot(k) for k in (0, 1, 2, 3, 4)] == [None, {second}, {first}, {second}, {first}]
+    newcomers.publish([100, -1, 102, 103, 104], {0: {first}, 1: {second}, 2: {first}}, own={}, remake=False)
+    assert path.read_text() == f"pinned 100 102\nslots 1 2 {second};{first}\n"
+    newcomers.publish([100, -1, 102, -1, 104], {0: {first}, 2: {first}, 4: {second}}, own={}, remake=True)
+    assert path.read_text() == f"pinned 100 102 104\nslots 2 3 {first};-;{second}\n"
+    assert [newcomers.slot(k) for k in (5, 6, 7)] == [{first}, None, {second}]
+
+
+def test_a_thread_that_inherited_a_pin_of_pinwises_is_moved_to_its_slot_and_the_programs_own_is_not():
+    """Attached (no file), at the next window: a new thread on a CPU pinwise pinned another thread
+    to goes to its slot, and becomes pinwise's; one on CPUs pinwise never handed out stays."""
+    import threading
+
+    from pinwise.adapt.newcomers import Newcomers
+
+    allowed = sorted(os.sched_getaffinity(0))
+    first, second = allowed[:2]
+    done, started = threading.Event(), []
+    workers = [threading.Thread(target=lambda: (started.append(threading.get_native_id()), done.wait()))
+               for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    try:
+        assert eventually(lambda: len(started) == 2)
+        inherited, own = started
+        os.sched_setaffinity(inherited, {first})   # as if made by a creator pinwise pinned to `first`
+        if len(allowed) > 2:
+            os.sched_setaffinity(own, set(allowed[:2]))   # the program's own choice, not pinwise's
+        newcomers, pinned = Newcomers(allowed), {0: {first}, 1: {second}}
+        newcomers.publish([os.getpid(), 1, -1, -1], pinned, own={}, remake=True)
+        placed = newcomers.settle([os.getpid(), 1, inherited, own], pinned)
+        assert os.sched_getaffinity(inherited) == {second} and pinned[2] == {second}
+        assert placed == {2: [second]} and 3 not in pinned
+    finally:
+        done.set()
+        for worker in workers:
+            worker.join()
+        os.sched_setaffinity(0, set(allowed))

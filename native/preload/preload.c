@@ -30,6 +30,10 @@
  *                   to the plan's CPUs before it starts it; the first process to load us sets it
  *                   when nobody did).
  *   PINWISE_OBSERVE "1" without a plan: pin nothing, only log where the OS ran each thread.
+ *   PINWISE_ADAPT   with PINWISE_OBSERVE, under `pinwise run --adapt`: the file pinwise rewrites (by
+ *                   rename) after each move, read at each pthread_create and fork (adapt_start): where
+ *                   a new thread starts, so that it does not stay on the one CPU of a creator pinwise
+ *                   pinned (pinwise/adapt/newcomers.py says why and documents the file).
  *   PINWISE_MEMPOLICY  the memory policy every thread gets (set_mempolicy(2), raw syscall, no
  *                   libnuma), also in OBSERVE mode (pinwise run --omp): "bind:LIST",
  *                   "interleave:LIST", "preferred:NODE", "local", or "per-thread:N=CPUS/N=CPUS..."
@@ -67,6 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,12 +106,14 @@ static int mode;                   /* MODE_OFF until a plan (or PINWISE_OBSERVE)
 static int follow;                 /* pin the programs started from here too */
 static int followed;               /* this process is the one pinwise started, or one it follows */
 static char log_path[4096];        /* PINWISE_LOG made absolute; empty: no log */
+static char adapt_path[4096];      /* PINWISE_ADAPT; empty: not under `pinwise run --adapt` */
 static uint64_t skip_mask;
 static unsigned repeat_from;       /* PINWISE_REPEAT_FROM: where the plan starts again past its end */
 static struct counters own_counters, *counters = &own_counters;
 static atomic_int main_pinned;     /* the main thread has its slot (it started a thread, or forked) */
 static __thread int fork_slot;     /* the slot and number the forking thread reserved for its child */
 static __thread unsigned fork_index;
+static __thread int fork_unpin;    /* under --adapt: the forked child gets `original` back */
 static pthread_key_t exit_key;
 static int exit_key_ready;
 static cpu_set_t original;         /* the affinity before pinning: for processes we do not follow */
@@ -130,6 +137,8 @@ struct start {
     void *arg;
     int slot;                      /* -1: a skipped helper thread */
     unsigned index;                /* creation order, main thread = 0 */
+    int adapt;                     /* under --adapt: start on `where` if it still has `inherited` */
+    cpu_set_t where, inherited;
 };
 
 static pid_t current_tid(void)
@@ -395,6 +404,114 @@ static void log_process(const char *how)
     append_log(line, (size_t)n);
 }
 
+/* The unsigned number at *p (below end), stepping past it; -1 when there is none. */
+static long next_number(const char **p, const char *end)
+{
+    while (*p < end && **p == ' ')
+        (*p)++;
+    if (*p >= end || **p < '0' || **p > '9')
+        return -1;
+    long value = 0;
+    for (; *p < end && **p >= '0' && **p <= '9' && value < 1000000000L; (*p)++)
+        value = value * 10 + (**p - '0');
+    return value;
+}
+
+/* PINWISE_ADAPT's file, as pinwise wrote it (format in adapt_start): whether thread SELF is among
+   the pinned, and the slots line's FIRST, COUNT and LIST (list NULL when there is none). */
+struct adapt_file {
+    int self_pinned;
+    long first, count;
+    const char *list, *list_end;
+};
+
+static void read_adapt_file(const char *text, const char *end, long self, struct adapt_file *file)
+{
+    *file = (struct adapt_file){0, -1, -1, NULL, NULL};
+    for (const char *line = text; line < end;) {
+        const char *stop = memchr(line, '\n', (size_t)(end - line));
+        if (stop == NULL)
+            stop = end;
+        const char *p = line;
+        if (stop - line > 7 && memcmp(line, "pinned ", 7) == 0) {
+            p += 7;
+            for (long tid; !file->self_pinned && (tid = next_number(&p, stop)) >= 0;)
+                file->self_pinned = tid == self;
+        } else if (stop - line > 6 && memcmp(line, "slots ", 6) == 0) {
+            p += 6;
+            file->first = next_number(&p, stop);
+            file->count = next_number(&p, stop);
+            if (p < stop && *p == ' ' && file->first >= 0 && file->count > 0)
+                file->list = p + 1, file->list_end = stop;
+        }
+        line = stop + 1;
+    }
+}
+
+/* The J-th CPU list of "0;1;-;2,3" into *set; 0, or -1 for "-" (every allowed CPU) or none. */
+static int slot_field(const char *list, const char *list_end, unsigned long j, cpu_set_t *set)
+{
+    const char *field = list;
+    for (; j > 0 && field != NULL; j--) {
+        field = memchr(field, ';', (size_t)(list_end - field));
+        field = field != NULL ? field + 1 : NULL;
+    }
+    if (field == NULL)
+        return -1;
+    const char *field_end = memchr(field, ';', (size_t)(list_end - field));
+    if (field_end == NULL)
+        field_end = list_end;
+    if ((field_end - field == 1 && *field == '-') || pinwise_cpulist_parse(field, field_end, set) != 0 ||
+        CPU_COUNT(set) == 0)
+        return -1;
+    return 0;
+}
+
+/* Under `pinwise run --adapt`: whether the thread of creation order INDEX the calling thread is
+   making (or, with FORKED, the process it forks) should start elsewhere than on the caller's
+   affinity, which it would inherit (written to *inherited), and where (*where). The file
+   (PINWISE_ADAPT, replaced whole by pinwise; pinwise/adapt/newcomers.py):
+       pinned TID...            threads pinwise pinned
+       slots FIRST COUNT LIST   thread FIRST + j starts on the j-th of COUNT CPU lists ("0;1;-", "-":
+                                every allowed CPU), a later one on the ((INDEX - FIRST) % COUNT)-th
+   A caller the program (or its user) pinned, neither pinwise nor on every allowed CPU, keeps its
+   threads; a thread with no slot starts on every allowed CPU when pinwise pinned its creator, and
+   a forked process gets them back then (--adapt places threads, not processes). No file (no move
+   yet), nothing changes. The file is mapped, not read into a buffer: no allocation, any size.
+   (A process started with posix_spawn or vfork passes no fork handler, and keeps its creator's.) */
+static int adapt_start(unsigned index, int forked, cpu_set_t *where, cpu_set_t *inherited)
+{
+    if (!adapt_path[0] || sched_getaffinity(0, sizeof *inherited, inherited) != 0)
+        return 0;
+    int fd = open(adapt_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat info;
+    const char *text = MAP_FAILED;
+    if (fstat(fd, &info) == 0 && info.st_size > 0)
+        text = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (text == MAP_FAILED)
+        return 0;
+    struct adapt_file file;
+    read_adapt_file(text, text + info.st_size, (long)current_tid(), &file);
+    cpu_set_t common;
+    CPU_AND(&common, inherited, &original);
+    int elsewhere = 0;
+    if (file.self_pinned || CPU_EQUAL(&common, &original)) { /* pinwise's, or the OS's to place */
+        if (!forked && file.list != NULL && index >= (unsigned long)file.first &&
+            slot_field(file.list, file.list_end, (index - (unsigned long)file.first) % (unsigned long)file.count,
+                       where) == 0)
+            elsewhere = !CPU_EQUAL(where, inherited);
+        else if (file.self_pinned) {
+            *where = original;
+            elsewhere = !CPU_EQUAL(where, inherited);
+        }
+    }
+    munmap((void *)text, (size_t)info.st_size);
+    return elsewhere;
+}
+
 /* The next slot of this program's plan: past the last one it starts again at slot repeat_from. */
 static int take_slot(void)
 {
@@ -430,6 +547,9 @@ static void *trampoline(void *p)
     struct start start = *(struct start *)p;
     free(p);
     int error = pin_calling_thread(start.slot);
+    cpu_set_t now;
+    if (start.adapt && sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, &start.inherited))
+        sched_setaffinity(0, sizeof start.where, &start.where); /* not one the program set at creation */
     if (exit_key_ready)
         pthread_setspecific(exit_key, (void *)1);
     log_start(current_tid(), sched_getcpu(), start.index, start.slot, error);
@@ -457,6 +577,7 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
     start->arg = arg;
     start->slot = slot;
     unsigned index = start->index = atomic_fetch_add(&counters->started, 1);
+    start->adapt = mode == MODE_OBSERVE && adapt_start(index, 0, &start->where, &start->inherited);
     int rc = real_create(thread, attr, trampoline, start); /* from here the new thread owns start */
     if (rc != 0) {
         free(start);
@@ -607,6 +728,8 @@ static void before_fork(void)
     pin_main_thread();
     fork_slot = take_slot();
     fork_index = atomic_fetch_add(&counters->started, 1);
+    cpu_set_t where, inherited;
+    fork_unpin = mode == MODE_OBSERVE && adapt_start(fork_index, 1, &where, &inherited);
 }
 
 static void after_fork_in_child(void)
@@ -626,6 +749,9 @@ static void after_fork_in_child(void)
     }
     atomic_store(&main_pinned, 1);
     log_process("fork");
+    if (fork_unpin)
+        sched_setaffinity(0, sizeof(cpu_set_t), &original);
+    adapt_path[0] = '\0'; /* a forked process's threads are not placed either */
     if (mode == MODE_OFF)
         return;
     int error = pin_calling_thread(fork_slot);
@@ -784,6 +910,11 @@ static void load(void)
     follow = follow_text != NULL && strcmp(follow_text, "1") == 0;
     claim_or_inherit_plan();
     read_log_path(rank);
+    /* only the program pinwise started: the threads of the processes it starts are not placed */
+    const char *adapt_text = getenv("PINWISE_ADAPT"), *owner = getenv("PINWISE_OWNER");
+    if (observe && adapt_text != NULL && adapt_text[0] == '/' && strlen(adapt_text) < sizeof adapt_path &&
+        owner != NULL && atoi(owner) == (int)getpid())
+        memcpy(adapt_path, adapt_text, strlen(adapt_text) + 1);
     if (!followed) {
         sched_setaffinity(0, sizeof(cpu_set_t), &original);
         if (!log_path[0])

@@ -42,7 +42,9 @@ What it respects: the cpuset (the plan is made for the PUs this process may use)
 policy the program was started with (pages stay where they are: a moved thread may leave its
 pages remote, and the summary says so when a memory policy was given); and a thread's own pinning:
 a thread whose affinity is neither what pinwise set nor every allowed CPU was pinned by the
-program or its user, and is left alone for the rest of the run.
+program or its user, and is left alone for the rest of the run. Threads made while it runs get
+their slot at creation (:mod:`pinwise.adapt.newcomers`): they would otherwise inherit the one CPU
+pinwise pinned their creator to, and look pinned by the program.
 """
 
 from __future__ import annotations

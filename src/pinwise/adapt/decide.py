@@ -14,9 +14,11 @@ import numpy as np
 from .. import policies
 from ..comm import CommMatrix, TraceInfo
 from ..errors import PinwiseError
+from ..processes import stat_fields
 from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, MIN_WATCHED, PLACED, RELEASE_WINDOWS,
                      STALE_SHARE, STEADY_JUDGMENTS, STRONG, STRONG_EVENTS, STRONG_TRAPS, TICKS_PER_INTERVAL, WARM_UP)
-from .pairs import contending_pairs, most_on_one_cpu, partnered
+from .newcomers import Newcomers
+from .pairs import contending_pairs, idle_in_each, most_on_one_cpu, partnered
 from .payoff import Payoff
 from .scoring import Scorer, as_if_apart, upper
 from .windows import Window, merge_windows, split_window
@@ -33,13 +35,9 @@ class Move:
 
 
 def _current_cpu(tid: int) -> int | None:
-    """The CPU thread ``tid`` (of any process) ran on last; None once it has ended. /proc/TID
-    holds every thread, listed or not: one read, while the program runs."""
-    try:
-        with open(f"/proc/{tid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[36])
-    except (OSError, IndexError, ValueError):
-        return None
+    """The CPU thread ``tid`` (of any process, listed in /proc or not) ran on last; None once it has ended."""
+    fields = stat_fields(f"/proc/{tid}/stat")
+    return int(fields[36]) if len(fields) > 36 else None
 
 
 class Adapter(Payoff):
@@ -64,6 +62,7 @@ class Adapter(Payoff):
         self.plan = None                          # the last plan applied (None: the OS places)
         self.pinned: dict[int, set[int]] = {}     # thread -> CPUs pinwise set
         self.left_alone: dict[int, str] = {}
+        self.newcomers = Newcomers(self.allowed)  # where threads made from now on start (run.feed_window)
         self.streak = 0                           # judgments in a row that favour a move
         self.pending_since, self.pending_monotonic = None, 0  # when the change a move waits for began (s, ns)
         self.moves, self.phases = [], []          # Moves made; phases seen, (since s, pattern)
@@ -255,8 +254,7 @@ class Adapter(Payoff):
                   "watched": round(merged.watched())}
         # pairs that changed partners are moved to them as any phase change, not released first
         if self.sharing and not contending_pairs(directed, accesses, alive):
-            if not self.unshare_streak:
-                self.unshare_since = window.end_s
+            self.unshare_since = self.unshare_since if self.unshare_streak else window.end_s
             self.unshare_streak += 1
         else:
             self.unshare_streak = 0
@@ -264,10 +262,9 @@ class Adapter(Payoff):
         lasted = window.end_s - self.unshare_since >= \
             (RELEASE_WINDOWS - 1) * self.interval * (1 - 0.5 / TICKS_PER_INTERVAL)
         if self.unshare_streak >= RELEASE_WINDOWS and lasted:
-            # the pairs pinwise put on one CPU each no longer contend (a phase of private work):
-            # two threads on one CPU would take turns at it, so they go back to the OS, and the
-            # policy places them from here on as any threads (pairs that change partners are
-            # moved to their new partners instead, as any phase change)
+            # the pairs pinwise put on one CPU each no longer contend (a phase of private work): two threads
+            # on one CPU would take turns at it, so they go back to the OS, and the policy places them
+            # from here on as any threads (pairs that change partners move to them as any phase change)
             self.unshare_streak = 0
             released = self._release(window.tids)
             self.placed_tick = self.ticks
@@ -299,9 +296,12 @@ class Adapter(Payoff):
         self.last_pattern = pattern
         policy = self.policy or found.policy
         current = self._placement_now(now_cpus)
-        # the second thread of each contending pair pinwise put on one CPU is not crowding it
-        seconds = {j for i, j in self.sharing if current[i] is not None and current[i] == current[j]}
-        crowding = self._stacked(current, [k for k in alive if k not in seconds])
+        contending = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) or []
+        # a thread idle in this span and the last (a creator in join) and the second of a contending pair
+        # on one CPU (pinwise put it there, or its slot at creation did: a round's last pair) crowd no CPU
+        seconds = {j for i, j in self.sharing + contending if current[i] is not None and current[i] == current[j]}
+        idle = idle_in_each(self.windows[-2:], alive) if len(self.windows) > 1 else set()
+        crowding = self._stacked(current, [k for k in alive if k not in seconds and k not in idle])
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not crowding and events >= MIN_EVENTS and not matrix[[k for k in alive if k not in self.left_alone]].any():
             # the threads that share data pin themselves, the others share nothing: no plan is made
@@ -324,7 +324,6 @@ class Adapter(Payoff):
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
         targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
-        contending = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) or []
         sharing = self._share_cpus(targets, contending)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self.score.cost(matrix, current), self.score.cost(matrix, candidate)
@@ -489,6 +488,8 @@ class Adapter(Payoff):
             now = os.sched_getaffinity(tid)
         except OSError:
             return None  # the thread ended meanwhile
+        if k not in self.pinned and frozenset(now) == self.newcomers.slot(k):  # its slot at creation
+            self.pinned[k] = now
         expected = self.pinned.get(k)
         if (expected is None and not now >= self.allowed) or (expected is not None and now != expected):
             self.left_alone[k] = f"its affinity {sorted(now)} is the program's or taskset's, not pinwise's: left alone"

@@ -44,6 +44,17 @@ def contending_pairs(directed: np.ndarray, accesses: np.ndarray, alive: list[int
     return sorted({(min(i, j), max(i, j)) for i, j in partner.items()})
 
 
+def idle_in_each(spans, alive: list[int]) -> set[int]:
+    """Those of ``alive`` that are idle (under IDLE_SHARE of the busiest thread's address samples)
+    in each of ``spans`` (windows): a creator waiting in join, not a thread just made, whose first
+    span holds a few of its samples."""
+    idle = set(alive)
+    for span in spans:
+        busiest = float(span.accesses.max()) if len(span.accesses) else 0.0
+        idle &= {k for k in alive if k < len(span.accesses) and span.accesses[k] < IDLE_SHARE * busiest}
+    return idle
+
+
 def partnered(directed: np.ndarray, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Those of ``pairs`` whose threads are each other's strongest partner in ``directed``: the
     contending pairs of a whole span that one of its held-out halves bears out. The half is not

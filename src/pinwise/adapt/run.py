@@ -104,11 +104,14 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
         with temporary_folder("adapt") as tmp:
             stream_path, out_path, error_path = (Path(tmp, n) for n in ("windows.txt", "result.txt", "error.txt"))
             stream_path.touch()
+            if program is not None:  # the preload library reads it (pinwise.adapt.newcomers); an attach has none
+                adapter.newcomers.path = Path(tmp, "slots")
             command = [str(SAMPLER), "--out", str(out_path), "--error-file", str(error_path),
                        *_sampling(stream_path, interval, len(topology.allowed)),
                        *(["--duration-ms", str(round(duration * 1000))] if duration else [])]
             command += program_part(argv if program is not None else None, pid,
-                                    program_environment(None, None, memory=memory, extra_env=extra_env)
+                                    program_environment(None, None, memory=memory, extra_env=extra_env,
+                                                        adapt=adapter.newcomers.path)
                                     if program is not None else {})
             returncode = _drive(command, stream_path, adapter, interval, attached=pid is not None)
             if returncode != 0:
@@ -215,10 +218,15 @@ def feed_window(adapter: Adapter, window) -> None:
         if adapter.steer is not None:
             adapter.steer("quit")
         return
+    placed = adapter.newcomers.settle(window.tids, adapter.pinned)  # made since the last window
+    if placed:
+        adapter._record(t=round(window.end_s, 3), event="new threads", threads=list(placed), cpus=list(placed.values()))
+    placed_at = adapter.placed_tick
     try:
         adapter.feed(window)
     except PinwiseError as err:  # a plan the policy cannot make for this window
         adapter._record(t=window.end_s, decision=f"no plan: {err}")
+    adapter.newcomers.publish(window.tids, adapter.pinned, adapter.left_alone, remake=adapter.placed_tick != placed_at)
 
 
 def _poll_step(interval: float) -> float:
@@ -328,8 +336,9 @@ class BackgroundAdapter:
         self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"),
                         *_sampling(self.stream, interval, len(topology.allowed))]
         find_program(argv)  # it can start: said now, not by the sampler
-        self.command += program_part(argv, None, env or {})
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
+        self.adapter.newcomers.path = folder / "slots"
+        self.command += program_part(argv, None, {**(env or {}), "PINWISE_ADAPT": str(folder / "slots")})
         self.adapter.rehearse()  # before the program starts, as run_adaptive does
         self.interval = interval
         self.done = threading.Event()

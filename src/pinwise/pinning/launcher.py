@@ -146,7 +146,7 @@ def preload_environment(plan: Plan | None, log_path: str | None, follow: bool = 
         raise PinwiseError(f"the preload library is missing ({_PRELOAD}); reinstall pinwise with its native part")
     env = user_environment(base)
     for name in ("PINWISE_PLAN", "PINWISE_SKIP", "PINWISE_REPEAT_FROM", "PINWISE_LOG", "PINWISE_FOLLOW",
-                 "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE", "PINWISE_MEMPOLICY"):
+                 "PINWISE_OWNER", "PINWISE_ORIGINAL", "PINWISE_OBSERVE", "PINWISE_MEMPOLICY", "PINWISE_ADAPT"):
         env.pop(name, None)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{_PRELOAD} {preload}".strip()
@@ -186,11 +186,15 @@ def whole_plan_mask(plan: Plan | None):
 
 
 def program_environment(plan: Plan | None, log_path: str | None, follow: bool = True,
-                        omp: bool = False, extra_env: dict[str, str] | None = None, memory=None) -> dict[str, str]:
+                        omp: bool = False, extra_env: dict[str, str] | None = None, memory=None,
+                        adapt: os.PathLike | None = None) -> dict[str, str]:
     """The environment a pinned program starts with: the preload library's variables, or with
     ``omp`` the OpenMP runtime's (OMP_PLACES, OMP_PROC_BIND) while the library only observes;
-    ``memory`` (a :class:`pinwise.pinning.memory.MemoryPolicy`) is applied by the library either way."""
+    ``memory`` (a :class:`pinwise.pinning.memory.MemoryPolicy`) is applied by the library either way;
+    ``adapt``: the file that says where new threads start under ``run --adapt`` (pinwise.adapt.newcomers)."""
     env = preload_environment(None if omp else plan, log_path, follow)
+    if adapt is not None:
+        env["PINWISE_ADAPT"] = os.fspath(adapt)
     if memory is not None:
         env.update(memory.environment())
     if omp and plan is not None:

@@ -1,0 +1,116 @@
+"""Where the threads a program makes while it is placed start (:mod:`pinwise.adapt`).
+
+A new thread inherits its creator's affinity: once pinwise has pinned a thread to one CPU, every
+thread that thread creates would start on that CPU too, and look pinned by the program (its
+affinity neither every allowed CPU nor what pinwise set), so it would be left alone there for the
+rest of the run (a program that makes its workers in rounds ran every round after the first on one
+CPU of two, twice as long as alone). So pinwise says where new threads start, as ``pinwise run``
+gives each thread its slot at creation:
+
+- **At creation**, under ``pinwise run --adapt``: the preload library reads the file
+  :meth:`Newcomers.publish` rewrites after every change of pins (``PINWISE_ADAPT`` names it;
+  preload.c, ``adapt_start``). Its lines::
+
+      pinned TID...               the threads pinwise pinned: their affinity is pinwise's
+      slots FIRST COUNT LIST      thread FIRST + j starts on the j-th CPU list of LIST ("0;1;-")
+
+  and a thread of creation order k >= FIRST + COUNT on the list of (k - FIRST) % COUNT, as a
+  static plan wraps round past its last slot (PINWISE_REPEAT_FROM): the workers alive at the last
+  move are the template, so the workers of a program that makes them in rounds take their
+  predecessors' CPUs; "-" is every allowed CPU (where the OS places it). With no slot for it, a
+  thread whose creator pinwise pinned starts on every allowed CPU. A creator the program or its
+  user pinned keeps its threads (they stay its own), and a thread the program gives an affinity
+  when it creates it (pthread_attr_setaffinity_np) keeps that one; a process the program forks
+  from a thread pinwise pinned gets every allowed CPU back (--adapt places threads, not processes).
+- **At the next window** (:meth:`Newcomers.settle`): a thread on its slot is pinwise's and joins
+  the adaptation. In a process pinwise attached to (``pin --pid --adapt``: no preload library), a
+  new thread whose affinity is one pinwise handed out (a pin or a slot: it inherited its creator's)
+  is moved to its slot, or back to every allowed CPU; a thread the program pins by itself to a CPU
+  pinwise pinned another thread to looks the same from outside, and is placed with the others.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..cpulist import format_cpulist
+
+
+class Newcomers:
+    """The slots of threads not made yet, for the preload library (``path``) and for
+    :meth:`settle`, from the pins of the threads alive at the last change."""
+
+    def __init__(self, allowed, path: Path | None = None):
+        self.allowed = frozenset(allowed)
+        self.path = path
+        self.handed: set[frozenset[int]] = set()   # every affinity pinwise gave a thread
+        self.first, self.slots = 0, []             # the template: thread first + j's CPUs (None: the OS's)
+        self.seen = 0                              # threads settled (creation order)
+        self.published = ""                        # the file's text
+
+    def slot(self, k: int) -> frozenset[int] | None:
+        """Where thread k (creation order), made after the last change, starts: None for every allowed CPU."""
+        if not self.slots or k < self.first:
+            return None
+        return self.slots[(k - self.first) % len(self.slots)]
+
+    def publish(self, tids: list[int], pinned: dict[int, set[int]], own: dict, remake: bool) -> None:
+        """The file, when it changed: the threads pinned among those alive (``tids``, -1 for those
+        that ended; ``pinned``: thread -> the CPUs pinwise set), and with ``remake`` (pinwise has
+        just moved threads) the template from the threads alive now but those left alone (``own``).
+        Between moves the template stays: threads that ended, or took their slots, change nothing
+        (a round's end, its first workers gone, would otherwise leave a template of its last ones)."""
+        if remake:
+            workers = [k for k, tid in enumerate(tids) if k > 0 and tid > 0 and k not in own]
+            self.first = workers[0] if workers else 0
+            self.slots = [frozenset(pinned[k]) if k in pinned and tids[k] > 0 else None
+                          for k in range(self.first, workers[-1] + 1)] if workers else []
+        self.handed.update(frozenset(c) for c in pinned.values())
+        self.handed.update(s for s in self.slots if s is not None)
+        lines = ["pinned " + " ".join(str(tids[k]) for k in sorted(pinned) if k < len(tids) and tids[k] > 0)]
+        if self.slots:
+            listed = ";".join(format_cpulist(sorted(s)) if s is not None else "-" for s in self.slots)
+            lines.append(f"slots {self.first} {len(self.slots)} {listed}")
+        text = "\n".join(lines) + "\n"
+        if self.path is None or text == self.published:
+            return
+        self.published = text
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        try:  # whole or not at all: the library reads it while the program makes threads
+            temporary.write_text(text)
+            os.replace(temporary, self.path)
+        except OSError:
+            pass  # (the folder is pinwise's own) new threads then start as the last file says
+
+    def settle(self, tids: list[int], pinned: dict[int, set[int]]) -> dict[int, list[int]]:
+        """The threads made since the last call: one on its slot (the preload library put it there)
+        is pinwise's (recorded in ``pinned``); in a process pinwise attached to (no library: no
+        ``path``), one whose affinity pinwise handed out (inherited from a creator pinwise pinned)
+        is moved to its slot, or back to every allowed CPU, and is pinwise's too. Returns those
+        placed so, thread -> its CPUs, for the log."""
+        placed = {}
+        for k in range(self.seen, len(tids)):
+            tid = tids[k]
+            if tid <= 0 or k in pinned:
+                continue
+            try:
+                now = frozenset(os.sched_getaffinity(tid))
+            except OSError:
+                continue  # it ended meanwhile
+            target = self.slot(k)
+            if target is not None and now == target:
+                pinned[k] = set(target)
+                placed[k] = sorted(target)
+                continue
+            if self.path is not None or now >= self.allowed or now not in self.handed:
+                continue  # the library places it (a thread still starting), or the OS, or the program
+            try:
+                os.sched_setaffinity(tid, target or self.allowed)
+            except OSError:
+                continue
+            if target is not None:
+                pinned[k] = set(target)
+            placed[k] = sorted(target or self.allowed)
+        self.seen = max(self.seen, len(tids))
+        return placed
