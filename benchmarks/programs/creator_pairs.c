@@ -2,12 +2,13 @@
  *
  * The main thread creates four workers and joins them; it does nothing else. Workers 0 and 1
  * (created first) hammer one atomic counter, workers 2 and 3 another, each counter on a cache
- * line of its own, INCREMENTS times each. With --hand each worker pins itself first
- * (pthread_setaffinity_np), pair k on CPU k mod the CPUs it may use, as the thread-affinity blog
- * does by hand; the main thread is left where the OS puts it. Prints "Time in seconds = T" from
- * the first creation to the last join.
+ * line of its own, INCREMENTS times each. With -r ROUNDS it does so ROUNDS times, four new
+ * workers each round, as a program that makes a thread per task does. With --hand each worker
+ * pins itself first (pthread_setaffinity_np), pair k on CPU k mod the CPUs it may use, as the
+ * thread-affinity blog does by hand; the main thread is left where the OS puts it. Prints "Time
+ * in seconds = T" from the first creation to the last join.
  *
- *   creator_pairs [-i INCREMENTS] [--hand]
+ *   creator_pairs [-i INCREMENTS] [-r ROUNDS] [--hand]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -25,7 +26,7 @@ struct counter {
 
 static struct counter counters[2];
 static long increments = 2000000;
-static int hand;
+static int hand, rounds = 1;
 static int cpus[CPU_SETSIZE], ncpus;
 
 static void *worker(void *arg)
@@ -48,10 +49,12 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-i") && i + 1 < argc)
             increments = atol(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hand"))
             hand = 1;
         else {
-            fprintf(stderr, "usage: %s [-i INCREMENTS] [--hand]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-i INCREMENTS] [-r ROUNDS] [--hand]\n", argv[0]);
             return 2;
         }
     }
@@ -63,11 +66,13 @@ int main(int argc, char **argv)
     pthread_t threads[4];
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (long t = 0; t < 4; t++)
-        pthread_create(&threads[t], NULL, worker, (void *)t);
-    for (int t = 0; t < 4; t++)
-        pthread_join(threads[t], NULL);
+    for (int round = 0; round < rounds; round++) {
+        for (long t = 0; t < 4; t++)
+            pthread_create(&threads[t], NULL, worker, (void *)t);
+        for (int t = 0; t < 4; t++)
+            pthread_join(threads[t], NULL);
+    }
     clock_gettime(CLOCK_MONOTONIC, &end);
     printf("Time in seconds = %.6f\n", (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9);
-    return counters[0].value == 2 * increments && counters[1].value == 2 * increments ? 0 : 1;
+    return counters[0].value == 2L * rounds * increments && counters[1].value == 2L * rounds * increments ? 0 : 1;
 }
