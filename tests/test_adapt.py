@@ -997,7 +997,9 @@ def test_the_slots_of_threads_not_made_yet_come_from_the_last_move(tmp_path):
     first, second = sorted(os.sched_getaffinity(0))[:2]
     path = tmp_path / "slots"
     newcomers = Newcomers(os.sched_getaffinity(0), path)
-    newcomers.publish([100, 101, 102, 103, -1], {0: {first}, 1: {second}, 2: {first}}, own={3: "its own"}, remake=True)
+    # thread 3 was pinwise's, then the program pinned it again: its own, and so are the threads it makes
+    newcomers.publish([100, 101, 102, 103, -1], {0: {first}, 1: {second}, 2: {first}, 3: {second}},
+                      own={3: "its own"}, remake=True)
     assert path.read_text() == f"pinned 100 101 102\nslots 1 2 {second};{first}\n"
     assert [newcomers.slot(k) for k in (0, 1, 2, 3, 4)] == [None, {second}, {first}, {second}, {first}]
     newcomers.publish([100, -1, 102, 103, 104], {0: {first}, 1: {second}, 2: {first}}, own={}, remake=False)

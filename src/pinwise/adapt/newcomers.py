@@ -68,7 +68,9 @@ class Newcomers:
                           for k in range(self.first, workers[-1] + 1)] if workers else []
         self.handed.update(frozenset(c) for c in pinned.values())
         self.handed.update(s for s in self.slots if s is not None)
-        lines = ["pinned " + " ".join(str(tids[k]) for k in sorted(pinned) if k < len(tids) and tids[k] > 0)]
+        # a thread the program pinned again after pinwise is its own, and so are the threads it makes
+        mine = [tids[k] for k in sorted(pinned) if k < len(tids) and tids[k] > 0 and k not in own]
+        lines = ["pinned " + " ".join(map(str, mine))]
         if self.slots:
             listed = ";".join(format_cpulist(sorted(s)) if s is not None else "-" for s in self.slots)
             lines.append(f"slots {self.first} {len(self.slots)} {listed}")
