@@ -107,6 +107,8 @@ static int follow;                 /* pin the programs started from here too */
 static int followed;               /* this process is the one pinwise started, or one it follows */
 static char log_path[4096];        /* PINWISE_LOG made absolute; empty: no log */
 static char adapt_path[4096];      /* PINWISE_ADAPT; empty: not under `pinwise run --adapt` */
+static atomic_uint adapt_made;     /* threads this process made: the sampler's numbers, which count no
+                                      forked process (the shared `started` does) */
 static uint64_t skip_mask;
 static unsigned repeat_from;       /* PINWISE_REPEAT_FROM: where the plan starts again past its end */
 static struct counters own_counters, *counters = &own_counters;
@@ -577,7 +579,8 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
     start->arg = arg;
     start->slot = slot;
     unsigned index = start->index = atomic_fetch_add(&counters->started, 1);
-    start->adapt = mode == MODE_OBSERVE && adapt_start(index, 0, &start->where, &start->inherited);
+    start->adapt = mode == MODE_OBSERVE && adapt_path[0] &&
+                   adapt_start(1 + atomic_fetch_add(&adapt_made, 1), 0, &start->where, &start->inherited);
     int rc = real_create(thread, attr, trampoline, start); /* from here the new thread owns start */
     if (rc != 0) {
         free(start);
