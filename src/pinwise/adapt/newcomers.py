@@ -48,6 +48,7 @@ class Newcomers:
         self.first, self.slots = 0, []             # the template: thread first + j's CPUs (None: the OS's)
         self.seen = 0                              # threads settled (creation order)
         self.published = ""                        # the file's text
+        self.started = 0                           # threads made after a move that started on their slot
 
     def slot(self, k: int) -> frozenset[int] | None:
         """Where thread k (creation order), made after the last change, starts: None for every allowed CPU."""
@@ -104,6 +105,7 @@ class Newcomers:
             if target is not None and now == target:
                 pinned[k] = set(target)
                 placed[k] = sorted(target)
+                self.started += 1
                 continue
             if self.path is not None or now >= self.allowed or now not in self.handed:
                 continue  # the library places it (a thread still starting), or the OS, or the program
@@ -113,6 +115,7 @@ class Newcomers:
                 continue
             if target is not None:
                 pinned[k] = set(target)
+                self.started += 1
             placed[k] = sorted(target or self.allowed)
         self.seen = max(self.seen, len(tids))
         return placed

@@ -43,6 +43,7 @@ class AdaptResult:
     child_share: float = 0.0            # share of the samples in the program's child processes (not placed)
     child_processes: int = 0
     gave_up: tuple[float, int] | None = None  # (s, threads made) when the program made more than MAX_THREADS_FOLLOWED
+    started_on_slots: int = 0           # threads made after a move that started on their slots (newcomers)
 
 
 class JsonLinesLog:
@@ -125,6 +126,7 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
                        threads=max([len(w.tids) for w in adapter.windows + adapter.fresh] +
                                    [adapter.gave_up[1] if adapter.gave_up else 0]),
                        ran_on=adapter.ran_on, ticks=adapter.ticks, gave_up=adapter.gave_up,
+                       started_on_slots=adapter.newcomers.started,
                        pinwise_cpu_s=round(time.process_time() - cpu_started, 3), **facts)
 
 
@@ -304,7 +306,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     if result.gave_up is not None:
         lines.append(f"warning: adapting stopped at {result.gave_up[0]:.1f} s: the program had made "
                      f"{result.gave_up[1]:,} threads, more than --adapt follows ({MAX_THREADS_FOLLOWED:,}); "
-                     "from then on the threads ran where they were, or where the OS put new ones")
+                     "from then on the threads ran where they were, and new ones started on the last move's "
+                     "slots (or where the OS put them)")
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
@@ -312,6 +315,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
         lines.append(f"  {move.at_s:.1f} s: {move.policy}, CPUs {cpus} ({move.moved} moved; "
                      + ("threads crowded on a CPU" if move.cost_before == float("inf") else f"cost {move.cost_before:,.0f}")
                      + f" -> {move.cost_after:,.0f})")
+    if result.started_on_slots:
+        lines.append(f"  {result.started_on_slots} thread(s) made after a move started on their slots")
     for thread, why in sorted(result.left_alone.items()):
         lines.append(f"  thread {thread}: {why}")
     if result.ran_on:
