@@ -206,13 +206,32 @@ def test_threads_made_after_a_move_in_a_process_attached_to_are_placed_at_the_ne
         program.kill()
         program.wait()
     assert "left alone" not in result.stderr
-    records = _records(log)
+    _second_round_placed_by_pinwise(out, _records(log))
+
+
+def _second_round_placed_by_pinwise(out: str, records: list[dict]) -> None:
+    """Half a second in, each worker of pair_rounds.c's second round is where pinwise put it: its
+    slot from the first round's last move, or a later move's CPU."""
     template = _template(records, set(os.sched_getaffinity(0)))
     later = _second_round(out, "later")
     assert sorted(later) == [0, 1, 2, 3], out
     for j, cpus in later.items():
         placed = [{r["cpus"][5 + j]} for r in records if r.get("decision") in PLACED and len(r["tids"]) > 5 + j]
         assert cpus == template[j] or cpus in placed, (j, cpus, template, records)
+
+
+def test_threads_made_after_a_move_in_a_statically_linked_program_are_placed_at_the_next_window(tmp_path, build_dir):
+    """A statically linked program loads no preload library: its new threads are placed from
+    outside, as in a process pinwise attached to."""
+    try:
+        exe = compile_program("pair_rounds.c", build_dir, "-static", name="pair_rounds_static")
+    except subprocess.CalledProcessError:
+        pytest.skip("no static C library to link with")
+    log = tmp_path / "static.jsonl"
+    result = run_pinwise("run", "--adapt", "--log", str(log), "--", str(exe), "2", "0.3", "1", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "left alone" not in result.stderr
+    _second_round_placed_by_pinwise(result.stdout, _records(log))
 
 
 def test_ctrl_c_ends_the_program_and_leaves_nothing(tmp_path, build_dir):

@@ -12,8 +12,10 @@
  *
  * Knowing the instruction before IP needs instruction boundaries, which x86 code does not carry:
  * the function around IP is decoded from its start, found in the unwind table every x86-64 ELF
- * file keeps even when stripped (.eh_frame_hdr's sorted list of function starts). Code without
- * unwind information (JIT code) is decoded at IP only. Decoding is Capstone's; each function is
+ * file keeps even when stripped (.eh_frame_hdr's sorted list of function starts), or, in a file
+ * linked without that table (a statically linked program: gcc -static omits it), in its symbol
+ * table (.symtab's functions). Code with neither (JIT code, a stripped static program) is
+ * decoded at IP only, which misses the slow access behind it. Decoding is Capstone's; each function is
  * decoded once and kept.
  *
  * Skipped, counted by reason: stack accesses (rsp-relative, or in the mapping that holds the
@@ -282,6 +284,52 @@ static int read_encoded(const uint8_t *p, const uint8_t *end, uint8_t enc, uint6
 }
 
 /* Read a file's load segments and its .eh_frame_hdr table of function starts. */
+static int by_address(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The function starts of a file without an unwind table, from its symbol table: sorted, unique,
+   into f->starts. Returns 1 when there is at least one. */
+static int load_symbol_starts(int fd, const Elf64_Ehdr *eh, struct elf_file *f)
+{
+    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shnum == 0 || eh->e_shnum > 4096)
+        return 0;
+    size_t bytes = sizeof(Elf64_Shdr) * eh->e_shnum;
+    Elf64_Shdr *sh = malloc(bytes);
+    if (sh == NULL || pread(fd, sh, bytes, (off_t)eh->e_shoff) != (ssize_t)bytes) {
+        free(sh);
+        return 0;
+    }
+    for (int i = 0; i < eh->e_shnum && f->nstarts == 0; i++) {
+        size_t count = sh[i].sh_size / sizeof(Elf64_Sym);
+        if (sh[i].sh_type != SHT_SYMTAB || count == 0 || count > (16u << 20))
+            continue;
+        Elf64_Sym *symbols = malloc(count * sizeof(Elf64_Sym));
+        f->starts = malloc(count * sizeof(uint64_t));
+        if (symbols == NULL || f->starts == NULL ||
+            pread(fd, symbols, count * sizeof(Elf64_Sym), (off_t)sh[i].sh_offset) != (ssize_t)(count * sizeof(Elf64_Sym))) {
+            free(symbols);
+            free(f->starts);
+            f->starts = NULL;
+            break;
+        }
+        for (size_t k = 0; k < count; k++)
+            if (ELF64_ST_TYPE(symbols[k].st_info) == STT_FUNC && symbols[k].st_shndx != SHN_UNDEF && symbols[k].st_value)
+                f->starts[f->nstarts++] = symbols[k].st_value;
+        free(symbols);
+        qsort(f->starts, f->nstarts, sizeof(uint64_t), by_address);
+        size_t kept = 0;
+        for (size_t k = 0; k < f->nstarts; k++)
+            if (kept == 0 || f->starts[kept - 1] != f->starts[k])
+                f->starts[kept++] = f->starts[k];
+        f->nstarts = kept;
+    }
+    free(sh);
+    return f->nstarts > 0;
+}
+
 static void load_elf(struct elf_file *f)
 {
     f->ok = 0;
@@ -312,6 +360,7 @@ static void load_elf(struct elf_file *f)
             hdr = &ph[i];
     }
     if (hdr == NULL || hdr->p_filesz < 12 || hdr->p_filesz > (64u << 20)) {
+        f->ok = load_symbol_starts(fd, &eh, f);
         close(fd);
         return;
     }

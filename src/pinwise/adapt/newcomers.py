@@ -23,8 +23,8 @@ gives each thread its slot at creation:
   when it creates it (pthread_attr_setaffinity_np) keeps that one; a process the program forks
   from a thread pinwise pinned gets every allowed CPU back (--adapt places threads, not processes).
 - **At the next window** (:meth:`Newcomers.settle`): a thread on its slot is pinwise's and joins
-  the adaptation. In a process pinwise attached to (``pin --pid --adapt``: no preload library), a
-  new thread whose affinity is one pinwise handed out (a pin or a slot: it inherited its creator's)
+  the adaptation. In a process pinwise attached to (``pin --pid --adapt``) or one that did not load
+  the preload library (statically linked), a new thread whose affinity is one pinwise handed out (a pin or a slot: it inherited its creator's)
   is moved to its slot, or back to every allowed CPU; a thread the program pins by itself to a CPU
   pinwise pinned another thread to looks the same from outside, and is placed with the others.
 """
@@ -49,6 +49,7 @@ class Newcomers:
         self.seen = 0                              # threads settled (creation order)
         self.published = ""                        # the file's text
         self.started = 0                           # threads made after a move that started on their slot
+        self.library: bool | None = None           # the program loaded the preload library (None: not looked yet)
 
     def slot(self, k: int) -> frozenset[int] | None:
         """Where thread k (creation order), made after the last change, starts: None for every allowed CPU."""
@@ -88,11 +89,14 @@ class Newcomers:
 
     def settle(self, tids: list[int], pinned: dict[int, set[int]]) -> dict[int, list[int]]:
         """The threads made since the last call: one on its slot (the preload library put it there)
-        is pinwise's (recorded in ``pinned``); in a process pinwise attached to (no library: no
-        ``path``), one whose affinity pinwise handed out (inherited from a creator pinwise pinned)
-        is moved to its slot, or back to every allowed CPU, and is pinwise's too. Returns those
+        is pinwise's (recorded in ``pinned``); in a process pinwise attached to (no ``path``), or
+        one that did not load the library (statically linked), one whose affinity pinwise handed
+        out (inherited from a creator pinwise pinned) is moved to its slot, or back to every
+        allowed CPU, and is pinwise's too. Returns those
         placed so, thread -> its CPUs, for the log."""
         placed = {}
+        if self.library is None and tids and tids[0] > 0:
+            self.library = self.path is not None and _has_library(tids[0])
         for k in range(self.seen, len(tids)):
             tid = tids[k]
             if tid <= 0 or k in pinned:
@@ -107,7 +111,7 @@ class Newcomers:
                 placed[k] = sorted(target)
                 self.started += 1
                 continue
-            if self.path is not None or now >= self.allowed or now not in self.handed:
+            if self.library is not False or now >= self.allowed or now not in self.handed:
                 continue  # the library places it (a thread still starting), or the OS, or the program
             try:
                 os.sched_setaffinity(tid, target or self.allowed)
@@ -119,3 +123,13 @@ class Newcomers:
             placed[k] = sorted(target or self.allowed)
         self.seen = max(self.seen, len(tids))
         return placed
+
+
+def _has_library(pid: int) -> bool:
+    """Whether process ``pid`` loaded the preload library (a statically linked program cannot):
+    without it, its new threads are placed from outside, as in a process pinwise attached to."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            return any(line.rstrip().endswith("/libpinwise_preload.so") for line in maps)
+    except OSError:
+        return True  # gone, or not ours to read: nothing to place from outside either
