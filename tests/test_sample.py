@@ -76,10 +76,29 @@ def test_a_statically_linked_program_is_decoded_from_its_symbol_table(tmp_path, 
         exe = compile_program("pair_rounds.c", build_dir, "-static", name="pair_rounds_static")
     except subprocess.CalledProcessError:
         pytest.skip("no static C library to link with")
-    comm, _ = sampled(tmp_path, str(exe), "0.6", "0", "0.1")
+    comm, result = sampled(tmp_path, str(exe), "0.6", "0", "0.1")
     sampling = comm.info.sampling
     assert sampling["address_samples"] >= 0.9 * sampling["samples"], sampling
+    assert sampling["untabled"] <= 0.1 * sampling["decoded_samples"] and "no function table" not in result.stderr
     assert analysis(tmp_path)["pattern"] == "pairs"
+
+
+def test_a_program_whose_code_has_no_function_table_is_said_to_be_unseen(tmp_path, build_dir):
+    """Stripped as well, a static program keeps no table of function starts at all: the decoder sees
+    only the instruction at each sampled IP, never the slow access behind it, and the matrix is
+    empty. The trace says so, and analyze cannot say what the pattern is, rather than 'none'."""
+    try:
+        exe = compile_program("pair_rounds.c", build_dir, "-static", "-s", name="pair_rounds_stripped")
+    except subprocess.CalledProcessError:
+        pytest.skip("no static C library to link with")
+    comm, result = sampled(tmp_path, str(exe), "0.6", "0", "0.1")
+    sampling = comm.info.sampling
+    assert sampling["untabled"] == sampling["decoded_samples"] > 0, sampling
+    warning = re.search(r"warning: ([\d,]+) of ([\d,]+) samples decoded \(100%\) fell in code with no function table",
+                        result.stderr)
+    assert warning, result.stderr
+    confidence = analysis(tmp_path)["confidence"]
+    assert confidence["pattern_agreement"] is None and "no function table" in confidence["reason"], confidence
 
 
 def test_an_unprivileged_users_sampler_gives_the_same_pattern(tmp_path):

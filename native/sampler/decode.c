@@ -95,6 +95,7 @@ struct pw_decoder {
     size_t nfunctions, function_slots;
     struct ip_entry *ips;
     uint64_t decoded_functions, decoded_insns, reloads;
+    uint64_t decodes, untabled;   /* samples decoded; of them in code with no function table (at IP only) */
 };
 
 static uint64_t now_ns(void)
@@ -624,6 +625,7 @@ static enum pw_skip access_of(struct pw_decoder *d, const struct insn *insn, con
 
 enum pw_skip pw_decode(struct pw_decoder *d, uint64_t ip, const uint64_t *regs, struct pw_access *out)
 {
+    d->decodes++;
     struct ip_entry *entry = &d->ips[hash_ip(ip)];
     if (entry->ip != ip || entry->function == NULL) {
         struct mapping *m = find_mapping(d, ip);
@@ -639,6 +641,8 @@ enum pw_skip pw_decode(struct pw_decoder *d, uint64_t ip, const uint64_t *regs, 
             else
                 hi = mid;
         }
+        if (f == NULL)
+            d->untabled++;
         if (f == NULL || lo >= f->count || f->insns[lo].addr != ip) {
             /* no unwind table, or IP inside what the linear decode took for another instruction */
             uint8_t code[16];
@@ -738,9 +742,12 @@ void pw_decoder_free(struct pw_decoder *d)
     free(d);
 }
 
-void pw_decoder_counts(const struct pw_decoder *d, uint64_t *functions, uint64_t *instructions, uint64_t *reloads)
+void pw_decoder_counts(const struct pw_decoder *d, uint64_t *functions, uint64_t *instructions, uint64_t *reloads,
+                       uint64_t *decodes, uint64_t *untabled)
 {
     *functions = d->decoded_functions;
     *instructions = d->decoded_insns;
     *reloads = d->reloads;
+    *decodes = d->decodes;
+    *untabled = d->untabled;
 }

@@ -52,7 +52,10 @@ enum pw_skip pw_decode(struct pw_decoder *d, uint64_t ip, const uint64_t *regs, 
 /* What an address is, for the hot-line records: "[heap]+0x10", "prog+0x4010", "anon 0x7f..". */
 void pw_describe(struct pw_decoder *d, uint64_t addr, char *out, size_t len);
 
-/* Decoder statistics: functions decoded, instructions decoded, map reloads. */
-void pw_decoder_counts(const struct pw_decoder *d, uint64_t *functions, uint64_t *instructions, uint64_t *reloads);
+/* Decoder statistics: functions decoded, instructions decoded, map reloads, samples decoded, and
+   those of them in code with no function table (a stripped static program's, JIT code), decoded
+   at IP only. */
+void pw_decoder_counts(const struct pw_decoder *d, uint64_t *functions, uint64_t *instructions, uint64_t *reloads,
+                       uint64_t *decodes, uint64_t *untabled);
 
 #endif

@@ -1504,8 +1504,8 @@ static void write_result(int exit_status, int partial)
     FILE *out = fopen(tmp, "we");
     if (out == NULL)
         fail(EXIT_FAILED, "cannot write %s: %s", tmp, strerror(errno));
-    uint64_t end = now_ns(), functions, instructions, reloads;
-    pw_decoder_counts(decoder, &functions, &instructions, &reloads);
+    uint64_t end = now_ns(), functions, instructions, reloads, decodes, untabled;
+    pw_decoder_counts(decoder, &functions, &instructions, &reloads, &decodes, &untabled);
     fprintf(out, "pinwise-sample 1\nbackend sample\nclock cpu-clock\npartial %d\nthreads %d\n", partial, nthreads);
     fprintf(out, "period-ns %llu\nwindow-ns %llu\nsharing %s\narms-per-s %.0f\nseconds %.3f\n",
             (unsigned long long)opt.period_ns, (unsigned long long)opt.window_ns, opt.sharing_any ? "any" : "write",
@@ -1552,8 +1552,9 @@ static void write_result(int exit_status, int partial)
     for (int i = 0; i < nthreads; i++)
         fprintf(out, " %.0f", threads[i].switch_rate);
     fprintf(out, "\n");
-    fprintf(out, "decoded functions %llu instructions %llu map-reads %llu\n", (unsigned long long)functions,
-            (unsigned long long)instructions, (unsigned long long)reloads);
+    fprintf(out, "decoded functions %llu instructions %llu map-reads %llu samples %llu untabled %llu\n",
+            (unsigned long long)functions, (unsigned long long)instructions, (unsigned long long)reloads,
+            (unsigned long long)decodes, (unsigned long long)untabled);
     write_list(out, "samples-per-thread", v_samples);
     write_list(out, "accv", v_accesses);
     write_list(out, "reads", v_reads);

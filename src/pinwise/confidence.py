@@ -30,6 +30,24 @@ MIN_EVENTS = 100
 SURE = 0.9
 
 
+#: A sampled matrix whose samples fell at least this share in code with no function table (decoded
+#: at the instruction pointer only, which misses the slow access the clock samples behind it) did
+#: not see what the threads share: nothing is said about its pattern.
+BLIND_SHARE = 0.5
+
+
+def blind(sampling: dict, remedy: str = "trace it with --backend valgrind") -> str | None:
+    """Why a sampled matrix says nothing when BLIND_SHARE of the samples it decoded (``sampling``:
+    a comm file's record, or the facts of an adaptive run) fell in code with no function table, in
+    words with ``remedy`` (the trace's warning, the analysis's reason, --adapt's summary); else None."""
+    decoded, untabled = int(sampling.get("decoded_samples", 0)), int(sampling.get("untabled", 0))
+    if not decoded or untabled < BLIND_SHARE * decoded:
+        return None
+    return (f"{untabled:,} of {decoded:,} samples decoded ({untabled / decoded:.0%}) fell in code with no function "
+            "table (a stripped, statically linked program, or code made at run time), decoded at the instruction "
+            f"pointer only, which misses the slow access behind it: what the threads share is not measured; {remedy}")
+
+
 @dataclass(frozen=True)
 class PatternConfidence:
     """The bootstrap's verdict on a sampled matrix: the share of ``resamples`` redraws of its
@@ -61,6 +79,9 @@ def pattern_confidence(comm: CommMatrix, analysis, resamples: int = RESAMPLES, s
     from .patterns import classify, recommend
 
     events = int((comm.info.sampling or {}).get("events", 0))
+    unseen = blind(comm.info.sampling or {})
+    if unseen:
+        return PatternConfidence(None, None, 0, 0, events, unseen)
     blocks = block_matrices(comm)
     if blocks is None:
         return PatternConfidence(None, None, 0, 0, events, "the file holds no time blocks of the sample")

@@ -334,6 +334,7 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
                                                                 "reads", "writes", "tids")}
         skipped = dict(zip(header["skipped"][0::2], (int(v) for v in header["skipped"][1::2])))
         watch = dict(zip(header["watch"][0::2], (int(v) for v in header["watch"][1::2])))
+        decoded = dict(zip(header.get("decoded", [])[0::2], header.get("decoded", [])[1::2]))
         pairs = [float(v) if i % 5 == 4 else int(v) for i, v in enumerate(header.get("pairs-offered", []))]
         ends = [int(v) for v in header["lifetime-ns"]]
         creators = (None, *(int(v) for v in header["creator"][1:])) if threads else ()
@@ -354,6 +355,8 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
             "switch_rates": [float(v) for v in header.get("switch-rates", [])],
             "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
             "block_ns": block_ns, "blocks": blocks,
+            # samples decoded, and those in code with no function table, at the IP only (decode.c; confidence.blind)
+            "decoded_samples": int(decoded.get("samples", 0)), "untabled": int(decoded.get("untabled", 0)),
         }
         exit_status = int(header["exit-status"][0])
         fields = dict(backend="sample", tool=TOOL_VERSION, sharing=header["sharing"][0],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import policies
+from ..confidence import blind
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_group
@@ -44,6 +45,8 @@ class AdaptResult:
     child_processes: int = 0
     gave_up: tuple[float, int] | None = None  # (s, threads made) when the program made more than MAX_THREADS_FOLLOWED
     started_on_slots: int = 0           # threads made after a move that started on their slots (newcomers)
+    decoded_samples: int = 0            # the sampler's samples it decoded
+    untabled: int = 0                   # ... in code with no function table: blind to accesses (confidence.blind)
 
 
 class JsonLinesLog:
@@ -269,6 +272,9 @@ def _result_facts(out_path: Path) -> dict:
                 children = int(words[1])
             elif words[:1] == ["child-processes"]:
                 facts["child_processes"] = int(words[1])
+            elif words[:1] == ["decoded"] and "untabled" in words:
+                facts["decoded_samples"] = int(words[words.index("samples") + 1])
+                facts["untabled"] = int(words[words.index("untabled") + 1])
     except (OSError, ValueError, IndexError):
         pass
     facts["child_share"] = children / samples if samples else 0.0
@@ -289,6 +295,10 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
+    unseen = blind({"decoded_samples": result.decoded_samples, "untabled": result.untabled},
+                   "--adapt cannot place its threads by it")
+    if unseen:  # blind, not "nothing to gain"
+        lines.append(f"warning: {unseen}")
     if result.child_share >= 0.5:  # the work ran where --adapt does not look: say so, not "nothing to gain"
         lines.append(f"warning: {result.child_share:.0%} of the samples were in {result.child_processes} child "
                      "process(es), whose threads --adapt does not place: run it on the program that creates the "

@@ -81,6 +81,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _sample_trace(command: TraceCommand) -> int:
+    from ..confidence import blind
     from ..sample import RATIONED_ABOVE, SWITCH_LIMIT, sample, unwatched_threads
 
     comm = sample(command.argv or None, command.output, pid=command.pid, **command.settings)
@@ -101,6 +102,9 @@ def _sample_trace(command: TraceCommand) -> int:
               f"{s['child_processes']} child process(es), whose threads this matrix does not hold", file=sys.stderr)
     if s["lost"]:
         print(f"  warning: the kernel dropped {s['lost']:,} samples (the sampler fell behind)", file=sys.stderr)
+    unseen = blind(s)
+    if unseen:
+        print(f"  warning: {unseen}", file=sys.stderr)
     unwatched = unwatched_threads(comm)
     if unwatched:
         rationed = s.get("mode") == "system-wide"
