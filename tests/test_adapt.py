@@ -196,17 +196,23 @@ def test_threads_made_after_a_move_in_a_process_attached_to_are_placed_at_the_ne
     exe = compile_program("pair_rounds.c", build_dir)
     program = subprocess.Popen([str(exe), "3", "0.3", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 5, timeout=30)
         log = tmp_path / "attached.jsonl"
-        result = run_pinwise("pin", "--pid", str(program.pid), "--adapt", "--duration", "5s", "--log", str(log),
-                             timeout=120)
-        assert result.returncode == 0, result.stderr
+        result = _adapt_attached(program, 5, "5s", log)
         out, _ = program.communicate(timeout=60)
     finally:
         program.kill()
         program.wait()
     assert "left alone" not in result.stderr
     _second_round_placed_by_pinwise(out, _records(log))
+
+
+def _adapt_attached(program: subprocess.Popen, threads: int, duration: str, log: Path):
+    """``pin --pid --adapt`` on ``program`` for ``duration``, once it runs ``threads`` threads."""
+    assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == threads, timeout=30)
+    result = run_pinwise("pin", "--pid", str(program.pid), "--adapt", "--duration", duration, "--log", str(log),
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
 
 
 def _second_round_placed_by_pinwise(out: str, records: list[dict]) -> None:
@@ -258,11 +264,8 @@ def test_a_running_process_is_adapted_then_left_running(tmp_path, build_dir):
     program = subprocess.Popen([str(exe), "4", "4000000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
-        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
         log = tmp_path / "pid.jsonl"
-        result = run_pinwise("pin", "--pid", str(program.pid), "--adapt", "--duration", "3s", "--log", str(log),
-                             timeout=120)
-        assert result.returncode == 0, result.stderr
+        result = _adapt_attached(program, 4, "3s", log)
         assert program.poll() is None  # it runs on
         moves = [r for r in _records(log) if r.get("decision") in PLACED]
         assert moves, result.stderr
