@@ -373,7 +373,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from ..pinning import pin_threads
+    from ..pinning.live import pin_threads, thread_ids
 
     command = PinCommand.from_args(args)
     if command.adapt is not None:
@@ -381,6 +381,18 @@ def cmd_pin(args: argparse.Namespace) -> int:
     done = pin_threads(command.plan, command.pid)
     for tid, cpus in done.items():
         print(f"TID {tid}: CPU {format_cpulist(sorted(cpus))}")
+    try:
+        late = [tid for tid in thread_ids(command.pid) if tid not in done]
+    except PinwiseError:
+        late = []  # it ended meanwhile
+    if late:
+        print(f"pinwise: warning: {len(late)} thread(s) started while the others were pinned and run where the OS "
+              f"put them (TID {', '.join(map(str, late[:8]))}{', ...' if len(late) > 8 else ''}): pin again",
+              file=sys.stderr)
+    if len(set(done.values())) > 1:  # each thread on its own CPUs: what a thread made later inherits matters
+        print(f"pinwise: note: a thread the process makes from now on starts on the CPUs of the thread that makes "
+              f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt` places new threads as they come",
+              file=sys.stderr)
     return 0
 
 
