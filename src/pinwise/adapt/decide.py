@@ -20,7 +20,7 @@ from .limits import (ALONE_EVENTS, FEW_SHARE, HYSTERESIS, INTERVAL, MIN_EVENTS, 
 from .newcomers import Newcomers
 from .pairs import contending_pairs, idle_in_each, most_on_one_cpu, partnered
 from .payoff import Payoff
-from .scoring import Scorer, as_if_apart, upper
+from .scoring import Scorer, as_if_apart, live_targets, upper
 from .windows import Window, merge_windows, split_window
 
 
@@ -233,7 +233,6 @@ class Adapter(Payoff):
         ``stale``: the placement looked stale on it, and it is judged alone whatever it holds (the
         span before it is of the phase that ended: the two together read as neither, and the
         two-phase program on 2 CPUs waited a judgment more, 0.1-0.15 s, for a span of its own)."""
-        from ..mapping import compute_mapping
         from ..patterns import analyze, weak_reading
 
         self.windows.append(window)
@@ -281,8 +280,9 @@ class Adapter(Payoff):
         # the traps it rests on (two far pairs' 8-16 traps at the phase change read BComm 44 % as
         # often as not, and balanced-locality's plans from their halves split a pair: the move
         # waited 0.1-0.3 s)
-        comm = CommMatrix(matrix, accesses, info=TraceInfo(backend="sample", sampling={"events": merged.traps()}))
-        found = analyze(comm, weak=False)  # whether the reading is weak: for the moves only (below)
+        info = TraceInfo(backend="sample", sampling={"events": merged.traps()})
+        live = np.array(alive)  # the pattern of the threads running, not of every one made (live_targets)
+        found = analyze(CommMatrix(matrix[np.ix_(live, live)], accesses[live], info=info), weak=False)
         pattern = found.pattern
         # a phase: a pattern in two judgments in a row (one alone may straddle two phases), which
         # began when the newest window of the first began, or before
@@ -319,11 +319,10 @@ class Adapter(Payoff):
             self.streak = 0
             self._record(**record, decision="stay")
             return
-        plan = compute_mapping(policy, comm, self.topology) if policies.lookup(policy).pins else None
-        if plan is None:
+        if not policies.lookup(policy).pins:
             self._record(**record, pattern=pattern, decision=f"{policy}: nothing to place")
             return
-        targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
+        targets = live_targets(policy, matrix, accesses, alive, self.topology, info)[0]
         sharing = self._share_cpus(targets, contending)
         candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
         cost_now, cost_new = self.score.cost(matrix, current), self.score.cost(matrix, candidate)
@@ -459,15 +458,12 @@ class Adapter(Payoff):
         threads share (a 16-core Xeon), a pair on one CPU is the placement's only gain: a half that
         found no contending pairs of its own on its few watchpoints planned the threads as far
         apart as the OS had them, and read 1.0 (moves 0.1-0.17 s late in 3 runs of 3)."""
-        from ..mapping import compute_mapping
-
         halves = split_window(merge_windows(recent), self.rng)
         ratios = []
         for made, scored in ((halves[0], halves[1]), (halves[1], halves[0])):
             directed = made.directed()
             t = directed.shape[0]
-            plan = compute_mapping(policy, CommMatrix(directed + directed.T, made.accesses), self.topology)
-            targets = [min(plan.cpus_for_slot(k)) for k in range(t)]
+            targets = live_targets(policy, directed + directed.T, made.accesses, alive, self.topology)[0]
             self._share_cpus(targets, partnered(directed, sharing))
             candidate = [targets[k] if k in alive and k not in self.left_alone else current[k] for k in range(t)]
             matrix = scored.matrix()

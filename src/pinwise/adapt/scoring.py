@@ -32,6 +32,24 @@ def as_if_apart(tick: Window, cpu_of: dict[int, int]) -> Window:
     return dataclasses.replace(tick, pairs=pairs)
 
 
+def live_targets(policy: str, matrix: np.ndarray, accesses: np.ndarray, alive: list[int], topology,
+                 info=None) -> tuple[list[int | None], object]:
+    """The CPU the policy's plan gives each thread alive (None for the others), the plan made for
+    the threads alive only, and the plan: a program that makes a thread per task has made far more
+    threads than run, and a plan (or a reading of the pattern) of every thread ever made costs
+    their square and reads the ended ones' empty rows as threads that share nothing."""
+    from ..comm import CommMatrix
+    from ..mapping import compute_mapping
+
+    live = np.array(alive, dtype=np.int64)
+    comm = CommMatrix(matrix[np.ix_(live, live)], accesses[live], **({"info": info} if info is not None else {}))
+    plan = compute_mapping(policy, comm, topology)
+    targets: list[int | None] = [None] * len(matrix)
+    for position, k in enumerate(alive):
+        targets[k] = min(plan.cpus_for_slot(position))
+    return targets, plan
+
+
 class Scorer:
     """Costs of placements on one machine; the distances between a placement's CPUs are kept (a
     handful of placements a run)."""
