@@ -99,7 +99,7 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
 
 
 def test_a_program_that_makes_thousands_of_threads_is_followed_up_to_a_bound_then_left_to_run(tmp_path):
-    """4,001 threads in rounds of four (a thread per task): each judgment reads every thread made,
+    """4,001 threads in rounds of four (a thread per task): its windows are read as matrices of every thread made,
     so past MAX_THREADS_FOLLOWED an adaptive run stops, says so, and tells the sampler to stop
     sampling; the program runs on to its end, its output and exit status its own (12,001 threads
     took 25 s under --adapt against 1.2-1.5 s alone)."""

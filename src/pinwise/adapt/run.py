@@ -217,7 +217,8 @@ def feed_window(adapter: Adapter, window) -> None:
     if len(window.tids) > MAX_THREADS_FOLLOWED:
         adapter.gave_up = (window.end_s, len(window.tids))
         why = (f"the program has made {len(window.tids):,} threads, more than --adapt follows "
-               f"({MAX_THREADS_FOLLOWED:,}: each judgment reads every thread made, its cost their square)")
+               f"({MAX_THREADS_FOLLOWED:,}: its windows are read as matrices of every thread made, their cost the "
+               "square)")
         adapter._record(t=round(window.end_s, 3), event="stopped", threads=len(window.tids), why=why)
         adapter.say(f"pinwise: {window.end_s:.1f} s: {why}: adapting stopped, the threads stay where they are")
         if adapter.steer is not None:
