@@ -1065,3 +1065,33 @@ def test_a_thread_that_inherited_a_pin_of_pinwises_is_moved_to_its_slot_and_the_
         for worker in workers:
             worker.join()
         os.sched_setaffinity(0, set(allowed))
+
+
+def test_with_the_library_a_new_thread_is_settled_at_its_second_window(tmp_path):
+    """The library moves a new thread when it first runs, which on a busy machine comes after the
+    window that shows it, so its creator's affinity (maybe a slot too) is not read as its slot:
+    with the library a thread is settled at the window after the one that first shows it, and
+    until then a judgment neither places it nor calls it the program's own."""
+    import threading
+
+    from pinwise.adapt.newcomers import Newcomers
+
+    allowed = sorted(os.sched_getaffinity(0))
+    first, second = allowed[:2]
+    done, started = threading.Event(), []
+    worker = threading.Thread(target=lambda: (started.append(threading.get_native_id()), done.wait()))
+    worker.start()
+    try:
+        assert eventually(lambda: started)
+        os.sched_setaffinity(started[0], {second})   # where the library started it: its slot
+        newcomers, pinned = Newcomers(allowed, tmp_path / "slots"), {0: {first}, 1: {second}}
+        newcomers.library = True
+        newcomers.publish([os.getpid(), 1], pinned, own={}, remake=True)
+        tids = [os.getpid(), 1, started[0]]
+        assert newcomers.settle(tids, pinned, 0.1) == {} and newcomers.starting(2)
+        assert newcomers.settle(tids, pinned, 0.2) == {2: [second]} and pinned[2] == {second}
+        assert not newcomers.starting(2) and newcomers.young(0.15) == {2} and newcomers.young(0.25) == set()
+    finally:
+        done.set()
+        worker.join()
+        os.sched_setaffinity(0, set(allowed))

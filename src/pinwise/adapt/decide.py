@@ -297,10 +297,12 @@ class Adapter(Payoff):
         policy = self.policy or found.policy
         current = self._placement_now(now_cpus)
         contending = contending_pairs(directed, accesses, [k for k in alive if k not in self.left_alone]) or []
-        # a thread idle in this span and the last (a creator in join) and the second of a contending pair
-        # on one CPU (pinwise put it there, or its slot at creation did: a round's last pair) crowd no CPU
+        # a thread idle in this span and the last (a creator in join), the second of a contending pair on one
+        # CPU (pinwise put it there, or its slot at creation did: a round's last pair) and a thread on its
+        # slot since less than an interval (its pair not yet seen contending) crowd no CPU
         seconds = {j for i, j in self.sharing + contending if current[i] is not None and current[i] == current[j]}
         idle = idle_in_each(self.windows[-2:], alive) if len(self.windows) > 1 else set()
+        idle |= self.newcomers.young(window.end_s - self.interval)
         crowding = self._stacked(current, [k for k in alive if k not in seconds and k not in idle])
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not crowding and events >= MIN_EVENTS and not matrix[[k for k in alive if k not in self.left_alone]].any():
@@ -484,8 +486,10 @@ class Adapter(Payoff):
             now = os.sched_getaffinity(tid)
         except OSError:
             return None  # the thread ended meanwhile
-        if k not in self.pinned and frozenset(now) == self.newcomers.slot(k):  # its slot at creation
+        if k not in self.pinned and frozenset(now) in self.newcomers.given(k):  # its slot at creation
             self.pinned[k] = now
+        elif k not in self.pinned and self.newcomers.starting(k) and frozenset(now) in self.newcomers.handed:
+            return None  # still starting with its creator's pin of pinwise's, before the library moves it
         expected = self.pinned.get(k)
         if (expected is None and not now >= self.allowed) or (expected is not None and now != expected):
             self.left_alone[k] = f"its affinity {sorted(now)} is the program's or taskset's, not pinwise's: left alone"

@@ -23,7 +23,10 @@ gives each thread its slot at creation:
   when it creates it (pthread_attr_setaffinity_np) keeps that one; a process the program forks
   from a thread pinwise pinned gets every allowed CPU back (--adapt places threads, not processes).
 - **At the next window** (:meth:`Newcomers.settle`): a thread on its slot is pinwise's and joins
-  the adaptation. In a process pinwise attached to (``pin --pid --adapt``) or one that did not load
+  the adaptation (with the library, at the window after the one that first shows it: a new thread
+  waits for a CPU before the library moves it, and until then it has its creator's affinity, which
+  a judgment must neither take for its slot nor for the program's own pinning; the crowding rule
+  also gives it an interval before its pair has to look contended). In a process pinwise attached to (``pin --pid --adapt``) or one that did not load
   the preload library (statically linked), a new thread whose affinity is one pinwise handed out (a pin or a slot: it inherited its creator's)
   is moved to its slot, or back to every allowed CPU; a thread the program pins by itself to a CPU
   pinwise pinned another thread to looks the same from outside, and is placed with the others.
@@ -46,16 +49,28 @@ class Newcomers:
         self.path = path
         self.handed: set[frozenset[int]] = set()   # every affinity pinwise gave a thread
         self.first, self.slots = 0, []             # the template: thread first + j's CPUs (None: the OS's)
-        self.seen = 0                              # threads settled (creation order)
+        self.before: tuple[int, list] = (0, [])    # the template before it: a thread made as it changed had it
+        self.placed_at: dict[int, float] = {}      # thread -> when it was found on its slot (s)
+        self.seen = 0                              # threads seen in a window (creation order)
+        self.ready = 0                             # ... and settled (below it: past their start)
         self.published = ""                        # the file's text
         self.started = 0                           # threads made after a move that started on their slot
         self.library: bool | None = None           # the program loaded the preload library (None: not looked yet)
 
     def slot(self, k: int) -> frozenset[int] | None:
         """Where thread k (creation order), made after the last change, starts: None for every allowed CPU."""
-        if not self.slots or k < self.first:
-            return None
-        return self.slots[(k - self.first) % len(self.slots)]
+        return _slot(self.first, self.slots, k)
+
+    def given(self, k: int) -> set[frozenset[int]]:
+        """The slots thread k may have been given at creation: the template's, or, made while it
+        changed (the library read the file before the move), the one's before."""
+        return {slot for slot in (_slot(self.first, self.slots, k), _slot(*self.before, k)) if slot is not None}
+
+    def young(self, since: float) -> set[int]:
+        """The threads found on their slots since ``since`` (s): the template put them there, and a
+        pair it put on one CPU has not had a judgment yet to show whether it contends."""
+        self.placed_at = {k: at for k, at in self.placed_at.items() if at >= since}
+        return set(self.placed_at)
 
     def publish(self, tids: list[int], pinned: dict[int, set[int]], own: dict, remake: bool) -> None:
         """The file, when it changed: the threads pinned among those alive (``tids``, -1 for those
@@ -64,6 +79,7 @@ class Newcomers:
         Between moves the template stays: threads that ended, or took their slots, change nothing
         (a round's end, its first workers gone, would otherwise leave a template of its last ones)."""
         if remake:
+            self.before = (self.first, self.slots)
             workers = [k for k, tid in enumerate(tids) if k > 0 and tid > 0 and k not in own]
             self.first = workers[0] if workers else 0
             self.slots = [frozenset(pinned[k]) if k in pinned and tids[k] > 0 else None
@@ -87,17 +103,22 @@ class Newcomers:
         except OSError:
             pass  # (the folder is pinwise's own) new threads then start as the last file says
 
-    def settle(self, tids: list[int], pinned: dict[int, set[int]]) -> dict[int, list[int]]:
+    def settle(self, tids: list[int], pinned: dict[int, set[int]], at: float = 0.0) -> dict[int, list[int]]:
         """The threads made since the last call: one on its slot (the preload library put it there)
         is pinwise's (recorded in ``pinned``); in a process pinwise attached to (no ``path``), or
         one that did not load the library (statically linked), one whose affinity pinwise handed
         out (inherited from a creator pinwise pinned) is moved to its slot, or back to every
-        allowed CPU, and is pinwise's too. Returns those
-        placed so, thread -> its CPUs, for the log."""
+        allowed CPU, and is pinwise's too. Returns those placed so, thread -> its CPUs, for the
+        log; ``at``: the window's end (s), for :meth:`young`."""
         placed = {}
         if self.library is None and tids and tids[0] > 0:
             self.library = self.path is not None and _has_library(tids[0])
-        for k in range(self.seen, len(tids)):
+        # the library moves a new thread when it first runs, which on a busy machine may come after
+        # the window that shows it: one seen for the first time has its creator's affinity still,
+        # which may be a slot too, so with the library a thread is settled at its second window
+        first, upto = self.ready, (self.seen if self.library else len(tids))
+        self.ready, self.seen = upto, len(tids)
+        for k in range(first, upto):
             tid = tids[k]
             if tid <= 0 or k in pinned:
                 continue
@@ -106,10 +127,11 @@ class Newcomers:
             except OSError:
                 continue  # it ended meanwhile
             target = self.slot(k)
-            if target is not None and now == target:
-                pinned[k] = set(target)
-                placed[k] = sorted(target)
+            if now in self.given(k):
+                pinned[k] = set(now)
+                placed[k] = sorted(now)
                 self.started += 1
+                self.placed_at[k] = at
                 continue
             if self.library is not False or now >= self.allowed or now not in self.handed:
                 continue  # the library places it (a thread still starting), or the OS, or the program
@@ -120,9 +142,18 @@ class Newcomers:
             if target is not None:
                 pinned[k] = set(target)
                 self.started += 1
+                self.placed_at[k] = at
             placed[k] = sorted(target or self.allowed)
-        self.seen = max(self.seen, len(tids))
         return placed
+
+    def starting(self, k: int) -> bool:
+        """Whether thread k has not been settled yet (the library may not have moved it yet)."""
+        return k >= self.ready
+
+
+def _slot(first: int, slots: list, k: int) -> frozenset[int] | None:
+    """Thread k's slot in the template (first, slots): None for every allowed CPU, or none."""
+    return slots[(k - first) % len(slots)] if slots and k >= first else None
 
 
 def _has_library(pid: int) -> bool:

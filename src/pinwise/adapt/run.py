@@ -224,7 +224,7 @@ def feed_window(adapter: Adapter, window) -> None:
         if adapter.steer is not None:
             adapter.steer("quit")
         return
-    placed = adapter.newcomers.settle(window.tids, adapter.pinned)  # made since the last window
+    placed = adapter.newcomers.settle(window.tids, adapter.pinned, window.end_s)  # made since the last window
     if placed:
         adapter._record(t=round(window.end_s, 3), event="new threads", threads=list(placed), cpus=list(placed.values()))
     placed_at = adapter.placed_tick
