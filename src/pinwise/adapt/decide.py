@@ -487,7 +487,7 @@ class Adapter(Payoff):
         except OSError:
             return None  # the thread ended meanwhile
         if k not in self.pinned and frozenset(now) in self.newcomers.given(k):  # its slot at creation
-            self.pinned[k] = now
+            self.newcomers.adopt(k, now, self.pinned)
         elif k not in self.pinned and self.newcomers.starting(k) and frozenset(now) in self.newcomers.handed:
             return None  # still starting with its creator's pin of pinwise's, before the library moves it
         expected = self.pinned.get(k)

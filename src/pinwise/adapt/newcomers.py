@@ -51,6 +51,8 @@ class Newcomers:
         self.first, self.slots = 0, []             # the template: thread first + j's CPUs (None: the OS's)
         self.before: tuple[int, list] = (0, [])    # the template before it: a thread made as it changed had it
         self.placed_at: dict[int, float] = {}      # thread -> when it was found on its slot (s)
+        self.now = 0.0                             # the end of the last window settled (s)
+        self.unreported: dict[int, list[int]] = {}  # found on their slots by a judgment, for the next log record
         self.seen = 0                              # threads seen in a window (creation order)
         self.ready = 0                             # ... and settled (below it: past their start)
         self.published = ""                        # the file's text
@@ -108,9 +110,9 @@ class Newcomers:
         is pinwise's (recorded in ``pinned``); in a process pinwise attached to (no ``path``), or
         one that did not load the library (statically linked), one whose affinity pinwise handed
         out (inherited from a creator pinwise pinned) is moved to its slot, or back to every
-        allowed CPU, and is pinwise's too. Returns those placed so, thread -> its CPUs, for the
-        log; ``at``: the window's end (s), for :meth:`young`."""
-        placed = {}
+        allowed CPU, and is pinwise's too. Returns those placed so (and those a judgment found on
+        their slots since the last call), thread -> its CPUs, for the log; ``at``: the window's end (s)."""
+        self.now = at
         if self.library is None and tids and tids[0] > 0:
             self.library = self.path is not None and _has_library(tids[0])
         # the library moves a new thread when it first runs, which on a busy machine may come after
@@ -128,10 +130,7 @@ class Newcomers:
                 continue  # it ended meanwhile
             target = self.slot(k)
             if now in self.given(k):
-                pinned[k] = set(now)
-                placed[k] = sorted(now)
-                self.started += 1
-                self.placed_at[k] = at
+                self.adopt(k, now, pinned)
                 continue
             if self.library is not False or now >= self.allowed or now not in self.handed:
                 continue  # the library places it (a thread still starting), or the OS, or the program
@@ -140,11 +139,19 @@ class Newcomers:
             except OSError:
                 continue
             if target is not None:
-                pinned[k] = set(target)
-                self.started += 1
-                self.placed_at[k] = at
-            placed[k] = sorted(target or self.allowed)
+                self.adopt(k, target, pinned)
+            else:
+                self.unreported[k] = sorted(self.allowed)
+        placed, self.unreported = self.unreported, {}
         return placed
+
+    def adopt(self, k: int, cpus, pinned: dict[int, set[int]]) -> None:
+        """Thread k found on ``cpus``, its slot (by :meth:`settle`, or by a judgment that read it
+        first): pinwise's from now on, counted and reported."""
+        pinned[k] = set(cpus)
+        self.started += 1
+        self.placed_at[k] = self.now
+        self.unreported[k] = sorted(cpus)
 
     def starting(self, k: int) -> bool:
         """Whether thread k has not been settled yet (the library may not have moved it yet)."""
