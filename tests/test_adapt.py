@@ -1074,7 +1074,7 @@ def test_with_the_library_a_new_thread_is_settled_at_its_second_window(tmp_path)
     until then a judgment neither places it nor calls it the program's own."""
     import threading
 
-    from pinwise.adapt.newcomers import Newcomers
+    from pinwise.adapt.newcomers import WAIT_WINDOWS, Newcomers
 
     allowed = sorted(os.sched_getaffinity(0))
     first, second = allowed[:2]
@@ -1091,6 +1091,16 @@ def test_with_the_library_a_new_thread_is_settled_at_its_second_window(tmp_path)
         assert newcomers.settle(tids, pinned, 0.1) == {} and newcomers.starting(2)
         assert newcomers.settle(tids, pinned, 0.2) == {2: [second]} and pinned[2] == {second}
         assert not newcomers.starting(2) and newcomers.young(0.15) == {2} and newcomers.young(0.25) == set()
+        # one that has not run yet keeps its creator's pin (the main thread's: `first`, not its slot):
+        # it waits WAIT_WINDOWS windows past its second before a judgment may call it the program's own
+        del pinned[2]
+        os.sched_setaffinity(started[0], {first})
+        newcomers.ready = newcomers.seen = 2
+        waits = []
+        for at in (0.3, 0.4, 0.5, 0.6, 0.7):
+            assert newcomers.settle(tids, pinned, at) == {} and 2 not in pinned
+            waits.append(newcomers.starting(2))
+        assert waits == [True] * (1 + WAIT_WINDOWS) + [False] * (4 - WAIT_WINDOWS), waits
     finally:
         done.set()
         worker.join()

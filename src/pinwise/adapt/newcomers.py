@@ -23,13 +23,15 @@ gives each thread its slot at creation:
   when it creates it (pthread_attr_setaffinity_np) keeps that one; a process the program forks
   from a thread pinwise pinned gets every allowed CPU back (--adapt places threads, not processes).
 - **At the next window** (:meth:`Newcomers.settle`): a thread on its slot is pinwise's and joins
-  the adaptation (with the library, at the window after the one that first shows it: a new thread
-  waits for a CPU before the library moves it, and until then it has its creator's affinity, which
-  a judgment must neither take for its slot nor for the program's own pinning; the crowding rule
-  also gives it an interval before its pair has to look contended). In a process pinwise attached to (``pin --pid --adapt``) or one that did not load
-  the preload library (statically linked), a new thread whose affinity is one pinwise handed out (a pin or a slot: it inherited its creator's)
-  is moved to its slot, or back to every allowed CPU; a thread the program pins by itself to a CPU
-  pinwise pinned another thread to looks the same from outside, and is placed with the others.
+  the adaptation. With the library, at the window after the one that first shows it (or up to
+  WAIT_WINDOWS later): a new thread waits for a CPU before the library moves it, and until then it
+  has its creator's affinity, which a judgment must neither take for its slot nor for the
+  program's own pinning; the crowding rule also gives it an interval before its pair has to look
+  contended. In a process pinwise attached to (``pin --pid --adapt``) or one that did not load the
+  preload library (statically linked), a new thread whose affinity is one pinwise handed out (a pin
+  or a slot: it inherited its creator's) is moved to its slot, or back to every allowed CPU; a
+  thread the program pins by itself to a CPU pinwise pinned another thread to looks the same from
+  outside, and is placed with the others.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ import os
 from pathlib import Path
 
 from ..cpulist import format_cpulist
+
+
+#: Windows a new thread may stay on a pin of pinwise's (its creator's) under the library, which has
+#: not run it yet, before a judgment may call its affinity the program's own.
+WAIT_WINDOWS = 2
 
 
 class Newcomers:
@@ -55,6 +62,7 @@ class Newcomers:
         self.unreported: dict[int, list[int]] = {}  # found on their slots by a judgment, for the next log record
         self.seen = 0                              # threads seen in a window (creation order)
         self.ready = 0                             # ... and settled (below it: past their start)
+        self.waiting: dict[int, int] = {}          # past it, still on a creator's pin: windows waited
         self.published = ""                        # the file's text
         self.started = 0                           # threads made after a move that started on their slot
         self.library: bool | None = None           # the program loaded the preload library (None: not looked yet)
@@ -120,7 +128,8 @@ class Newcomers:
         # which may be a slot too, so with the library a thread is settled at its second window
         first, upto = self.ready, (self.seen if self.library else len(tids))
         self.ready, self.seen = upto, len(tids)
-        for k in range(first, upto):
+        waited, self.waiting = self.waiting, {}
+        for k in [*waited, *range(first, upto)]:
             tid = tids[k]
             if tid <= 0 or k in pinned:
                 continue
@@ -133,6 +142,11 @@ class Newcomers:
                 self.adopt(k, now, pinned)
                 continue
             if self.library is not False or now >= self.allowed or now not in self.handed:
+                # with the library, a thread still on a pin of pinwise's has not run yet, most likely
+                # (two windows at most more; then a judgment finds it the program's own)
+                pinned_like = not now >= self.allowed and now in self.handed
+                if self.library and pinned_like and waited.get(k, 0) < WAIT_WINDOWS:
+                    self.waiting[k] = waited.get(k, 0) + 1
                 continue  # the library places it (a thread still starting), or the OS, or the program
             try:
                 os.sched_setaffinity(tid, target or self.allowed)
@@ -155,7 +169,7 @@ class Newcomers:
 
     def starting(self, k: int) -> bool:
         """Whether thread k has not been settled yet (the library may not have moved it yet)."""
-        return k >= self.ready
+        return k >= self.ready or k in self.waiting
 
 
 def _slot(first: int, slots: list, k: int) -> frozenset[int] | None:
