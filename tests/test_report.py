@@ -105,6 +105,8 @@ def test_heat_map_text():
     lines = text.splitlines()
     assert len(lines) == 5 and lines[0].startswith("  @@") and "darker" in lines[-1]
     assert "cell" in heat_map_text(np.ones((200, 200))).splitlines()[-1]
+    # nothing recorded: said in words, not drawn as rows of blanks
+    assert heat_map_text(np.zeros((3, 3))) == "(no heat map: no communication was recorded between any two threads)"
 
 
 def neighbours(threads: int) -> np.ndarray:

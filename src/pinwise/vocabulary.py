@@ -35,3 +35,7 @@ AUTO_BACKEND = "auto"
 BACKENDS = (AUTO_BACKEND, "sample", "valgrind")
 #: pinwise analyze --heat-map: drawn in the terminal, or not at all.
 HEAT_MAPS = ("text", "none")
+
+#: The placement `pinwise bench` runs as `pinwise run --adapt` (placed while each run runs), beside
+#: the policies and NAME=SPEC placements (bench.candidates).
+ADAPT = "adapt"

@@ -12,10 +12,9 @@ from ..placement import Placement, resolve
 from ..plan import Plan
 from ..topology import Topology
 from ..topology.symmetry import placement_form
+from ..vocabulary import ADAPT
 
 
-#: The placement made while the program runs (pinwise run --adapt), benched beside the static ones.
-ADAPT = "adapt"
 
 
 @dataclass(frozen=True)

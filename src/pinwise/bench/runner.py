@@ -34,8 +34,9 @@ from ..pinning.readback import thread_count
 from ..plan import Plan
 from ..topology import Topology
 from ..topology import to_json as topology_json
+from ..vocabulary import ADAPT
 from . import db
-from .candidates import ADAPT, Candidate, unique_candidates
+from .candidates import Candidate, unique_candidates
 from .config import BenchConfig
 from .counters import SoftwareCounters, rapl_energy_uj
 from .noise import cpu_times, load_average, run_noise

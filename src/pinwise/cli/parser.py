@@ -8,7 +8,7 @@ import argparse
 from .. import __version__, policies
 from ..numbers import duration_seconds
 from ..policies import CREATOR_AUTO, CREATOR_MODES
-from ..vocabulary import AUTO_BACKEND, AUTO_COMMAND, BACKENDS, HEAT_MAPS
+from ..vocabulary import ADAPT, AUTO_BACKEND, AUTO_COMMAND, BACKENDS, HEAT_MAPS
 from .options import (CONFIDENCE, CREATOR_HELP, MAP_FORMATS, MAX_SEED, MAX_THREADS, OUTPUT_FILE, OUTPUT_FOLDER, Parser,
                       adapt_options, add_export_options, add_kinds_option, add_topology_option, argument_type,
                       mpi_placement_options, placement_options, real, whole)
@@ -188,7 +188,8 @@ def add_measuring_commands(commands) -> None:
     )
     bench.add_argument("--policies", default="os,compact,scatter",
                        help="comma-separated policies, or 'all' (default: os,compact,scatter); policies: "
-                            + policies.help_text())
+                            + policies.help_text() + f"; and {ADAPT}: placed while each run runs, as "
+                            "'pinwise run --adapt' places it")
     bench.add_argument("--placement", action="append", metavar="NAME=CPUS",
                        help="your own placement, a CPU list or likwid expression (repeatable), e.g. together=1,0,0,1")
     bench.add_argument("-r", "--runs", type=whole(1, 100_000), default=35, help="measured runs per placement (default 35, as the papers)")

@@ -169,6 +169,8 @@ SHADES = " .:-=+*#%@"
 def heat_map_text(matrix, size: int = 48) -> str:
     """The matrix in characters, darker for more communication (blocks averaged past `size`)."""
     t = matrix.shape[0]
+    if not matrix.any():  # rows of blanks would read as a rendering fault
+        return "(no heat map: no communication was recorded between any two threads)"
     step = max(1, -(-t // size))
     cells = matrix[: t // step * step or t, : t // step * step or t]
     if step > 1:
