@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 
 from ..cpulist import format_cpulist
+from ..pinning.launcher import PRELOAD_NAME
 
 
 #: Windows a new thread may stay on a pin of pinwise's (its creator's) under the library, which has
@@ -182,6 +183,6 @@ def _has_library(pid: int) -> bool:
     without it, its new threads are placed from outside, as in a process pinwise attached to."""
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-            return any(line.rstrip().endswith("/libpinwise_preload.so") for line in maps)
+            return any(line.rstrip().endswith("/" + PRELOAD_NAME) for line in maps)
     except OSError:
         return True  # gone, or not ours to read: nothing to place from outside either

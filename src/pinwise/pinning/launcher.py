@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 #: ``pinwise run`` (the Path forms below load it on first use).
 _NATIVE = os.environ.get("PINWISE_NATIVE_DIR",
                          os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "_native"))
-_PRELOAD = os.path.join(_NATIVE, "libpinwise_preload.so")
-_PATHS = {"NATIVE_DIR": "", "PRELOAD_LIBRARY": "libpinwise_preload.so", "API_LIBRARY": "libpinwise.so",
+#: The preload library's file name (a process that loaded it maps it under this name).
+PRELOAD_NAME = "libpinwise_preload.so"
+_PRELOAD = os.path.join(_NATIVE, PRELOAD_NAME)
+_PATHS = {"NATIVE_DIR": "", "PRELOAD_LIBRARY": PRELOAD_NAME, "API_LIBRARY": "libpinwise.so",
           "API_HEADER": "include/pinwise.h"}
 
 
