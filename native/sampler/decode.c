@@ -525,7 +525,8 @@ static void forget_functions(struct pw_decoder *d)
         free(d->functions[i].insns);
     /* cleared only when used: the reset at the program's exec, before any sample, wrote the whole
        cache (1.5 MiB, calloc'ed and so not yet in memory) while the program started: some 400 page
-       faults in its first milliseconds, a quarter of the sampler's CPU in a 0.4 s run */
+       faults in its first milliseconds (the sampler's CPU while a 0.4 s private run ran, median of 8
+       under perf: 38 ms before, 35 ms after) */
     if (d->nfunctions)
         memset(d->functions, 0, d->function_slots * sizeof *d->functions);
     if (d->ips_used)

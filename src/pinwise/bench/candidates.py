@@ -15,8 +15,6 @@ from ..topology.symmetry import placement_form
 from ..vocabulary import ADAPT
 
 
-
-
 @dataclass(frozen=True)
 class Candidate:
     """One placement under test: a policy name or a user's NAME=SPEC placement."""
