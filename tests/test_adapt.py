@@ -217,13 +217,19 @@ def _adapt_attached(program: subprocess.Popen, threads: int, duration: str, log:
 
 def _second_round_placed_by_pinwise(out: str, records: list[dict]) -> None:
     """Half a second in, each worker of pair_rounds.c's second round is where pinwise put it: its
-    slot from the first round's last move, or a later move's CPU."""
+    slot from the first round's last move, the CPUs the log's `new threads` record says pinwise gave
+    it at its first window (the template the adapter holds then, which a release at the round's end
+    remakes too), or a later move's CPU."""
     template = _template(records, set(os.sched_getaffinity(0)))
     later = _second_round(out, "later")
     assert sorted(later) == [0, 1, 2, 3], out
+    moves = [{k: r[k] for k in ("t", "decision", "event", "cpus", "tids", "threads") if k in r}
+             for r in records if r.get("decision") in (*PLACED, "released") or r.get("event") == "new threads"]
     for j, cpus in later.items():
         placed = [{r["cpus"][5 + j]} for r in records if r.get("decision") in PLACED and len(r["tids"]) > 5 + j]
-        assert cpus == template[j] or cpus in placed, (j, cpus, template, records)
+        placed += [set(given) for r in records if r.get("event") == "new threads"
+                   for k, given in zip(r["threads"], r["cpus"]) if k == 5 + j]
+        assert cpus == template[j] or cpus in placed, (j, cpus, template, moves)
 
 
 def test_threads_made_after_a_move_in_a_statically_linked_program_are_placed_at_the_next_window(tmp_path, build_dir):
