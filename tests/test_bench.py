@@ -249,7 +249,7 @@ def test_a_time_regex_reads_the_unit_printed_with_the_number(tmp_path):
 
 
 @pytest.mark.parametrize("arguments, words", [
-    (["--policies", "fastest"], ["unknown placement", "or adapt", "--placement NAME=SPEC"]),
+    (["--policies", "fastest"], ["unknown policy", "or adapt", "--placement NAME=SPEC"]),
     (["-r", "0"], ["at least 1"]),
     (["--policies", "locality"], ["--comm"]),
     (["--placement", "broken"], ["NAME=CPUS"]),

@@ -45,7 +45,7 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
             continue
         if name != policies.AUTO:
             if not policies.is_policy(name):  # lookup's message names map's --mapping, which bench has not
-                raise PinwiseError(f"unknown placement {name!r}: choose one of "
+                raise PinwiseError(f"unknown policy {name!r}: choose one of "
                                    f"{', '.join(policies.names(with_auto=True))}, or {ADAPT} (placed while each run "
                                    "runs); your own CPUs or a mapping file go in --placement NAME=SPEC")
             name = policies.lookup(name).name
