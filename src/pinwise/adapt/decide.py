@@ -68,7 +68,7 @@ class Adapter(Payoff):
         self.moves, self.phases = [], []          # Moves made; phases seen, (since s, pattern)
         self.ran_on: dict[int, set[int]] = {}
         self.now_cpus: list[int | None] = []     # where the threads ran at the last judgment
-        self.last_pattern: str | None = None
+        self.last_pattern, self.own_pins = None, None  # the last judgment's pattern; tids found pinning themselves
         self.gave_up: tuple[float, int] | None = None  # (s, threads made): too many were (run.feed_window)
         self.pattern_since = (0.0, 0)             # when the span that first showed it began (s, monotonic ns)
         self.sharing: list[tuple[int, int]] = []  # contending pairs pinwise put on one CPU (the plan had not)
@@ -147,7 +147,7 @@ class Adapter(Payoff):
         # a pending move is confirmed on fresh events; in the first intervals, before any move, the
         # first placement is wanted early (a thread that creates the others is busy in the first
         # tick, and no pair looks contended yet): any fresh events judged
-        warming = not self.moves and tick.end_s < WARM_UP * self.interval
+        warming = not self.moves and tick.end_s < WARM_UP * self.interval and self.own_pins != tuple(tick.tids)
         stale = not (self.streak or warming)
         # the watchpoint budget back, in a burst (the sampler's BURST_SHARE), as soon as the newest
         # tick's meetings (at the clock's rate: Window.met), or the newest ticks' events (not those
@@ -307,8 +307,8 @@ class Adapter(Payoff):
         by_os = [k for k in alive if k not in self.left_alone and k not in self.pinned]
         if not crowding and events >= MIN_EVENTS and not matrix[[k for k in alive if k not in self.left_alone]].any():
             # the threads that share data pin themselves, the others share nothing: no plan is made
-            # (the blog's program pinned by hand: a plan and held-out halves each judgment, CPU time)
-            self.streak = 0
+            # (hand-pinned: a plan each judgment, CPU time); until threads come or go, none early in the warm-up
+            self.streak, self.own_pins = 0, tuple(window.tids)
             self._record(**record, pattern=pattern, policy=policy, decision="stay",
                          why="the threads that share data pin themselves")
             return
