@@ -217,13 +217,13 @@ def is_policy(name: str) -> bool:
     return name.strip().lower() in _BY_ALIAS or name.strip().lower() == AUTO
 
 
-def lookup(name: str) -> Policy:
-    """The policy called ``name`` (case and aliases allowed), or one clear error listing them all."""
+def lookup(name: str, otherwise: str = "or pass a mapping file from 'pinwise map' with --mapping") -> Policy:
+    """The policy called ``name`` (case and aliases allowed), or one clear error listing them all,
+    then ``otherwise``: what else the command takes instead of a policy."""
     key = name.strip().lower()
     if key in _BY_ALIAS:
         return _BY_ALIAS[key]
-    raise PinwiseError(f"unknown policy {name!r}: choose one of {', '.join(names(with_auto=True))}, "
-                       "or pass a mapping file from 'pinwise map' with --mapping")
+    raise PinwiseError(f"unknown policy {name!r}: choose one of {', '.join(names(with_auto=True))}, {otherwise}")
 
 
 def help_text() -> str:

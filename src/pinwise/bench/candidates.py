@@ -43,12 +43,9 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
         if name == ADAPT:
             candidates.append(Candidate(ADAPT, None, adapt=True))
             continue
-        if name != policies.AUTO:
-            if not policies.is_policy(name):  # lookup's message names map's --mapping, which bench has not
-                raise PinwiseError(f"unknown policy {name!r}: choose one of "
-                                   f"{', '.join(policies.names(with_auto=True))}, or {ADAPT} (placed while each run "
-                                   "runs); your own CPUs or a mapping file go in --placement NAME=SPEC")
-            name = policies.lookup(name).name
+        if name != policies.AUTO:  # bench has no --mapping: its own placements go in --placement
+            name = policies.lookup(name, f"or {ADAPT} (placed while each run runs); your own CPUs or a mapping "
+                                         "file go in --placement NAME=SPEC").name
         plan = resolve(Placement(policy=name, threads=threads), topology, comm)
         if name != policies.AUTO and policies.lookup(name).redrawn:
             candidates.append(Candidate(name, None, random_threads=plan.nb_slots))
