@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -66,9 +67,27 @@ def test_the_adaptive_placement_is_benched_beside_the_static_ones(tmp_path):
     rows = runs(open_db(db_path, create=False), 1)
     adapted = [r for r in rows if r.policy == "adapt"]
     assert all(r.placement == "adapt" and r.failure is None and r.program_time > 0 for r in adapted), adapted
-    assert "adapt ran" in result.stdout
+    # what it did is kept with each run (the placements it applied) and said under the table
+    assert all(r.moves is not None and r.moves >= 0 for r in adapted), adapted
+    assert all(r.moves is None and r.adapt_note is None for r in rows if r.policy == "os"), rows
+    assert "adapt ran" in result.stdout and re.search(r"^adapt applied \d+", result.stdout, re.M), result.stdout
     leftover = subprocess.run(["pgrep", "-f", "pinwise-sample"], capture_output=True, text=True)
     assert leftover.stdout == "", leftover.stdout
+
+
+def test_an_adaptive_run_that_sees_nothing_is_said_not_judged_silently(tmp_path):
+    """A shell around the program: the threads are in a child process, which --adapt does not
+    place. Each adapt run keeps why, and the bench says so under its verdict, so that "no
+    difference" is not read as "nothing to gain"."""
+    db_path = str(tmp_path / "shell.db")
+    patterns = str(NATIVE_DIR / "bin" / "patterns")
+    result = run_pinwise("bench", "--db", db_path, "-r", "2", "--policies", "os,adapt", "--quiet", "--", "sh", "-c",
+                         f"{patterns} pairs -n 4 -i 60000; true", timeout=600)
+    assert result.returncode == 0, result.stderr
+    adapted = [r for r in runs(open_db(db_path, create=False), 1) if r.policy == "adapt"]
+    assert len(adapted) == 2 and all(r.moves == 0 and "child process" in (r.adapt_note or "") for r in adapted), adapted
+    assert "warning: adapt could not place the threads by what they share in 2 of its 2 runs" in result.stdout, \
+        result.stdout
 
 
 def test_runs_are_interleaved_in_shuffled_blocks(tmp_path):

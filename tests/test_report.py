@@ -21,7 +21,7 @@ from rich.console import Console
 from pinwise import stats
 from pinwise.bench import BenchOptions, build_candidates, db, run_bench
 from pinwise.report import summarize
-from pinwise.report.terminal import heat_map_text, hyperfine_lines, summary_table
+from pinwise.report.terminal import conclusion_line, heat_map_text, hyperfine_lines, summary_table
 from pinwise.topology import load_topology
 
 TOPOLOGY = load_topology("pack:1 core:2 pu:1")
@@ -322,6 +322,56 @@ def test_a_gain_of_the_mean_alone_is_one_verdict_in_every_output(tmp_path):
     assert csv_row["verdict"] == "one test"
     found = next(r for r in json.loads(out["json"])["experiments"][0]["results"] if r["policy"] == "steady")
     assert found["verdict"] == "one test" and found["verdict_text"].startswith("faster by the mean test only")
+
+
+def test_without_the_os_placement_the_advice_keeps_the_baseline_that_was_measured(tmp_path):
+    """An experiment without ``os`` has its first placement as baseline: when nothing beats it, the
+    advice is to keep that placement, not "the OS placement", which was never measured."""
+    same = [1.0 + 0.001 * (i % 10) for i in range(12)]
+    candidates = build_candidates([], ["first=0", "second=1"], TOPOLOGY, None)
+    path = str(tmp_path / "b.db")
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(12, progress=False, seed=1),
+                           runner=PlantedProgram({"0": same, "1": list(reversed(same))}))
+    connection = db.open_db(path, create=False)
+    try:
+        summary = summarize(connection, experiment)
+    finally:
+        connection.close()
+    assert summary.baseline == "first"
+    assert conclusion_line(summary) == "no placement is significantly faster than first: keep first"
+
+
+def test_what_adapt_did_in_its_runs_is_said_under_the_verdicts(tmp_path):
+    """adapt's runs keep the placements each applied and why one could not place by what the threads
+    share: the summary gives the fewest, median and most, and counts the runs that saw nothing, in
+    the terminal and in every export's notes."""
+    moves = iter([0, 2, 1, 1])
+    notes = iter([None, None, "100% of the samples were in 1 child process(es)", None])
+
+    def runner(argv, plan, pattern, timeout, counters):
+        run = PlantedProgram({"0": [1.0] * 4})(argv, plan, pattern, timeout, counters) if plan else None
+        if run is not None:
+            return run
+        return replace(PlantedProgram({"os": [1.0] * 4})(argv, None, pattern, timeout, counters), placement="adapt",
+                       moves=next(moves), adapt_note=next(notes))
+
+    candidates = build_candidates(["adapt"], ["mine=0"], TOPOLOGY, None)
+    path = str(tmp_path / "a.db")
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(4, progress=False, seed=1),
+                           runner=runner)
+    connection = db.open_db(path, create=False)
+    try:
+        summary = summarize(connection, experiment)
+    finally:
+        connection.close()
+    adapt, mine = summary.result("adapt"), summary.result("mine")
+    assert adapt.moves == (0, 1.0, 2) and adapt.shortcomings == (1, "100% of the samples were in 1 child process(es)")
+    assert mine.moves is None and mine.shortcomings is None
+    out = every_output(tmp_path, summary)
+    assert "adapt applied 0 to 2 placements a run (median 1)" in out["terminal"]
+    assert ("warning: adapt could not place the threads by what they share in 1 of its 4 runs: 100% of the samples "
+            "were in 1 child process(es)") in out["terminal"]
+    assert "adapt applied 0 to 2 placements a run" in json.loads(out["json"])["experiments"][0]["notes"][0]
 
 
 def test_one_placement_under_two_names_is_run_once_with_one_verdict(tmp_path):

@@ -288,6 +288,27 @@ def _fewer(deepest: int) -> str:
     return f"{first}x" if deepest <= first else f"{first}x to {deepest}x"
 
 
+def shortcomings(result: AdaptResult) -> list[str]:
+    """What kept an adaptive run from placing the program's threads by what they share, in words:
+    code it could not decode, work in child processes it does not follow, more threads than it
+    follows (empty when nothing did). Said after the run, and kept with a bench's adapt runs: a
+    run that saw nothing reads as "nothing to gain" otherwise."""
+    found = []
+    unseen = blind({"decoded_samples": result.decoded_samples, "untabled": result.untabled},
+                   "--adapt cannot place its threads by it")
+    if unseen:
+        found.append(unseen)
+    if result.child_share >= 0.5:
+        found.append(f"{result.child_share:.0%} of the samples were in {result.child_processes} child process(es), "
+                     "whose threads --adapt does not place: run it on the program that creates the threads (not a "
+                     "shell or launcher around it)")
+    if result.gave_up is not None:
+        found.append(f"adapting stopped at {result.gave_up[0]:.1f} s: the program had made {result.gave_up[1]:,} "
+                     f"threads, more than --adapt follows ({MAX_THREADS_FOLLOWED:,}); from then on the threads ran "
+                     "where they were, and new ones started on the last move's slots (or where the OS put them)")
+    return found
+
+
 def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     """What ``pinwise run --adapt`` prints at the end."""
     judged = (f"{result.windows} judgment{'' if result.windows == 1 else 's'} of {result.ticks} "
@@ -296,14 +317,7 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
-    unseen = blind({"decoded_samples": result.decoded_samples, "untabled": result.untabled},
-                   "--adapt cannot place its threads by it")
-    if unseen:  # blind, not "nothing to gain"
-        lines.append(f"warning: {unseen}")
-    if result.child_share >= 0.5:  # the work ran where --adapt does not look: say so, not "nothing to gain"
-        lines.append(f"warning: {result.child_share:.0%} of the samples were in {result.child_processes} child "
-                     "process(es), whose threads --adapt does not place: run it on the program that creates the "
-                     "threads (not a shell or launcher around it)")
+    lines += [f"warning: {why}" for why in shortcomings(result)]
     saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no watchpoint "
              "saw a thread touch another's data"] if result.quiet_s >= 0.05 else []
     if result.rationed_s >= 0.05:
@@ -314,11 +328,6 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
         saved.append(f"watchpoints at a quarter of their budget for {result.steady_s:.1f} s, while {held}")
     if saved:
         lines.append("the sampler spared the program: " + "; ".join(saved))
-    if result.gave_up is not None:
-        lines.append(f"warning: adapting stopped at {result.gave_up[0]:.1f} s: the program had made "
-                     f"{result.gave_up[1]:,} threads, more than --adapt follows ({MAX_THREADS_FOLLOWED:,}); "
-                     "from then on the threads ran where they were, and new ones started on the last move's "
-                     "slots (or where the OS put them)")
     if result.phases:
         lines.append("phases seen: " + ", ".join(f"{pattern} from {at:.1f} s" for at, pattern in result.phases))
     for move in result.moves:
@@ -349,7 +358,8 @@ class BackgroundAdapter:
         check_sampler()
         self.stream = folder / "windows.txt"
         self.stream.touch()
-        self.command = [str(SAMPLER), "--out", str(folder / "sampled.txt"),
+        self.out = folder / "sampled.txt"
+        self.command = [str(SAMPLER), "--out", str(self.out),
                         *_sampling(self.stream, interval, len(topology.allowed))]
         find_program(argv)  # it can start: said now, not by the sampler
         self.adapter = Adapter(topology, policy, None, say=lambda text: None, interval=interval)
@@ -387,3 +397,10 @@ class BackgroundAdapter:
         self.done.set()
         if self.thread.is_alive():
             self.thread.join(timeout=10)
+
+    def outcome(self) -> tuple[int, str | None]:
+        """After :meth:`stop`: the placements the run applied, and its :func:`shortcomings` in one
+        line (None when there were none)."""
+        adapter = self.adapter
+        result = AdaptResult(gave_up=adapter.gave_up, **_result_facts(self.out))
+        return len(adapter.moves), "; ".join(shortcomings(result)) or None

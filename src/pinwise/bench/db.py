@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS runs (
     all_cpu REAL,
     threads INTEGER,
     slots INTEGER,
+    moves INTEGER,
+    adapt_note TEXT,
     UNIQUE (experiment, block, policy, warmup)
 );
 """
@@ -118,6 +120,10 @@ class Run:
     warmup: int = 0
     position: int | None = None
     seed: int | None = None
+    #: An ``adapt`` run (pinwise.adapt): the placements it applied, and what kept it from placing the
+    #: threads as asked, in words (None: it saw the whole program; both None for a static placement).
+    moves: int | None = None
+    adapt_note: str | None = None
     #: The end of what the program printed: not stored, for the messages of the run that just ended.
     output_tail: str = field(default="", compare=False, metadata={"stored": False})
 
@@ -130,7 +136,7 @@ class Run:
 RUN_FIELDS = tuple(f.name for f in fields(Run) if f.metadata.get("stored", True))
 #: Columns added after the first release: (name, SQL type), added to older databases on open.
 ADDED_COLUMNS = (("load1", "REAL"), ("others_cpu", "REAL"), ("steal_cpu", "REAL"), ("all_cpu", "REAL"),
-                 ("threads", "INTEGER"), ("slots", "INTEGER"))
+                 ("threads", "INTEGER"), ("slots", "INTEGER"), ("moves", "INTEGER"), ("adapt_note", "TEXT"))
 #: The same for the experiments table.
 ADDED_EXPERIMENT_COLUMNS = (("host", "TEXT"),)
 REQUIRED_RUN_COLUMNS = ("experiment",) + tuple(f for f in RUN_FIELDS if f not in dict(ADDED_COLUMNS))
@@ -499,4 +505,5 @@ _RUN_CHECKS = {
     "threads": lambda v: _number(v, optional=True, whole=True), "slots": lambda v: _number(v, optional=True, whole=True),
     "policy": _text, "warmup": lambda v: v in (0, 1), "position": lambda v: _number(v, optional=True, whole=True),
     "seed": lambda v: _number(v, optional=True, whole=True),
+    "moves": lambda v: _number(v, optional=True, whole=True), "adapt_note": lambda v: _text(v, optional=True),
 }

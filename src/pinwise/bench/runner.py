@@ -58,7 +58,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
     with temporary_folder("bench") as tmp:
         log_path = str(Path(tmp) / "threads.log")
         env = preload_environment(plan, log_path)
-        adapter = None
+        adapter = moves = adapt_note = None
         if adapt is not None:
             from ..adapt import BackgroundAdapter
 
@@ -103,6 +103,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                     watchdog.cancel()
                 if adapter is not None:
                     adapter.stop()
+                    moves, adapt_note = adapter.outcome()
                 if process is not None:
                     kill_session(process.pid)  # what the program left running, whatever process groups it made
                     if guard is not None:
@@ -151,7 +152,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         placement=(ADAPT if adapt is not None else policies.BASELINE) if plan is None else plan.cpulist(), load1=load,
         output_tail=stdout[-STDERR_TAIL:],
         threads=thread_count(read_back) if read_back.processes else None,
-        slots=None if plan is None else plan.nb_slots,
+        slots=None if plan is None else plan.nb_slots, moves=moves, adapt_note=adapt_note,
         **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
 
 

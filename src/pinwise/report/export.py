@@ -125,10 +125,10 @@ def _speedup(value, low, high) -> str:
 
 def notes(summary: ExperimentSummary) -> list[str]:
     """What the terminal prints under an experiment's table beside the verdicts: the machine's
-    noise (a busy machine's warning) and the conclusion."""
-    from .terminal import conclusion_line, noise_lines
+    noise (a busy machine's warning), what an adapt placement did, and the conclusion."""
+    from .terminal import adapt_lines, conclusion_line, noise_lines
 
-    return [*noise_lines(summary), conclusion_line(summary)]
+    return [*noise_lines(summary), *adapt_lines(summary), conclusion_line(summary)]
 
 
 def _md_code(text: str) -> str:

@@ -68,6 +68,10 @@ class PolicyResult:
     #: The fewest and most threads its good runs ran (read back), and the plan's slots
     threads: tuple[int, int] | None = None
     slots: int | None = None
+    #: An adapt placement's good runs: the fewest, median and most placements one applied, and how
+    #: many of them could not place the threads by what they share, with the first one's reason
+    moves: tuple[int, float, int] | None = None
+    shortcomings: tuple[int, str] | None = None
 
     @property
     def fewer_threads(self) -> bool:
@@ -202,7 +206,10 @@ def _measured(name: str, mine: list[db.Run], use_program_time: bool, planned: st
         migrations=_median(r.migrations for r in good), context_switches=_median(r.context_switches for r in good),
         max_rss_kb=_median(r.max_rss_kb for r in good), misplaced_runs=sum(1 for r in good if r.misplaced),
         threads=(min(counts), max(counts)) if (counts := [r.threads for r in good if r.threads is not None]) else None,
-        slots=next((r.slots for r in good if r.slots is not None), None))
+        slots=next((r.slots for r in good if r.slots is not None), None),
+        moves=(min(moves), float(np.median(moves)), max(moves)) if (moves := [r.moves for r in good
+                                                                            if r.moves is not None]) else None,
+        shortcomings=(len(notes), notes[0]) if (notes := [r.adapt_note for r in good if r.adapt_note]) else None)
 
 
 def _compared(base: PolicyResult, result: PolicyResult, confidence: float, seed: int) -> PolicyResult:

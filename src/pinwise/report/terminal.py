@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .. import policies
 from ..stats import OUTLIER_Z, format_interval, format_level
 from ..streams import plain
 from .summary import (ExperimentSummary, OverallRow, fmt_range, fmt_seconds, fmt_variance, machine_line,
@@ -82,7 +83,27 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
         lines.append("the program ran fewer threads than the plan (slots that placed nothing): " + ", ".join(
             f"{p.name} ({thread_range(p.threads)} of {p.slots} slots)" for p in fewer))
     lines.extend(noise_lines(summary))
+    lines.extend(adapt_lines(summary))
     lines.append(conclusion_line(summary))
+    return lines
+
+
+def adapt_lines(summary: ExperimentSummary) -> list[str]:
+    """What the adapt placement did in its runs: the placements it applied, and the runs in which it
+    could not place the threads by what they share (its time is then the OS's placement's, not a
+    verdict on adapting)."""
+    lines = []
+    for p in summary.policies:
+        if p.moves is not None:
+            fewest, median, most = p.moves
+            if fewest == most:
+                lines.append(f"{p.label} applied {fewest} placement{'' if fewest == 1 else 's'} in each run")
+            else:
+                lines.append(f"{p.label} applied {fewest} to {most} placements a run (median {median:g})")
+        if p.shortcomings is not None:
+            count, first = p.shortcomings
+            lines.append(f"warning: {p.label} could not place the threads by what they share in {count} of its "
+                         f"{len(p.times)} runs: {first}")
     return lines
 
 
@@ -92,10 +113,12 @@ def conclusion_line(summary: ExperimentSummary) -> str:
     if base is None or not len(base.times):
         return f"no verdict: the baseline {summary.baseline} has no successful run"
     unsure = [p.label for p in summary.policies if p.verdict.kind == "one test"]
-    advice = f"no placement is significantly faster than {summary.baseline}: keep the OS placement"
+    # the baseline is the OS's placement where it was measured, else the experiment's first placement
+    keep = "the OS placement" if summary.baseline == policies.BASELINE else summary.baseline
+    advice = f"no placement is significantly faster than {summary.baseline}: keep {keep}"
     if unsure:
         advice = (f"no placement is faster by both tests: {', '.join(unsure)} by one test only; measure more runs "
-                  "before choosing, or keep the OS placement")
+                  f"before choosing, or keep {keep}")
 
     def best(winner) -> str:
         text = f"best: {winner.label} (CPUs {winner.placement})"
