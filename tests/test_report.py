@@ -27,17 +27,22 @@ from pinwise.topology import load_topology
 TOPOLOGY = load_topology("pack:1 core:2 pu:1")
 
 
-def boundary_summary(tmp_path, seed: int):
-    """os against a placement 3% faster under 3% noise, 12 runs each: close to the edge."""
-    candidates = build_candidates(["os"], ["near=0"], TOPOLOGY, None)
-    path = str(tmp_path / f"boundary{seed}.db")
-    program = FakeProgram({"os": 1.0, "0": 0.97, "other": 1.0}, 0.03, seed=seed)
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(12, progress=False), runner=program)
+def benched(path: str, candidates, runner, options: BenchOptions):
+    """The summary of a bench of ``candidates`` whose runs ``runner`` makes, written to ``path``."""
+    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, options, runner=runner)
     connection = db.open_db(path, create=False)
     try:
         return summarize(connection, experiment)
     finally:
         connection.close()
+
+
+def boundary_summary(tmp_path, seed: int):
+    """os against a placement 3% faster under 3% noise, 12 runs each: close to the edge."""
+    candidates = build_candidates(["os"], ["near=0"], TOPOLOGY, None)
+    path = str(tmp_path / f"boundary{seed}.db")
+    program = FakeProgram({"os": 1.0, "0": 0.97, "other": 1.0}, 0.03, seed=seed)
+    return benched(path, candidates, program, BenchOptions(12, progress=False))
 
 
 def test_significant_never_stands_beside_an_interval_containing_one(tmp_path):
@@ -204,13 +209,7 @@ def test_printed_times_below_the_clocks_resolution_fall_back_to_wall_time(tmp_pa
 
     candidates = build_candidates(["os"], ["one=0"], TOPOLOGY, None)
     path = str(tmp_path / "coarse.db")
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path,
-                           BenchOptions(6, time_regex="= *([0-9.]+)", progress=False), runner=quantised)
-    connection = db.open_db(path, create=False)
-    try:
-        summary = summarize(connection, experiment)
-    finally:
-        connection.close()
+    summary = benched(path, candidates, quantised, BenchOptions(6, time_regex="= *([0-9.]+)", progress=False))
     assert summary.metric == "wall time (the printed times are too coarse: 12 runs printed 0 or less)"
     assert summary.result("one").median.speedup == pytest.approx(1.5)
     assert all(line.isprintable() for line in hyperfine_lines(summary))
@@ -273,13 +272,7 @@ def planted_summary(tmp_path, times: dict[str, list[float]], placements: list[st
     candidates = build_candidates(["os"], placements, TOPOLOGY, None)
     path = str(tmp_path / f"{name}.db")
     runs = len(next(iter(times.values())))
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(runs, progress=False, seed=1),
-                           runner=PlantedProgram(times, busy))
-    connection = db.open_db(path, create=False)
-    try:
-        return summarize(connection, experiment)
-    finally:
-        connection.close()
+    return benched(path, candidates, PlantedProgram(times, busy), BenchOptions(runs, progress=False, seed=1))
 
 
 def every_output(tmp_path, summary) -> dict[str, str]:
@@ -330,13 +323,8 @@ def test_without_the_os_placement_the_advice_keeps_the_baseline_that_was_measure
     same = [1.0 + 0.001 * (i % 10) for i in range(12)]
     candidates = build_candidates([], ["first=0", "second=1"], TOPOLOGY, None)
     path = str(tmp_path / "b.db")
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(12, progress=False, seed=1),
-                           runner=PlantedProgram({"0": same, "1": list(reversed(same))}))
-    connection = db.open_db(path, create=False)
-    try:
-        summary = summarize(connection, experiment)
-    finally:
-        connection.close()
+    summary = benched(path, candidates, PlantedProgram({"0": same, "1": list(reversed(same))}),
+                      BenchOptions(12, progress=False, seed=1))
     assert summary.baseline == "first"
     assert conclusion_line(summary) == "no placement is significantly faster than first: keep first"
 
@@ -357,13 +345,7 @@ def test_what_adapt_did_in_its_runs_is_said_under_the_verdicts(tmp_path):
 
     candidates = build_candidates(["adapt"], ["mine=0"], TOPOLOGY, None)
     path = str(tmp_path / "a.db")
-    experiment = run_bench(["/bin/true"], candidates, TOPOLOGY, path, BenchOptions(4, progress=False, seed=1),
-                           runner=runner)
-    connection = db.open_db(path, create=False)
-    try:
-        summary = summarize(connection, experiment)
-    finally:
-        connection.close()
+    summary = benched(path, candidates, runner, BenchOptions(4, progress=False, seed=1))
     adapt, mine = summary.result("adapt"), summary.result("mine")
     assert adapt.moves == (0, 1.0, 2) and adapt.shortcomings == (1, "100% of the samples were in 1 child process(es)")
     assert mine.moves is None and mine.shortcomings is None
