@@ -84,6 +84,9 @@ def test_places_in_the_cli():
     assert_clean_failure(run_pinwise("run", "-t", topology, "--policy", "compact", "--places", "cores", "--print"),
                          "--places goes with")
     assert_clean_failure(run_pinwise("run", "-t", topology, "--cpus", "{0:4}:70000", "--print"), "OMP_PLACES")
+    for counted in ("cores(0)", "threads(0)", "sockets( 0 )"):  # no places to put a thread on: refused, as libgomp does
+        assert_clean_failure(run_pinwise("run", "-t", topology, "--policy", "close", "--places", counted, "--print"),
+                             "a count of 0 places")
 
 
 @pytest.mark.parametrize("text, answer", [("cores", True), ("numa_domains(2)", True), ("{0,8}", True),

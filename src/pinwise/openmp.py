@@ -40,6 +40,9 @@ def places(text: str, topology: Topology) -> list[tuple[int, ...]]:
     """The places OMP_PLACES=``text`` gives on ``topology``, each a tuple of PU OS indices."""
     abstract = _ABSTRACT.match(text)
     if abstract:
+        if abstract[2] is not None and int(abstract[2]) == 0:  # libgomp refuses it too
+            raise PinwiseError(f"OMP_PLACES {text!r}: a count of 0 places (give at least 1, e.g. "
+                               f"{abstract[1].lower()}(2), or the name alone for all of them)")
         found = _abstract(abstract[1].lower(), topology)
         return found[:int(abstract[2])] if abstract[2] is not None else found
     listed = _Parser(text).place_list()
