@@ -45,8 +45,9 @@ def test_every_run_is_recorded_under_its_placement_and_read_back(tmp_path):
     assert {r.policy: r.placement for r in rows} == {"os": "os", "together": "1,0,0,1", "apart": "1,0,1,0"}
     assert all(r.failure is None and r.misplaced == 0 and r.program_time > 0 for r in rows)
     assert all(r.migrations is not None and r.user >= 0 and r.max_rss_kb > 0 for r in rows)
-    # /proc/stat counts 10 ms ticks: a short run may see none, the bench's sum does.
-    assert all(0 <= r.others_cpu <= r.all_cpu for r in rows) and sum(r.all_cpu for r in rows) > 0
+    # /proc/stat counts 10 ms ticks: a short run may see none, the bench's sum does; what others used
+    # is kept as the ticks round it, either way (bench/noise.py), never past what passed
+    assert all(r.others_cpu <= r.all_cpu for r in rows) and sum(r.all_cpu for r in rows) > 0
     connection = open_db(db_path, create=False)
     summary = summarize(connection, experiments(connection)[0])
     connection.close()

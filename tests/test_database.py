@@ -18,6 +18,7 @@ import pytest
 from conftest import PINWISE, FakeProgram, assert_clean_failure, eventually, need, run_pinwise
 
 from pinwise.bench import BenchOptions, build_candidates, db, run_bench
+from pinwise.bench.noise import BUSY_SHARE, CpuTimes, run_noise, summarize_noise
 from pinwise.bench.runner import TIMEOUT_FACTOR, TIMEOUT_FLOOR, default_timeout
 from pinwise.cli import main
 from pinwise.errors import PinwiseError
@@ -113,6 +114,31 @@ def test_damaged_rows_are_named_and_skipped(tmp_path, capsys):
         assert len(db.runs(connection, 1)) == len(ids) - 3
     finally:
         connection.close()
+
+
+def test_what_others_used_is_kept_as_the_ticks_round_it_and_summed_unbiased(tmp_path):
+    """/proc/stat counts 10 ms ticks: a 5 ms run's remainder (busy time less the program's and
+    pinwise's) is rounding, either way. It is kept signed, read back as a good run, and the bench's
+    sum cancels it out; clipped at zero run by run, it only added, and an idle machine read busy."""
+
+    rounded = [run_noise(CpuTimes(1.0, 0.0, 10.0), CpuTimes(1.0 + busy, 0.0, 10.02), 0.005)
+               for busy in (0.0, 0.01, 0.0, 0.01, 0.0, 0.01, 0.01, 0.0)]
+    assert min(r["others_cpu"] for r in rounded) == pytest.approx(-0.005)
+    path = make_db(tmp_path / "r.db")
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE runs SET others_cpu = ?", (rounded[0]["others_cpu"],))
+    connection = db.open_db(path, create=False)
+    try:
+        rows = db.runs(connection, 1)
+    finally:
+        connection.close()
+    assert rows and not connection.problems and all(r.others_cpu == pytest.approx(-0.005) for r in rows)
+    runs = [db.Run("2026-01-01T00:00:00", 0.005, None, 0.005, 0.0, 1, 0, 1, None, 0, None, 0, "os", 0.1, **r)
+            for r in rounded]
+    noise = summarize_noise(runs, [[0.005] * len(runs)])
+    assert noise.others == pytest.approx(0.0) and not noise.busy  # as much rounded up as down: nothing
+    clipped = sum(max(0.0, r["others_cpu"]) for r in rounded) / sum(r["all_cpu"] for r in rounded)
+    assert clipped > BUSY_SHARE / 2  # what the old clipping read from nothing: an eighth of the machine
 
 
 @pytest.mark.parametrize("column, value, words", [

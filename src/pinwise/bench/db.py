@@ -8,13 +8,15 @@ Tables:
       several programs live side by side; a bench resumes the one of its command and configuration.
   runs(id, experiment, block, policy, warmup, position, placement, seed, started, wall, program_time,
        user, sys, max_rss_kb, migrations, context_switches, energy_j, exit_status, failure, misplaced,
-       load1, others_cpu, steal_cpu, all_cpu, threads, slots)
+       load1, others_cpu, steal_cpu, all_cpu, threads, slots, moves, adapt_note)
       one row per run; (experiment, block, policy, warmup) is unique, which is what makes a
-      re-run resume instead of repeating. Times in seconds; failure is NULL for a good run. The last
-      four say how busy the machine was (bench/noise.py): the load average at the start of the
-      run, and the CPU seconds other processes used, the hypervisor stole, and that passed on all
-      CPUs during it. threads: how many threads the program ran, each taking a slot of the plan
-      (its main program's, launchers aside), against the plan's slots. Databases written before
+      re-run resume instead of repeating. Times in seconds; failure is NULL for a good run. load1 to
+      all_cpu say how busy the machine was (bench/noise.py): the load average at the start of the
+      run, and the CPU seconds other processes used (a little below zero where the kernel's ticks
+      rounded that way), the hypervisor stole, and that passed on all CPUs during it. threads: how
+      many threads the program ran, each taking a slot of the plan (its main program's, launchers
+      aside), against the plan's slots. moves and adapt_note: an adapt run's placements applied and
+      what kept it from placing the threads by what they share (bench.runner). Databases written before
       these columns existed get them (empty) when opened to write.
 
 A crash, kill -9 or Ctrl-C of the bench loses at most the run in flight.
@@ -500,7 +502,9 @@ _RUN_CHECKS = {
     "energy_j": lambda v: _number(v, optional=True), "exit_status": lambda v: _number(v, whole=True),
     "failure": lambda v: _text(v, optional=True), "misplaced": lambda v: _number(v, whole=True),
     "placement": _text, "load1": lambda v: _number(v, optional=True),
-    "others_cpu": lambda v: _number(v, optional=True), "steal_cpu": lambda v: _number(v, optional=True),
+    # negative where the kernel's ticks rounded the other way (bench/noise.py)
+    "others_cpu": lambda v: v is None or _number(abs(v) if isinstance(v, (int, float)) else v),
+    "steal_cpu": lambda v: _number(v, optional=True),
     "all_cpu": lambda v: _number(v, optional=True), "block": lambda v: _number(v, whole=True),
     "threads": lambda v: _number(v, optional=True, whole=True), "slots": lambda v: _number(v, optional=True, whole=True),
     "policy": _text, "warmup": lambda v: v in (0, 1), "position": lambda v: _number(v, optional=True, whole=True),

@@ -1,10 +1,13 @@
 """How busy the machine was while a bench ran, so a verdict can say when it cannot be trusted.
 
 Each run reads the kernel's CPU time counters (/proc/stat, all CPUs) before and after the
-program and subtracts the program's own CPU time (from wait4's rusage): what is left was used by
-other processes. Steal time (a hypervisor running other guests on our CPUs) comes from the same
-line, the 1-minute load average from /proc/loadavg at the start of each run. The summary adds the
-runs up, so the share is exact over the bench even though /proc/stat counts in 10 ms ticks.
+program and subtracts the program's own CPU time (from wait4's rusage) and pinwise's meanwhile
+(starting the program, an adapt run's judging): what is left was used by other processes. Steal
+time (a hypervisor running other guests on our CPUs) comes from the same line, the 1-minute load
+average from /proc/loadavg at the start of each run. /proc/stat counts in ticks (10 ms), so one
+short run's remainder is mostly rounding, either way: it is kept as it comes, negative or not,
+and the summary adds the runs up, where the rounding cancels out. Clipped at zero run by run, it
+only ever added: a bench of `true` (5 ms runs) read 28-41 % of an idle machine's time as others'.
 
 A bench is called busy when other processes used more than BUSY_SHARE of all CPU time, or the
 hypervisor stole more than STEAL_SHARE of it: then "no placement is faster" means "could not
@@ -14,6 +17,7 @@ tell", and the verdict says so instead of advising to leave the program to the O
 from __future__ import annotations
 
 import os
+import resource
 from dataclasses import dataclass
 
 
@@ -58,12 +62,19 @@ def load_average(path: str = "/proc/loadavg") -> float | None:
         return None
 
 
+def own_cpu() -> float:
+    """CPU seconds pinwise's own process (all its threads) has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_noise(before: CpuTimes | None, after: CpuTimes | None, own_cpu: float) -> dict:
-    """The columns one run records: CPU seconds other processes used, seconds stolen, and all CPU
-    seconds that passed (the capacity) during the run."""
+    """The columns one run records: CPU seconds other processes used (``own_cpu``: the program's
+    and pinwise's; negative where the ticks rounded the other way: module docstring), seconds
+    stolen, and all CPU seconds that passed (the capacity) during the run."""
     if before is None or after is None:
         return {"others_cpu": None, "steal_cpu": None, "all_cpu": None}
-    return {"others_cpu": max(0.0, after.busy - before.busy - own_cpu), "steal_cpu": after.steal - before.steal,
+    return {"others_cpu": after.busy - before.busy - own_cpu, "steal_cpu": after.steal - before.steal,
             "all_cpu": after.total - before.total}
 
 
@@ -109,7 +120,7 @@ def summarize_noise(rows: list, samples: list) -> Noise:
 
     capacity = total("all_cpu")
     others, steal = total("others_cpu"), total("steal_cpu")
-    share = (lambda v: None if v is None or not capacity else min(1.0, v / capacity))
+    share = (lambda v: None if v is None or not capacity else min(1.0, max(0.0, v / capacity)))
     loads = [r.load1 for r in rows if r.load1 is not None]
     from .. import stats  # numpy: not loaded by the commands that only run programs (run, simulate)
 

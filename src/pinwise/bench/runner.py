@@ -39,7 +39,7 @@ from . import db
 from .candidates import Candidate, unique_candidates
 from .config import BenchConfig
 from .counters import SoftwareCounters, rapl_energy_uj
-from .noise import cpu_times, load_average, run_noise
+from .noise import cpu_times, load_average, own_cpu, run_noise
 
 #: Environment variables that change how a program runs, kept with the experiment.
 RELEVANT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
@@ -68,7 +68,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         timed_out = threading.Event()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             before, energy_before = counters.read(), rapl_energy_uj()
-            load, cpu_before = load_average(), cpu_times()
+            load, cpu_before, mine_before = load_average(), cpu_times(), own_cpu()
             started = time.strftime("%Y-%m-%dT%H:%M:%S")
             start = time.perf_counter()
             process = watchdog = None
@@ -108,7 +108,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
                     kill_session(process.pid)  # what the program left running, whatever process groups it made
                     if guard is not None:
                         guard.release()
-            cpu_after = cpu_times()
+            cpu_after, mine_after = cpu_times(), own_cpu()
             process.returncode = os.waitstatus_to_exitcode(status)
             after, energy_after = counters.read(), rapl_energy_uj()
         stdout = out_path.read_text(encoding="utf-8", errors="replace")
@@ -153,7 +153,7 @@ def run_once(argv: list[str], plan: Plan | None, time_regex: re.Pattern | None, 
         output_tail=stdout[-STDERR_TAIL:],
         threads=thread_count(read_back) if read_back.processes else None,
         slots=None if plan is None else plan.nb_slots, moves=moves, adapt_note=adapt_note,
-        **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime))
+        **run_noise(cpu_before, cpu_after, usage.ru_utime + usage.ru_stime + mine_after - mine_before))
 
 
 #: The units a program may print with its time, in seconds (Google Benchmark prints ns, us, ms, s).
