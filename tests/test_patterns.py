@@ -58,6 +58,20 @@ def test_recommendations_follow_the_metrics():
     assert analyze(comm_of(master)).policy == "balance"                               # imbalanced, no groups
 
 
+def test_two_threads_that_communicate_are_placed_close():
+    """One pair has no heterogeneity and no imbalance to read (both 0 for every 2x2 matrix), so
+    the metrics alone called it flat and spread it: a pair sharing 15 % of its accesses is placed
+    close, one that hardly communicates is spread, and the nehalem model agrees with both."""
+    from pinwise.topology import load_topology
+
+    nehalem = load_topology("nehalem")
+    sharing = analyze(comm_of([[0, 3000], [3000, 0]], accesses=[10000, 10000]), nehalem)
+    assert (sharing.pattern, sharing.policy) == ("pairs", "locality"), sharing.reason
+    assert sharing.costs["locality"] <= sharing.costs["compact"] and "15% of accesses" in sharing.reason
+    private = analyze(comm_of([[0, 10], [10, 0]], accesses=[1e6, 1e6]), nehalem)
+    assert (private.pattern, private.policy) == ("none", "scatter")
+
+
 def test_analyze_cli_and_map_auto(tmp_path):
     path = tmp_path / "pairs.json"
     m = np.zeros((8, 8), dtype=int)

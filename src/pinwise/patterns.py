@@ -367,6 +367,9 @@ def recommend(found: Metrics, pattern: str, limits: Limits = LIMITS) -> tuple[st
     little communication -> scatter (Diener et al., section 4)."""
     if pattern == Pattern.NONE:
         return SCATTER, "threads hardly communicate: spread them so each gets more cache and bandwidth"
+    if found.threads == 2:  # one pair: every matrix is "flat" (heterogeneity and BComm are 0)
+        share = f" ({percent(found.comm_share)} of accesses)" if found.comm_share is not None else ""
+        return LOCALITY, f"the two threads communicate{share}: place them close"
     hetero = found.heterogeneity >= limits.heterogeneity_high and pattern not in (Pattern.ALL_TO_ALL, Pattern.MASTER)
     imbalanced = found.bcomm >= limits.bcomm_high
     if hetero and imbalanced:
