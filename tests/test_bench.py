@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import PINWISE, assert_clean_failure, compile_program, run_pinwise
@@ -215,6 +216,10 @@ def test_two_programs_in_one_database_resume_and_report_with_exports(tmp_path):
     assert {r["speedup_median"] for r in rows if r["policy"] == "os"} == {"1.0"}
     overall = list(csv.DictReader((tmp_path / "r.overall.csv").open()))
     assert [r["policy"] for r in overall] == ["os", "one"] and overall[1]["programs"] == "3"
+    # to a pipe, which has no file beside it: both tables in the stream, nothing made in /dev
+    piped = run_pinwise("report", db_path, "--export-csv", "/dev/stdout", check=True)
+    assert "\n\npolicy,programs,geometric_mean_median_speedup," in piped.stdout, piped.stdout
+    assert "wrote /dev/stdout (the overall table after" in piped.stderr and not Path("/dev/stdout.overall.csv").exists()
     document = json.loads(out["json"].read_text())
     assert [len(e["results"]) for e in document["experiments"]] == [2, 2, 2]
     assert len(document["experiments"][0]["results"][0]["times_s"]) == 3

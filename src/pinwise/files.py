@@ -17,6 +17,15 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
+def is_special(path: str | Path) -> bool:
+    """Whether ``path`` is a device or a pipe, through links (/dev/stdout is one): written in place,
+    never replaced by a file, and with no file beside it. False where nothing is there yet."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def check_output_file(path: str | Path, what: str = "output file", probe: bool = True) -> Path:
     """Refuse, before any work is done, a path that cannot become a file: empty, a directory, or
     in a folder that does not exist or cannot be written (with ``probe``, a file is made there
@@ -35,10 +44,7 @@ def check_output_file(path: str | Path, what: str = "output file", probe: bool =
         raise PinwiseError(f"{what} {text[:80]!r}: {err.strerror}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PinwiseError(f"{what} {text!r}: the folder {str(folder)!r} is not writable")
-    try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)  # a device or a pipe is written in place
-    except OSError:
-        special = False
+    special = is_special(path)
     if probe and not special:  # what access() cannot tell (/proc, a read-only mount for root): the file beside it is made
         try:
             fd, probe = tempfile.mkstemp(prefix=".pinwise-probe-", dir=folder)
@@ -67,10 +73,7 @@ def write_bytes_atomic(path: str | Path, content: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place (a device or a pipe is
     written in place)."""
     path = check_output_file(path, probe=False)  # its own temporary file is the test
-    try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)  # through links: /dev/stdout is one
-    except OSError:
-        special = False  # nothing there yet
+    special = is_special(path)
     if not special and path.is_symlink():  # the file it names gets the content; the link stays a link
         path = Path(os.path.realpath(path))
     if special:  # a device or a pipe (/dev/stdout, a FIFO): written in place, never replaced by a file

@@ -230,18 +230,27 @@ EXPORTS = {"csv": to_csv, "json": to_json, "markdown": to_markdown, "latex": to_
 
 
 def write_exports(summaries: list[ExperimentSummary], targets: dict[str, str | None]) -> list[str]:
-    """Write each asked export (format -> path, None: not asked); returns what was written. With
-    several programs, the CSV export writes the overall table beside it (NAME.overall.csv)."""
-    from ..files import write_text_atomic
+    """Write each asked export (format -> path, None: not asked); returns what was written, each
+    a path (and what it holds, where that is not plain). With several programs, the CSV export
+    writes the overall table beside it (NAME.overall.csv); to a device or a pipe (/dev/stdout),
+    which has no file beside it, after the experiments' table and a blank line."""
+    from ..files import is_special, write_text_atomic
 
     written = []
     for kind, path in targets.items():
         if not path:
             continue
-        write_text_atomic(path, EXPORTS[kind](summaries))
+        text = EXPORTS[kind](summaries)
+        overall = kind == "csv" and len(summaries) > 1
+        if overall and is_special(path):
+            write_text_atomic(path, text + "\n" + overall_csv(overall_rows(summaries)))
+            written.append(f"{path} (the overall table after the experiments', past a blank line)")
+            continue
+        write_text_atomic(path, text)
         written.append(path)
-        if kind == "csv" and len(summaries) > 1:
+        if overall:
             beside = str(Path(path).with_suffix("")) + ".overall.csv"
             write_text_atomic(beside, overall_csv(overall_rows(summaries)))
             written.append(beside)
     return written
+
