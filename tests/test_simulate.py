@@ -218,6 +218,9 @@ def test_compact_waits_on_one_sockets_memory_where_scatter_uses_both(build_dir):
 def test_bad_bandwidth_is_refused():
     assert_clean_failure(run_pinwise("simulate", "--bandwidth", "L9=3", "--", "true"), "--bandwidth", "L9=3")
     assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=-1", "--", "true"), "bytes per cycle")
+    # the simulator counts bytes per thousand cycles: less than 0.001 would be read as 0, no limit at all
+    assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=1e-9", "--", "true"), "from 0.001")
+    assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=nan", "--", "true"), "bytes per cycle")
 
 
 def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):

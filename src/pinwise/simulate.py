@@ -187,6 +187,11 @@ def default_bandwidth(topology: Topology, machine: MachineModel) -> dict[str, fl
     return bandwidth
 
 
+#: The least bandwidth the simulator can take, in bytes per cycle: it counts bytes per thousand
+#: cycles, and less than one would be read as 0, which is no limit at all.
+MIN_BANDWIDTH = 0.001
+
+
 def parse_bandwidth(text: str | None, defaults: dict[str, float]) -> dict[str, float]:
     """``L3=64,dram=10.7`` (bytes per cycle, per instance; 0: no limit) over ``defaults``."""
     bandwidth = dict(defaults)
@@ -202,9 +207,9 @@ def parse_bandwidth(text: str | None, defaults: dict[str, float]) -> dict[str, f
             number = float(value.strip())
         except ValueError:
             number = -1.0
-        if not 0 <= number <= 1e6 or number != number:
-            raise PinwiseError(f"--bandwidth {item.strip()!r}: bytes per cycle must be a number from 0 (no limit) "
-                               "to 1000000")
+        if not (number == 0 or MIN_BANDWIDTH <= number <= 1e6):  # NaN fails both
+            raise PinwiseError(f"--bandwidth {item.strip()!r}: bytes per cycle must be 0 (no limit) or a number "
+                               f"from {MIN_BANDWIDTH:g} to 1000000")
         bandwidth[name] = number
     return bandwidth
 

@@ -298,8 +298,8 @@ def add_measuring_commands(commands) -> None:
     sim.add_argument("--bandwidth", metavar="NAME=BYTES,...",
                      help="bytes per cycle that each cache instance (L2, L3) and each NUMA node's memory controller "
                           "(dram) moves, over the defaults (L2 32, L3 16 per core below it, dram 51; e5620 and "
-                          "nehalem: dram 10.7 and 10.9, their datasheets'); 0: no limit. Lines wait on a busy one "
-                          "as in an M/D/1 queue")
+                          "nehalem: dram 10.7 and 10.9, their datasheets'); 0: no limit, else at least 0.001. Lines "
+                          "wait on a busy one as in an M/D/1 queue")
     sim.add_argument("--prefetch", choices=("yes", "no"), default="yes",
                      help="yes (default): a thread's sequential streams of L1 misses are prefetched (their lines cost "
                           "the L2's latency and still use the memory's bandwidth); no: every miss costs its full "
