@@ -304,8 +304,13 @@ def test_unreadable_databases(tmp_path):
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not sqlite at all" * 100)
     assert_clean_failure(run_pinwise("bench", "--db", str(garbage), "-r", "1", "--quiet", "--", "/bin/true"),
-                         "not a readable results database")
-    assert_clean_failure(run_pinwise("report", str(garbage)), "not a readable results database")
+                         "not a results database: it is no SQLite file; give another --db")
+    refused = run_pinwise("report", str(garbage))
+    assert_clean_failure(refused, "not a results database: it is no SQLite file")
+    assert "--db" not in refused.stderr and ".recover" not in refused.stderr  # report takes no --db
+    simulation = tmp_path / "sim.json"
+    simulation.write_text('{"pinwise-simulation": 1}')
+    assert_clean_failure(run_pinwise("report", str(simulation)), "it holds JSON", "--simulation FILE")
     assert_clean_failure(run_pinwise("report", str(tmp_path / "missing.db")), "does not exist")
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE t (x)")

@@ -197,7 +197,7 @@ def test_foreign_newer_and_incomplete_files_are_refused(tmp_path, capsys):
     text = tmp_path / "text.db"
     text.write_text("policy,time\nos,1.0\n")
     status, _, err = report(text, capsys)
-    assert status == 2 and "not a readable results database" in err
+    assert status == 2 and "not a results database: it is no SQLite file" in err
 
 
 def test_an_older_database_gains_its_columns_and_version_when_written(tmp_path, capsys):

@@ -197,7 +197,14 @@ class Experiment:
 #: ``PRAGMA user_version`` of the files this pinwise writes; 0 is a file from before it was set.
 SCHEMA_VERSION = 1
 #: What to do with a database SQLite cannot read back.
-_RESCUE = "copy out what is readable with: sqlite3 {path} .recover | sqlite3 rescued.db; or give another --db"
+_RESCUE = "copy out what is readable with: sqlite3 {path} .recover | sqlite3 rescued.db"
+#: What every SQLite file starts with.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _rescue(path: str, writing: bool) -> str:
+    """How to rescue a damaged database, and (for a bench, which takes --db) to go on without it."""
+    return _RESCUE.format(path=path) + ("; or give another --db" if writing else "")
 
 
 class Database(sqlite3.Connection):
@@ -267,7 +274,7 @@ def open_db(path: str | Path, create: bool = True) -> Database:
     except UNREADABLE as err:
         if connection is not None:
             connection.close()
-        raise damaged(name, err) from None
+        raise damaged(name, err, create) from None
     except BaseException:
         if connection is not None:
             connection.close()
@@ -295,13 +302,26 @@ def locked(err: Exception) -> bool:
     return getattr(err, "sqlite_errorcode", None) in _BUSY or "database is locked" in str(err)
 
 
-def damaged(path: str, err: Exception) -> PinwiseError:
-    """The message for a file SQLite cannot read: on open, or past the integrity check."""
+def damaged(path: str, err: Exception, writing: bool = False) -> PinwiseError:
+    """The message for a file SQLite cannot read: on open, or past the integrity check. A file that
+    is no SQLite file at all is not offered SQLite's rescue; one that holds JSON is told which
+    command reads what pinwise writes as JSON."""
     if locked(err):
         return PinwiseError(f"{path!r} is locked by another process, which has held it for more than "
                             f"{BUSY_SECONDS:g} s: wait for it to end, or give another database")
+    try:
+        with open(path, "rb") as file:
+            start = file.read(len(SQLITE_MAGIC))
+    except OSError:
+        start = SQLITE_MAGIC  # unreadable now: judged by SQLite's message alone
+    if not start.startswith(SQLITE_MAGIC):
+        json_text = start.lstrip()[:1] in (b"{", b"[")
+        return PinwiseError(f"{path!r} is not a results database: it is no SQLite file"
+                            + ("; it holds JSON (a simulation is shown by pinwise report --simulation FILE, a comm "
+                               "matrix read by pinwise analyze FILE)" if json_text else "")
+                            + ("; give another --db" if writing else ""))
     reason = "SQLite's message is not text" if isinstance(err, UnicodeDecodeError) else str(err)
-    return PinwiseError(f"{path!r} is not a readable results database ({reason}): " + _RESCUE.format(path=path))
+    return PinwiseError(f"{path!r} is not a readable results database ({reason}): " + _rescue(path, writing))
 
 
 def _lock(path: Path) -> int:
@@ -341,7 +361,7 @@ def _check(connection: Database, name: str, writing: bool) -> None:
     verdict = [row[0] for row in connection.execute("PRAGMA quick_check(5)")]
     if verdict != ["ok"]:
         found = "; ".join(" ".join(str(line).split()) for line in verdict)  # SQLite's report spans lines
-        raise PinwiseError(f"{name!r} is damaged ({found}): " + _RESCUE.format(path=name))
+        raise PinwiseError(f"{name!r} is damaged ({found}): " + _rescue(name, writing))
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise PinwiseError(f"{name!r} was written by a newer pinwise (results format {version}, this one reads up "
