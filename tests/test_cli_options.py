@@ -56,6 +56,12 @@ def comm_csv(tmp_path):
     (("trace", "--period", "1ms", "--", "true"), "--period is for the sample backend, not --backend valgrind"),
     (("auto", "--trace-args", "'", "--", "true"),
      "--trace-args \"'\" cannot be split into arguments (No closing quotation)"),
+    (("auto", "--trace-args", " ", "--", "true"),
+     "--trace-args is empty: give the arguments of a smaller input to trace with, or leave it out to trace the "
+     "program as it is given"),
+    (("auto", "--policies", ",", "--", "true"),
+     "--policies is empty: name the policies to bench, or leave it out for the analysis's candidates"),
+    (("auto", "--db", "FOLDER_THERE", "--", "true"), "'FOLDER_THERE' is a directory, not a results database"),
     (("auto", "-t", "nehalem", "--", "true"),
      "auto benchmarks on this machine; to judge placements on 'nehalem' by cache simulation add --simulate"),
     (("auto", "--simulate", "nehalem", "--time-regex", "t=(.*)", "--", "true"),
@@ -79,10 +85,11 @@ def comm_csv(tmp_path):
      "map with one policy"),
 ])
 def test_a_contradiction_between_options_is_refused_in_one_line(argv, message, tmp_path, comm_csv):
-    paths = {"EXPORT": str(tmp_path / "out.md"), "FOLDER": str(tmp_path / "plots"), "COMM": comm_csv}
+    paths = {"EXPORT": str(tmp_path / "out.md"), "FOLDER": str(tmp_path / "plots"), "COMM": comm_csv,
+             "FOLDER_THERE": str(tmp_path)}
     with pytest.raises(PinwiseError) as refused:
         options(*(paths.get(word, word) for word in argv))
-    assert str(refused.value) == message
+    assert str(refused.value) == message.replace("FOLDER_THERE", str(tmp_path))
     assert not (tmp_path / "out.md").exists() and not (tmp_path / "plots").exists()
 
 

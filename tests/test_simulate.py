@@ -221,6 +221,9 @@ def test_bad_bandwidth_is_refused():
     # the simulator counts bytes per thousand cycles: less than 0.001 would be read as 0, no limit at all
     assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=1e-9", "--", "true"), "from 0.001")
     assert_clean_failure(run_pinwise("simulate", "--bandwidth", "dram=nan", "--", "true"), "bytes per cycle")
+    assert_clean_failure(run_pinwise("simulate", "--bandwidth", "", "--", "true"), "--bandwidth is empty")
+    assert_clean_failure(run_pinwise("simulate", "--latency", " ", "--", "true"), "--latency is empty")
+    assert_clean_failure(run_pinwise("simulate", "--latency", "L1d=4,L1d=5", "--", "true"), "sets L1d twice")
 
 
 def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):

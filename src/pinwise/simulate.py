@@ -152,22 +152,38 @@ def machine_model(topology: Topology) -> MachineModel:
     return MachineModel(pus, tuple(levels), tuple(nodes), classes, tuple(matrix))
 
 
-def parse_latencies(text: str | None) -> dict[str, int]:
-    """``L1d=4,dram-remote=350,...`` over the defaults; names as DEFAULT_LATENCY has them."""
-    latency = dict(DEFAULT_LATENCY)
-    for item in (text or "").split(","):
+def _settings(text: str | None, option: str, unit: str, names) -> list[tuple[str, str, str]]:
+    """``NAME=VALUE,...`` of ``option`` as (item, name, value): each name one of ``names``, once.
+    None (the option not given) is none; given, it may not be empty."""
+    if text is None:
+        return []
+    if not text.strip():
+        raise PinwiseError(f"{option} is empty: give NAME={unit},... or leave it out for the defaults")
+    found, seen = [], set()
+    for item in text.split(","):
         if not item.strip():
             continue
         name, sep, value = item.partition("=")
         name = name.strip()
-        if not sep or name not in latency:
-            raise PinwiseError(f"--latency {item.strip()!r}: write NAME=CYCLES with NAME one of {', '.join(latency)}")
+        if not sep or name not in names:
+            raise PinwiseError(f"{option} {item.strip()!r}: write NAME={unit} with NAME one of {', '.join(names)}")
+        if name in seen:
+            raise PinwiseError(f"{option} {text.strip()!r} sets {name} twice: which one is meant?")
+        seen.add(name)
+        found.append((item.strip(), name, value.strip()))
+    return found
+
+
+def parse_latencies(text: str | None) -> dict[str, int]:
+    """``L1d=4,dram-remote=350,...`` over the defaults; names as DEFAULT_LATENCY has them."""
+    latency = dict(DEFAULT_LATENCY)
+    for item, name, value in _settings(text, "--latency", "CYCLES", latency):
         try:
-            cycles = int(value.strip())
+            cycles = int(value)
         except ValueError:
             cycles = -1
         if not 0 <= cycles <= 1 << 20:
-            raise PinwiseError(f"--latency {item.strip()!r}: cycles must be a whole number from 0 to {1 << 20}")
+            raise PinwiseError(f"--latency {item!r}: cycles must be a whole number from 0 to {1 << 20}")
         latency[name] = cycles
     return latency
 
@@ -195,20 +211,13 @@ MIN_BANDWIDTH = 0.001
 def parse_bandwidth(text: str | None, defaults: dict[str, float]) -> dict[str, float]:
     """``L3=64,dram=10.7`` (bytes per cycle, per instance; 0: no limit) over ``defaults``."""
     bandwidth = dict(defaults)
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in bandwidth:
-            raise PinwiseError(f"--bandwidth {item.strip()!r}: write NAME=BYTES_PER_CYCLE with NAME one of "
-                               f"{', '.join(bandwidth)}")
+    for item, name, value in _settings(text, "--bandwidth", "BYTES_PER_CYCLE", bandwidth):
         try:
-            number = float(value.strip())
+            number = float(value)
         except ValueError:
             number = -1.0
         if not (number == 0 or MIN_BANDWIDTH <= number <= 1e6):  # NaN fails both
-            raise PinwiseError(f"--bandwidth {item.strip()!r}: bytes per cycle must be 0 (no limit) or a number "
+            raise PinwiseError(f"--bandwidth {item!r}: bytes per cycle must be 0 (no limit) or a number "
                                f"from {MIN_BANDWIDTH:g} to 1000000")
         bandwidth[name] = number
     return bandwidth

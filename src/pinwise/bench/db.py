@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import PinwiseError
+from ..files import check_output_file
 from .config import BenchConfig
 
 SCHEMA = """
@@ -285,6 +286,21 @@ def open_db(path: str | Path, create: bool = True) -> Database:
     connection.row_factory = sqlite3.Row
     connection.text_factory = _text_of  # damaged text reads as text, and the row is judged by its fields
     return connection
+
+
+def check_target(path: str | Path) -> None:
+    """Refuse, before any work, what :func:`open_db` would refuse to write (a folder, a device, a
+    file that is no results database, a folder that cannot be written), without making the file:
+    auto traces and analyses before it benches, and a file made then would outlive a failure."""
+    path = Path(path)
+    if path.is_dir():
+        raise PinwiseError(f"{str(path)!r} is a directory, not a results database")
+    if not path.exists():
+        check_output_file(path, "results database")
+        return
+    open_db(path, create=False).close()  # read-only: the same checks, nothing changed
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise PinwiseError(f"cannot open results database {str(path)!r} to write: permission denied")
 
 
 def _text_of(raw: bytes) -> str:

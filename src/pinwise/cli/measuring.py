@@ -275,6 +275,9 @@ class AutoCommand:
         argv = program_of(args)
         if not argv:
             raise no_program(AUTO_COMMAND)
+        if args.trace_args is not None and not args.trace_args.strip():
+            raise PinwiseError("--trace-args is empty: give the arguments of a smaller input to trace with, or leave "
+                               "it out to trace the program as it is given")
         try:
             trace_argv = [argv[0], *shlex.split(args.trace_args)] if args.trace_args is not None else None
         except ValueError as err:
@@ -295,7 +298,14 @@ class AutoCommand:
             return cls(argv, trace_argv, topo_mod.load_topology(args.simulate or args.topology), simulate=True,
                        placements=args.placement, backend=args.backend)
         topology = topo_mod.load_topology(None)
+        if args.policies is not None and not args.policies.strip(" ,"):
+            raise PinwiseError("--policies is empty: name the policies to bench, or leave it out for the analysis's "
+                               "candidates")
         candidates = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else None
+        if args.db is not None:
+            from ..bench import db
+
+            db.check_target(args.db)  # before the trace and the analysis, not after them
         return cls(argv, trace_argv, topology, False, candidates, args.placement, args.db, args.time_regex,
                    args.budget, args.backend)
 
