@@ -171,6 +171,9 @@ def test_bad_maps(tmp_path):
     no_slurm = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}
     here = run_pinwise("mpi", "map", ring_matrix(2, tmp_path / "ring2.csv"), "-f", "json", env=no_slurm, check=True)
     assert [p["host"] for p in json.loads(here.stdout)["ranks"]] == ["localhost", "localhost"]
+    # ... whose topology is read: another node shape alone would place ranks on slots it has not
+    assert_clean_failure(run_pinwise("mpi", "map", ring8, "--node-topology", "nehalem", env=no_slurm),
+                         "--node-topology 'nehalem' shapes the nodes of --hostfile or of a Slurm allocation")
     empty = tmp_path / "empty-hosts"
     empty.write_text("# nothing\n")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--hostfile", str(empty)), "names no host",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..errors import PinwiseError
 from ..numbers import whole_number
 from ..files import read_input
-from ..topology import Topology, load_topology
+from ..topology import Topology, is_this_machine, load_topology
 from .launchers import THIS_MACHINE, job_hosts
 
 
@@ -127,4 +127,8 @@ def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str |
     if named is not None:
         raise PinwiseError(f"the job names its hosts ({named}), and pinwise places the ranks on them: give pinwise the "
                            "same hosts with --hostfile FILE (or --cluster), and leave them out after --")
+    if not is_this_machine(node_topology):  # a plan for this machine on slots it does not have
+        raise PinwiseError(f"--node-topology {node_topology!r} shapes the nodes of --hostfile or of a Slurm allocation; "
+                           "without them the job runs on this machine, whose topology pinwise reads: drop it, or give "
+                           "--hostfile (or --cluster to plan for machines you do not have)")
     return cluster_of([THIS_MACHINE], node)
