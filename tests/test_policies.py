@@ -89,6 +89,10 @@ def test_every_command_refuses_an_unknown_name_in_the_same_words(tmp_path, pairs
                  ["auto", "--policies", "fastest", "--", "true"]):
         result = run_pinwise(*args)
         assert_clean_failure(result, expected)
+        # then what else the command takes, and only that: run's --mapping, bench's adapt and --placement
+        offers = {"map": (), "run": ("--mapping",), "bench": ("or adapt", "--placement"), "auto": ()}[args[0]]
+        assert all(word in result.stderr for word in offers), result.stderr
+        assert ("--mapping" in result.stderr) == (args[0] == "run"), result.stderr
     assert not (tmp_path / "x.db").exists()
     with pytest.raises(PinwiseError, match=expected):
         policies.lookup("fastest")

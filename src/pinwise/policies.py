@@ -217,20 +217,22 @@ def is_policy(name: str) -> bool:
     return name.strip().lower() in _BY_ALIAS or name.strip().lower() == AUTO
 
 
-def lookup(name: str, otherwise: str = "or pass a mapping file from 'pinwise map' with --mapping") -> Policy:
+def lookup(name: str, otherwise: str | None = None) -> Policy:
     """The policy called ``name`` (case and aliases allowed), or one clear error listing them all,
-    then ``otherwise``: what else the command takes instead of a policy."""
+    then ``otherwise``: what else the command takes instead of a policy, if anything."""
     key = name.strip().lower()
     if key in _BY_ALIAS:
         return _BY_ALIAS[key]
-    raise PinwiseError(f"unknown policy {name!r}: choose one of {', '.join(names(with_auto=True))}, {otherwise}")
+    raise PinwiseError(f"unknown policy {name!r}: choose one of {', '.join(names(with_auto=True))}"
+                       + (f", {otherwise}" if otherwise else ""))
 
 
-def help_text() -> str:
-    """One line for --help: every name, the matrix policies marked."""
+def help_text(matrix_from: str = "--comm") -> str:
+    """One line for --help: every name, the matrix policies marked with where the command takes
+    the matrix from (``matrix_from``: its option, or its argument)."""
     simple = [p.name for p in REGISTRY.values() if not p.needs_matrix]
     matrix = [p.name for p in REGISTRY.values() if p.needs_matrix]
-    return (f"{', '.join(simple)}; with the matrix (--comm): {', '.join(matrix)}, or {AUTO} "
+    return (f"{', '.join(simple)}; with the matrix ({matrix_from}): {', '.join(matrix)}, or {AUTO} "
             "(the one 'pinwise analyze' recommends)")
 
 

@@ -112,7 +112,8 @@ def mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = F
     parser.add_argument("--node-topology", metavar="T",
                         help="each host's topology with --hostfile or in a Slurm allocation (default: this machine's)")
     parser.add_argument("--policy", "-p", default=policies.LOCALITY, metavar="NAME",
-                        help="a policy of pinwise map (default locality): " + policies.help_text())
+                        help="a policy of pinwise map (default locality): "
+                        + policies.help_text("--comm" if comm_option else "COMM_FILE"))
 
 
 def adapt_options(parser: argparse.ArgumentParser) -> None:

@@ -162,7 +162,7 @@ def add_studying_commands(commands) -> None:
                     "Policies: " + ", ".join(policies.names(with_auto=True)) + ".",
     )
     mapper.add_argument("comm_file", metavar="COMM_FILE", help="communication matrix (.json or .csv)")
-    mapper.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text())
+    mapper.add_argument("--policy", "-p", metavar="NAME", help="a policy: " + policies.help_text("COMM_FILE"))
     mapper.add_argument("--compare", action="store_true", help="run every policy and compare their costs")
     mapper.add_argument("--format", "-f", choices=MAP_FORMATS, default="table", help="how to print the mapping")
     mapper.add_argument("--output", "-o", metavar="FILE", type=OUTPUT_FILE, help="write the mapping file that 'pinwise run --mapping' reads")
@@ -260,7 +260,7 @@ def add_measuring_commands(commands) -> None:
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
-                           "baseline); policies: " + policies.help_text())
+                           "baseline); policies: " + policies.help_text("the trace's"))
     auto.add_argument("--simulate", metavar="T", nargs="?", const="",
                       help="for a machine you do not have: plan the candidates on topology T (a preset, XML file or "
                            "synthetic string; or give it with -t) and rank them by cache simulation (pinwise "

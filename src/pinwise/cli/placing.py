@@ -53,6 +53,8 @@ def _resolve_plan(args: argparse.Namespace, topology):
     if getattr(args, "repeat_from", 0) and getattr(args, "omp", False):
         raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
                            "first place): drop --omp, and the preload library applies it")
+    if args.policy is not None and args.policy.strip().lower() != policies.AUTO:
+        policies.lookup(args.policy, "or pass a mapping file from 'pinwise map' with --mapping")
     if args.comm and not reads_matrix(args.policy):
         raise PinwiseError("--comm is read only by the policies that need the matrix ("
                            + ", ".join(p.name for p in policies.REGISTRY.values() if p.needs_matrix)
