@@ -135,7 +135,8 @@ def test_the_bench_record_holds_the_resolved_placements_and_the_experiments_sett
 
 
 @pytest.mark.parametrize("interval, message", [
-    ("1ms", "--interval must be at least 10ms, not 1ms"), ("20m", "--interval must be at most 10m, not 20m")])
+    ("1ms", "--interval must be at least 10ms, not 1ms"), ("20m", "--interval must be at most 10m, not 20m"),
+    ("1ns", "--interval must be at least 10ms, not 1ns")])  # ns is a unit: the bound is the problem
 def test_a_duration_out_of_bounds_names_the_bound_in_a_unit(interval, message):
     """The bound in the unit a user writes durations in (not 'at least 0.01', which says no unit)."""
     assert_clean_failure(run_pinwise("run", "--adapt", "--interval", interval, "--", "true"), message)

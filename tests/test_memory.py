@@ -65,6 +65,7 @@ def test_memory_policy_also_with_omp_and_without_a_plan(numa_exe):
     (["--preferred", "0-1"], "NUMA node 1 does not exist"),
     (["--membind", "0", "--interleave", "0"], "not allowed with argument"),
     (["--membind", "x"], "NUMA nodes of --membind"),
+    (["--interleave", " "], "empty NUMA nodes of --interleave: give node numbers"),
 ])
 def test_bad_memory_options_are_one_clear_error(numa_exe, args, message):
     done = run_pinwise("run", "--cpus", "0", *args, "--", str(numa_exe))

@@ -70,13 +70,14 @@ def real_number(text: str, what: str, minimum: float | None = None, maximum: flo
     return _bounded(value, text, what, minimum, maximum)
 
 
-_DURATION = re.compile(r"([0-9.eE+-]+)\s*(us|µs|ms|s|m|min|h)?\Z")
-_UNIT_SECONDS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"([0-9.eE+-]+)\s*(ns|us|µs|ms|s|m|min|h)?\Z")
+_UNIT_SECONDS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "min": 60.0,
+                 "h": 3600.0}
 
 
 def duration_seconds(text: str, what: str, minimum: float | None = None, maximum: float | None = None) -> float:
     """A duration as users write it for perf, timeout and sleep: ``10``, ``10s``, ``200ms``,
-    ``250us``, ``1.5m``, ``1h`` (a bare number is seconds), in seconds within [minimum, maximum]."""
+    ``250us``, ``5ns``, ``1.5m``, ``1h`` (a bare number is seconds), in seconds within [minimum, maximum]."""
     text = str(text).strip()
     found = _DURATION.match(text)
     if not found:

@@ -57,6 +57,8 @@ def parse_nodes(text: str, topology, what: str = "NUMA nodes") -> list[int]:
     numa = sorted(n.os_index for n in topology.numa_nodes)
     allowed = sorted(topology.allowed_nodes)
     stripped = text.strip()
+    if not stripped:
+        raise PinwiseError(f"empty {what}: give node numbers such as 0 or 0-1, all, or a location such as numa:1")
     if locations.is_location(stripped) and stripped != "all":
         return locations.nodes_of(stripped, topology)
     invert = stripped.startswith("!")
