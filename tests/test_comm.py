@@ -78,6 +78,9 @@ def test_trace_info_survives_a_file_and_refuses_damaged_fields():
         damaged = dict(document, **{key: value})
         with pytest.raises(PinwiseError, match=f'"{key}" has an unexpected value'):
             parse_comm(json.dumps(damaged), "c.json")
+    for threads in ("5", 5.0, True):  # the count of threads is a whole number, or it is named as wrong
+        with pytest.raises(PinwiseError, match=f'c.json: "threads" is {json.dumps(threads)}, not a whole number'):
+            parse_comm(json.dumps(dict(document, threads=threads)), "c.json")
 
 
 def test_folding_sums_each_role_over_the_rounds():

@@ -334,6 +334,8 @@ def parse_comm(text: str, source: str = "<comm>") -> CommMatrix:
                                  format_optional=True)
         matrix = validate_matrix(document.get("matrix"), source)
         threads = document.get("threads", matrix.shape[0])
+        if type(threads) is not int:  # "2", 2.0 or true is no count of threads (bool is an int)
+            raise PinwiseError(f"{source}: \"threads\" is {json.dumps(threads)[:40]}, not a whole number")
         if threads != matrix.shape[0]:
             raise PinwiseError(f"{source}: \"threads\" says {threads} but the matrix has {matrix.shape[0]} rows")
         other = None
