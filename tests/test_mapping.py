@@ -445,6 +445,8 @@ def test_bad_map_arguments(tmp_path):
     csv = tmp_path / "m.csv"
     csv.write_text("0,1\n1,0\n")
     assert_clean_failure(run_pinwise("map", str(csv), "-p", "locality", "--threads", "4"), "does not match")
+    # auto's analysis says nothing before the refusal (assert_clean_failure: one line on stderr)
+    assert_clean_failure(run_pinwise("map", str(csv), "-p", "auto", "--threads", "4"), "does not match")
     assert_clean_failure(run_pinwise("map", str(csv), "-p", "nosuch"), "unknown policy")
     assert_clean_failure(run_pinwise("map", str(tmp_path / "missing.csv"), "-p", "locality"), "does not exist")
     assert_clean_failure(run_pinwise("map", str(csv)), "choose a policy")

@@ -65,7 +65,7 @@ class MapCommand:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MapCommand:
-        from ..mapping import by_role
+        from ..mapping import by_role, check_threads
         from ..placement import near
 
         comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
@@ -82,6 +82,7 @@ class MapCommand:
                                    "drop --compare to map with one policy")
         elif args.policy is None:
             raise PinwiseError("choose a policy with --policy NAME (pinwise map --help lists them), or use --compare")
+        check_threads(args.threads, comm.threads)  # before auto's analysis says anything
         return cls(comm, topology, args.compare, args.policy, args.threads, args.seed, args.creator, args.cpu_kinds,
                    args.format, args.output)
 

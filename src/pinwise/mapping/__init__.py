@@ -71,6 +71,12 @@ def as_comm(comm) -> CommMatrix:
     return comm if isinstance(comm, CommMatrix) else CommMatrix.from_array(_matrix(comm))
 
 
+def check_threads(threads: int | None, count: int) -> None:
+    """Refuse an expected thread count (--threads) that is not the matrix's ``count``."""
+    if threads is not None and threads != count:
+        raise PinwiseError(f"--threads {threads} does not match the matrix, which has {count} threads")
+
+
 def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = None,
                     threads: int | None = None, creator: str = CREATOR_AUTO, source: str | None = None) -> Plan | None:
     """Map the threads of ``comm`` (a CommMatrix, an array or a scipy sparse matrix) onto the
@@ -99,8 +105,7 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     entry = policies.lookup(policy)
     matrix = _matrix(comm)
     count = matrix.shape[0]
-    if threads is not None and threads != count:
-        raise PinwiseError(f"--threads {threads} does not match the matrix, which has {count} threads")
+    check_threads(threads, count)
     if not entry.pins:
         return None
     rounds = traced_rounds(comm)
