@@ -307,6 +307,14 @@ def test_mpi_run_refuses_a_job_of_another_size_than_the_matrix(tmp_path):
     result = run_pinwise("mpi", "run", "--comm", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile),
                          "--", "mpirun", "-np", "4", "true", env={**os.environ, **ROOT_OK}, input="")
     assert_clean_failure(result, "the job starts 4 ranks but the matrix has 2")
+    # said before the cluster is sized: 8 ranks on this machine's 2 CPUs is the count's fault, not the cluster's
+    no_slurm = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}
+    result = run_pinwise("mpi", "run", "--comm", ring_matrix(8, tmp_path / "ring8.csv"), "--", "mpirun", "-np", "2",
+                         "true", env={**no_slurm, **ROOT_OK}, input="")
+    assert_clean_failure(result, "the job starts 2 ranks but the matrix has 8")
+    assert_clean_failure(run_pinwise("mpi", "run", "--policy", "compact", "--", "mpirun", "-np", "abc", "true",
+                                     input=""), "the job's -np 'abc' is not a number of ranks")
+    assert_clean_failure(run_pinwise("mpi", "run", input=""), "no job given")
 
 
 def test_a_single_node_job_of_a_matrix_free_policy_needs_no_comm_and_no_cluster(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import PinwiseError
 from .placing import read_comm_file
 
 
@@ -87,10 +88,15 @@ def cmd_mpi_run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..mpi import find_cluster, rank_plans, ranks_matrix, run_placed
+    from ..mpi.placing import check_rank_count
     from ..report.wide import wide_console
 
     job = args.job[1:] if args.job[:1] == ["--"] else args.job
+    if not job:
+        raise PinwiseError("no job given: write its launcher after --, e.g. pinwise mpi run --policy compact -- "
+                           "mpirun -np 4 ./app")
     comm = ranks_matrix(args.comm, args.policy, job)
+    check_rank_count(job, comm.threads)  # before the cluster is sized for them
     cluster = find_cluster(args.cluster, args.hostfile, args.node_topology, job)
     per_rank = rank_plans(comm, cluster, args.policy, args.threads_per_rank)
     status, rankfile, found = run_placed(job, cluster, per_rank, args.verify)

@@ -99,7 +99,9 @@ def job_ranks(argv: list[str]) -> int | None:
             if not word.startswith("-") and shutil.which(word) is not None:
                 break  # the program: what follows is its own
             continue
-        return int(text) if text.isdigit() else None
+        if not text.isdigit():  # the launcher would refuse it too
+            raise PinwiseError(f"the job's {name if value else word} {text!r} is not a number of ranks")
+        return int(text)
     return None
 
 

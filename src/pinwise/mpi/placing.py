@@ -119,6 +119,15 @@ def gpu_rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_
     return per_rank, labels
 
 
+def check_rank_count(job: list[str], ranks: int) -> None:
+    """Refuse a job that starts another number of ranks than the matrix has (when its command says)."""
+    count = job_ranks(job)
+    if count is not None and count != ranks:
+        raise PinwiseError(f"the job starts {count} ranks but the matrix has {ranks}: the placement is made "
+                           "for the ranks of the matrix, so run the job with as many (or trace it again with this "
+                           "count)")
+
+
 def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], verify: bool):
     """Launch ``argv`` with each rank on its node and pinwise's preload library pinning each
     rank's threads to its PUs: Open MPI's mpirun with a rankfile (which binds each rank to its
@@ -132,11 +141,7 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
                            "after --, e.g. pinwise mpi run ... -- mpirun -np 4 ./app")
     if kind != "slurm":
         warn_mismatch(kind, job_mpi(argv, kind))
-    count = job_ranks(argv)
-    if count is not None and count != len(per_rank):
-        raise PinwiseError(f"the job starts {count} ranks but the matrix has {len(per_rank)}: the placement is made "
-                           "for the ranks of the matrix, so run the job with as many (or trace it again with this "
-                           "count)")
+    check_rank_count(argv, len(per_rank))
     places = rank_places(per_rank, cluster)
     lines = [f"rank {p.rank}={p.host} slot={p.slot}" for p in places]
     plans = [";".join(map(str, p.cpus)) for p in places]
