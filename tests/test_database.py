@@ -35,8 +35,8 @@ def make_db(path, runs: int = 6, seed: int = 0) -> str:
     return str(path)
 
 
-def report(path, capsys) -> tuple[int, str, str]:
-    status = main(["report", str(path)])
+def report(path, capsys, *options: str) -> tuple[int, str, str]:
+    status = main(["report", str(path), *options])
     out = capsys.readouterr()
     return status, out.out, out.err
 
@@ -139,6 +139,30 @@ def test_what_others_used_is_kept_as_the_ticks_round_it_and_summed_unbiased(tmp_
     assert noise.others == pytest.approx(0.0) and not noise.busy  # as much rounded up as down: nothing
     clipped = sum(max(0.0, r["others_cpu"]) for r in rounded) / sum(r["all_cpu"] for r in rounded)
     assert clipped > BUSY_SHARE / 2  # what the old clipping read from nothing: an eighth of the machine
+
+    def noise_of(count: int, others: float) -> object:  # ``count`` runs of 10 ms on 2 CPUs, a share to others
+        run = db.Run("2026-01-01T00:00:00", 0.01, None, 0.01, 0.0, 1, 0, 1, None, 0, None, 0, "os", 0.1,
+                     others_cpu=0.02 * others, steal_cpu=0.0, all_cpu=0.02)
+        return summarize_noise([run] * count, [[0.01] * count])
+
+    # 30 % of 4 short runs is a tick or so, within their rounding; of 200 runs, it is not
+    assert not noise_of(4, 0.3).busy and noise_of(200, 0.3).busy and noise_of(4, 0.99).busy
+
+
+def test_a_baseline_some_experiments_lack_is_theirs_where_they_have_it(tmp_path, capsys):
+    """report --baseline over a database of several programs: the experiments that have the
+    placement compare against it, the others against their own baseline, each named; a name no
+    experiment has is refused, naming what there is."""
+    path = make_db(tmp_path / "r.db")  # os and fast
+    candidates = build_candidates(["os"], ["slow=1"], TOPOLOGY, None)
+    run_bench(["/bin/echo", "hi"], candidates, TOPOLOGY, path, BenchOptions(6, progress=False),
+              runner=FakeProgram({"os": 1.0, "1": 1.1, "other": 1.0}, 0.01))
+    status, out, err = report(path, capsys, "--baseline", "fast")
+    assert status == 0, err
+    assert "[wall time, baseline fast," in out and "[wall time, baseline os," in out
+    assert "experiment 2 (echo hi) has no placement 'fast': its table compares against its own baseline" in err
+    status, out, err = report(path, capsys, "--baseline", "nowhere")
+    assert status == 2 and "baseline 'nowhere' is not a placement of experiment 1 (it has os, fast)" in err
 
 
 @pytest.mark.parametrize("column, value, words", [

@@ -8,6 +8,8 @@ average from /proc/loadavg at the start of each run. /proc/stat counts in ticks 
 short run's remainder is mostly rounding, either way: it is kept as it comes, negative or not,
 and the summary adds the runs up, where the rounding cancels out. Clipped at zero run by run, it
 only ever added: a bench of `true` (5 ms runs) read 28-41 % of an idle machine's time as others'.
+A few short runs still leave the sum unsure (4 runs of 6 ms: a tick is a sixth of their time), so
+a share counts as high only past its threshold by more than twice the rounding's spread.
 
 A bench is called busy when other processes used more than BUSY_SHARE of all CPU time, or the
 hypervisor stole more than STEAL_SHARE of it: then "no placement is faster" means "could not
@@ -27,6 +29,10 @@ BUSY_SHARE = 0.15
 STEAL_SHARE = 0.10
 
 _TICK = 1.0 / os.sysconf("SC_CLK_TCK")
+#: How far one run's others' CPU time is off from /proc/stat's ticks alone, in ticks (a standard
+#: deviation): the busy time of the runs of `true` on an idle 2-CPU guest came out a tick high or
+#: low, or right, about as often.
+ROUNDING_SD = 0.7
 
 
 @dataclass(frozen=True)
@@ -89,11 +95,14 @@ class Noise:
     cv_high: float
     outliers: int              # runs with a modified z-score above 3.5, over all placements
     runs: int
+    #: How far the shares may be off from /proc/stat's rounding alone (ROUNDING_SD per run, twice
+    #: over the runs' capacity): a share is called high only past its threshold by more than this.
+    rounding: float = 0.0
 
     @property
     def busy(self) -> bool:
-        return bool((self.others is not None and self.others > BUSY_SHARE)
-                    or (self.steal is not None and self.steal > STEAL_SHARE))
+        return bool((self.others is not None and self.others > BUSY_SHARE + self.rounding)
+                    or (self.steal is not None and self.steal > STEAL_SHARE + self.rounding))
 
     def describe(self) -> str:
         """One line of numbers, e.g. "other processes used 47% of the CPU time, steal 0.1%, load
@@ -120,6 +129,8 @@ def summarize_noise(rows: list, samples: list) -> Noise:
 
     capacity = total("all_cpu")
     others, steal = total("others_cpu"), total("steal_cpu")
+    # each run's counts are off by about a tick either way, independently: their sum by sqrt(runs)
+    rounding = 2 * ROUNDING_SD * _TICK * len(rows) ** 0.5 / capacity if capacity else 0.0
     share = (lambda v: None if v is None or not capacity else min(1.0, max(0.0, v / capacity)))
     loads = [r.load1 for r in rows if r.load1 is not None]
     from .. import stats  # numpy: not loaded by the commands that only run programs (run, simulate)
@@ -127,4 +138,4 @@ def summarize_noise(rows: list, samples: list) -> Noise:
     cvs = [stats.spread(s).cv for s in samples if len(s) > 1 and stats.spread(s).mean > 0]
     return Noise(share(others), share(steal), max(loads) if loads else None,
                  min(cvs, default=0.0), max(cvs, default=0.0), sum(stats.outliers(s) for s in samples),
-                 sum(len(s) for s in samples))
+                 sum(len(s) for s in samples), rounding)

@@ -122,6 +122,7 @@ def _summaries(connection, command: ReportCommand) -> list:
     """The summaries of the experiments ``pinwise report`` shows, damaged rows named and skipped."""
     from ..bench import db
     from ..report import summarize
+    from ..report.summary import has_placement
 
     experiments = db.experiments(connection)
     damaged = bool(connection.problems)
@@ -135,7 +136,15 @@ def _summaries(connection, command: ReportCommand) -> list:
         if damaged:
             raise PinwiseError(f"{command.db} holds no readable experiment")
         raise PinwiseError(f"{command.db} holds no experiment yet: run pinwise bench --db {command.db} -- program")
-    summaries = [summarize(connection, e, command.baseline, command.confidence) for e in experiments]
+    baselines = {e.id: command.baseline for e in experiments}
+    if command.baseline is not None and len(experiments) > 1:
+        lacking = [e for e in experiments if not has_placement(connection, e, command.baseline)]
+        if len(lacking) < len(experiments):  # (in none of them: summarize refuses it, naming what there is)
+            for e in lacking:
+                baselines[e.id] = None
+                print(f"pinwise: warning: experiment {e.id} ({e.label}) has no placement {command.baseline!r}: its "
+                      "table compares against its own baseline (os, else its first placement)", file=sys.stderr)
+    summaries = [summarize(connection, e, baselines[e.id], command.confidence) for e in experiments]
     summaries = [s for s in summaries if any(len(p.times) for p in s.policies) or sum(p.runs for p in s.policies)]
     _warn_damaged(connection, command.db)
     if not summaries:

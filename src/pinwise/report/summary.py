@@ -227,6 +227,12 @@ def _compared(base: PolicyResult, result: PolicyResult, confidence: float, seed:
                    ratio=stats.ratio_error(base.times, result.times))
 
 
+def has_placement(connection, experiment: db.Experiment, name: str) -> bool:
+    """Whether ``name`` is a placement of ``experiment``, or another name of one."""
+    names = list(experiment.config.candidates) or sorted({r.policy for r in db.runs(connection, experiment.id)})
+    return name in names or any(name in same for same in _aliases(experiment.config, names).values())
+
+
 def summarize(connection, experiment: db.Experiment, baseline: str | None = None, confidence: float = 0.95,
               seed: int = 0, correction: str = "") -> ExperimentSummary:
     """Every placement's spread and Speedup-Test decisions against ``baseline``, all at one
