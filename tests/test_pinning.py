@@ -385,6 +385,21 @@ def test_pin_running_process(threads_exe):
         assert_clean_failure(run_pinwise("pin", "--pid", "2", "--cpus", "0"), "is a kernel thread")
 
 
+def test_pinning_init_warns_that_what_it_starts_inherits_the_cpus():
+    """PID 1 pinned: every process init starts from then on inherits the CPUs, so pinwise says so
+    and how to undo it. Run as PID 1 of a PID namespace of its own (never the machine's init)."""
+    unshare = need("unshare")
+    done = subprocess.run([unshare, "--fork", "--pid", "--mount-proc", "sh", "-c",
+                           f"{shlex.quote(PINWISE)} pin --pid 1 --cpus 0 && grep Cpus_allowed_list /proc/1/status"],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 and "unshare" in done.stderr:  # no PID namespaces here (a container without the right)
+        pytest.skip(f"unshare --pid is refused here: {done.stderr.strip()[:120]}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["Cpus_allowed_list:", "0"], done.stdout
+    assert "warning: PID 1 is the init process: every process it starts from now on inherits these CPUs (undo " \
+           "with: taskset -a -p -c" in done.stderr, done.stderr
+
+
 def test_a_verified_program_has_the_terminal(tmp_path):
     """run --verify keeps its program in a process group of its own (so that whatever ends pinwise
     ends all of it) and hands it the terminal as a shell hands it to a job: the program reads what

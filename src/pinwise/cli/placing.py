@@ -391,6 +391,10 @@ def cmd_pin(args: argparse.Namespace) -> int:
         print(f"pinwise: warning: {len(late)} thread(s) started while the others were pinned and run where the OS "
               f"put them (TID {', '.join(map(str, late[:8]))}{', ...' if len(late) > 8 else ''}): pin again",
               file=sys.stderr)
+    if command.pid == 1:  # init: every service it starts from now on inherits the affinity
+        print("pinwise: warning: PID 1 is the init process: every process it starts from now on inherits these "
+              f"CPUs (undo with: taskset -a -p -c {format_cpulist(sorted(command.topology.allowed))} 1)",
+              file=sys.stderr)
     if len(set(done.values())) > 1:  # each thread on its own CPUs: what a thread made later inherits matters
         print(f"pinwise: note: a thread the process makes from now on starts on the CPUs of the thread that makes "
               f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt` places new threads as they come",
