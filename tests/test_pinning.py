@@ -697,6 +697,10 @@ def test_python_api_runs_each_stage(tmp_path, threads_exe):
     result = pinwise.run([str(threads_exe), "1"], [1, 0], output=subprocess.DEVNULL)
     assert result.returncode == 0 and [t.start_cpu for t in result.threads] == [1, 0]
     assert [t.start_cpu for t in pinwise.run([str(threads_exe), "1"], "0", output=subprocess.DEVNULL).threads] == [0, 0]
+    # a Plan for another machine is refused, as run --mapping refuses it (it ran, its threads unpinned)
+    elsewhere = pinwise.compute_mapping("locality", [[0, 5, 0], [5, 0, 1], [0, 1, 0]], "pack:2 core:3 pu:2")
+    with pytest.raises(PinwiseError, match="this plan was made for another machine"):
+        pinwise.run([str(threads_exe), "1"], elsewhere, output=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize("users_value", [None, "7"])

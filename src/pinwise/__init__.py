@@ -81,12 +81,18 @@ def run(argv: list[str], placement, **options):
     ``placement``: a :class:`Plan`, a list of CPUs, or a string as the command line takes it (a
     policy, a CPU list, a likwid-pin expression, a mapping file); None runs unpinned and observes.
     ``options``: ``omp``, ``follow``, ``extra_env``, ``output`` (see
-    :func:`pinwise.pinning.run_program`)."""
+    :func:`pinwise.pinning.run_program`). A Plan made for another machine is refused, as
+    ``pinwise run --mapping`` refuses it; ``any_machine=True`` runs it as it is."""
     from .placement import resolve
     from .pinning import run_program
     from .plan import Plan
 
-    if placement is not None and not isinstance(placement, Plan):
+    any_machine = options.pop("any_machine", False)
+    if isinstance(placement, Plan):  # its CPUs must exist here and be allowed
+        machine = _machine()
+        placement.check_machine(machine, any_machine)
+        placement.validate(machine)
+    elif placement is not None:
         placement = Plan.from_cpus(placement) if isinstance(placement, (list, tuple)) else resolve(placement, _machine())
     return run_program(argv, placement, **options)
 
