@@ -45,6 +45,15 @@ def said(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("pinwise: ")]
 
 
+def test_a_program_that_leaves_by_exit_without_a_record_is_not_all_where_asked():
+    """A process that ends by _exit writes no thread's record: --verify says nothing was read back,
+    never "0 threads, all where asked"."""
+    result = run_pinwise("run", "--cpus", "0", "--verify", "--", sys.executable, "-c", "import os; os._exit(3)")
+    assert result.returncode == 3, result.stderr
+    assert "was read back: it ended before the preload library wrote where its threads ran" in result.stderr
+    assert "all where asked" not in result.stderr, result.stderr
+
+
 # -- runtimes that size themselves from the mask when they load ---------------------------------
 
 @pytest.mark.parametrize("cpus, workers", [("1,0,1", 2), ("1", 1), ("0,0,0", 1)])

@@ -86,6 +86,9 @@ def program_line(program: Program, slots: int, plan_cpus: list[int], traced: int
     count = len(program.slotted) + program.main_left_on_plan
     wrong = [t for t in program.slotted if not t.ran_where_asked]
     helpers = len(program.threads) - count
+    if not program.threads:  # loaded, but it wrote no thread's record: never "0 threads, all where asked"
+        return (f"no thread of {program.name} was read back: it ended before the preload library wrote where its "
+                "threads ran (a process that leaves by _exit, as a shell's exit does, writes none)")
     if program.main_left_on_plan and count == 1:
         text = (f"{_threads(1)}, left on the plan's CPUs {format_cpulist(plan_cpus)}: the program started no thread, "
                 "and pinwise narrows the main thread to slot 0 only when it starts its first (so that its runtimes "
