@@ -83,6 +83,22 @@ def test_a_statically_linked_program_is_decoded_from_its_symbol_table(tmp_path, 
     assert analysis(tmp_path)["pattern"] == "pairs"
 
 
+def test_a_sample_that_never_armed_a_watchpoint_recommends_nothing():
+    """Samples with addresses but no watchpoint armed on any (a run too short for the sampler):
+    the empty matrix is no finding of private work. The file says what was not seen, and the
+    analysis recommends nothing (it was "none -> scatter, uncertain")."""
+    from pinwise.comm import CommMatrix, TraceInfo
+    from pinwise.patterns import analyze
+    from pinwise.sample import _unseen
+
+    short = {"samples": 24, "address_samples": 20, "arms": 0, "events": 0, "child_samples": 0}
+    why = _unseen(short)
+    assert why is not None and why.startswith("no watchpoint was armed on any of the 20 sampled addresses")
+    assert _unseen({**short, "arms": 3}) is None and _unseen({**short, "address_samples": 0}) is None
+    found = analyze(CommMatrix(np.zeros((4, 4)), np.full(4, 100.0), info=TraceInfo(backend="sample", unseen=why)))
+    assert found.withheld == why
+
+
 def test_a_program_whose_code_has_no_function_table_is_said_to_be_unseen(tmp_path, build_dir):
     """Stripped as well, a static program keeps no table of function starts at all: the decoder sees
     only the instruction at each sampled IP, never the slow access behind it, and the matrix is

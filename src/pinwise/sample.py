@@ -260,8 +260,14 @@ def sampler_failure(returncode: int, error_path: Path) -> PinwiseError:
 
 def _unseen(sampling) -> str | None:
     """What the samples show that the matrix does not hold: the work of child processes (as
-    pinwise.trace words it for the Valgrind tracer); None when it is a tenth of the samples or less."""
+    pinwise.trace words it for the Valgrind tracer; None when it is a tenth of the samples or
+    less), or all of the sharing, when samples had addresses but no watchpoint was armed on any
+    (a run too short for the sampler to look: its empty matrix is no finding of private work)."""
     children, total = sampling.get("child_samples", 0), sampling.get("samples", 0)
+    if sampling.get("address_samples", 0) and not sampling.get("arms", 0) and not sampling.get("events", 0):
+        return (f"no watchpoint was armed on any of the {sampling['address_samples']:,} sampled addresses, so what the "
+                "threads share was never looked at (the run was too short for the sampler): sample a longer run, or "
+                "trace with --backend valgrind")
     if not total or children <= 0.1 * total:
         return None
     return (f"{children / total:.0%} of the samples were in {sampling.get('child_processes', 0)} child process(es), "

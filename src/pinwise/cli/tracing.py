@@ -105,6 +105,8 @@ def _sample_trace(command: TraceCommand) -> int:
     unseen = blind(s)
     if unseen:
         print(f"  warning: {unseen}", file=sys.stderr)
+    if comm.info.unseen and not s["child_samples"]:  # (the child processes' share is said above)
+        print(f"  warning: {comm.info.unseen}", file=sys.stderr)
     unwatched = unwatched_threads(comm)
     if unwatched:
         rationed = s.get("mode") == "system-wide"
