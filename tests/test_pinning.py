@@ -385,6 +385,29 @@ def test_pin_running_process(threads_exe):
         assert_clean_failure(run_pinwise("pin", "--pid", "2", "--cpus", "0"), "is a kernel thread")
 
 
+def test_a_main_thread_gone_by_pthread_exit_takes_no_slot(build_dir):
+    """The main thread ended (pthread_exit) and the workers run on: the workers get slots 0 and 1
+    (the zombie got slot 0 before, and a live worker shared a CPU), and pinwise says why."""
+    exe = compile_program("main_exits.c", build_dir)
+    process = subprocess.Popen([str(exe)])
+    try:
+        def main_gone() -> bool:  # both workers made, the main thread a zombie
+            with open(f"/proc/{process.pid}/stat") as stat:
+                state = stat.read().rpartition(") ")[2][:1]
+            return len(os.listdir(f"/proc/{process.pid}/task")) == 3 and state == "Z"
+
+        assert eventually(main_gone)
+        tids = sorted(int(x) for x in os.listdir(f"/proc/{process.pid}/task"))
+        pinned = run_pinwise("pin", "--pid", str(process.pid), "--cpus", "1,0", check=True)
+        assert pinned.stdout.split("\n")[:2] == [f"TID {tids[1]}: CPU 1", f"TID {tids[2]}: CPU 0"], pinned.stdout
+        assert [read_allowed(process.pid, tid) for tid in tids[1:]] == [[1], [0]]
+        assert "main thread has ended (pthread_exit): it took no slot" in pinned.stderr, pinned.stderr
+        assert "started while the others were pinned" not in pinned.stderr, pinned.stderr
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
 def test_pinning_init_warns_that_what_it_starts_inherits_the_cpus():
     """PID 1 pinned: every process init starts from then on inherits the CPUs, so pinwise says so
     and how to undo it. Run as PID 1 of a PID namespace of its own (never the machine's init)."""

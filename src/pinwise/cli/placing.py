@@ -375,7 +375,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from ..pinning.live import pin_threads, thread_ids
+    from ..pinning.live import ended, pin_threads, thread_ids
 
     command = PinCommand.from_args(args)
     if command.adapt is not None:
@@ -384,7 +384,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     for tid, cpus in done.items():
         print(f"TID {tid}: CPU {format_cpulist(sorted(cpus))}")
     try:
-        late = [tid for tid in thread_ids(command.pid) if tid not in done]
+        late = [tid for tid in thread_ids(command.pid) if tid not in done and not ended(command.pid, tid)]
     except PinwiseError:
         late = []  # it ended meanwhile
     if late:
@@ -395,7 +395,10 @@ def cmd_pin(args: argparse.Namespace) -> int:
         print("pinwise: warning: PID 1 is the init process: every process it starts from now on inherits these "
               f"CPUs (undo with: taskset -a -p -c {format_cpulist(sorted(command.topology.allowed))} 1)",
               file=sys.stderr)
-    if len(set(done.values())) > 1:  # each thread on its own CPUs: what a thread made later inherits matters
+    if ended(command.pid, command.pid):
+        print(f"pinwise: note: process {command.pid}'s main thread has ended (pthread_exit): it took no slot, and "
+              "the threads took the slots in turn from slot 0", file=sys.stderr)
+    elif len(set(done.values())) > 1:  # each thread on its own CPUs: what a thread made later inherits matters
         print(f"pinwise: note: a thread the process makes from now on starts on the CPUs of the thread that makes "
               f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt` places new threads as they come",
               file=sys.stderr)

@@ -45,13 +45,14 @@ def current_placement(pid: int | None = None) -> dict[int, list[int]]:
 def pin_threads(plan: Plan | Sequence[int], pid: int | None = None) -> dict[int, tuple[int, ...]]:
     """Pin the threads of a running process (default: this one) in TID order to the plan's slots
     (a CPU list: thread k on its k-th CPU, wrapping round); threads named by the skip mask may run
-    on every CPU of the plan. Returns TID -> CPUs."""
+    on every CPU of the plan. A thread that has ended (a main thread gone by pthread_exit, a
+    zombie until the process ends) takes no slot. Returns TID -> CPUs."""
     if not isinstance(plan, Plan):
         plan = Plan.from_cpus(plan, source="a CPU list")
     pid = os.getpid() if pid is None else pid
     done: dict[int, tuple[int, ...]] = {}
     slot = 0
-    for index, tid in enumerate(thread_ids(pid)):
+    for index, tid in enumerate(tid for tid in thread_ids(pid) if not ended(pid, tid)):
         skipped = index > 0 and index - 1 < 64 and (plan.skip_mask >> (index - 1)) & 1
         cpus = tuple(plan.all_cpus) if skipped else plan.cpus_for_slot(slot)
         if not skipped:
@@ -66,6 +67,12 @@ def pin_threads(plan: Plan | Sequence[int], pid: int | None = None) -> dict[int,
             raise PinwiseError(f"cannot pin thread {tid} to CPUs {list(cpus)}: {err.strerror}") from None
         done[tid] = cpus
     return done
+
+
+def ended(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` of process ``pid`` has ended while the process runs on (state Z or X)."""
+    state = stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1]
+    return bool(state) and state[0] in ("Z", "X")
 
 
 @contextmanager
