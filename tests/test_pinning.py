@@ -185,6 +185,20 @@ def test_verify_under_omp_compares_each_thread_with_its_libgomp_place(build_dir,
     assert [int(row[3]) for row in rows] == [(1, 0)[slot] for slot in slots]  # asked: the slot's CPU
 
 
+def test_verify_under_omp_gives_no_verdict_for_a_program_without_an_openmp_runtime(threads_exe):
+    """--omp hands the plan to an OpenMP runtime; a program that needs none was placed by nothing,
+    so where its threads ran is shown without "ok" or "NOT WHERE ASKED", and pinwise says why.
+    --skip cannot be handed to a runtime at all."""
+    result = run_pinwise("run", "--omp", "--verify", "--cpus", "1,0", "--", str(threads_exe), "2",
+                         stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "names no OpenMP runtime (libgomp, libomp, libiomp5) among the libraries it needs" in result.stderr
+    assert "where asked" not in result.stderr and "NOT WHERE ASKED" not in result.stderr, result.stderr
+    assert "not pinned (os)" in result.stderr, result.stderr
+    assert_clean_failure(run_pinwise("run", "--omp", "--skip", "0x1", "--cpus", "1,0", "--", "true"),
+                         "--skip cannot be handed to the OpenMP runtime")
+
+
 def test_python_threads(tmp_path):
     placement = run_and_read(pinwise_run("--cpus", "1,0") + [sys.executable, str(PROGRAMS / "py_threads.py"), "3"])
     assert placement == expected([1, 0], 4)

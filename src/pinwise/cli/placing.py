@@ -53,6 +53,9 @@ def _resolve_plan(args: argparse.Namespace, topology):
     if getattr(args, "repeat_from", 0) and getattr(args, "omp", False):
         raise PinwiseError("--repeat-from cannot be handed to the OpenMP runtime (OMP_PLACES starts again from its "
                            "first place): drop --omp, and the preload library applies it")
+    if args.skip and getattr(args, "omp", False):
+        raise PinwiseError("--skip cannot be handed to the OpenMP runtime (OMP_PLACES gives every thread it makes a "
+                           "place): drop --omp, and the preload library applies it")
     if args.policy is not None and args.policy.strip().lower() != policies.AUTO:
         policies.lookup(args.policy, "or pass a mapping file from 'pinwise map' with --mapping")
     if args.comm and not reads_matrix(args.policy):
@@ -335,7 +338,8 @@ def _adapt(adapt: Adaptation, topology, argv: list[str] | None, pid: int | None,
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..pinning.launcher import run_program
+    from ..pinning.launcher import find_program, run_program
+    from ..trace import uses_openmp
 
     command = RunCommand.from_args(args)
     argv, plan, memory, topology = command.argv, command.plan, command.memory, command.topology
@@ -356,8 +360,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         exec_program(argv, plan, follow=command.follow, omp=command.omp, memory=memory)
     verify = command.verify if command.verify is not None else sys.stderr.isatty()
     result = run_program(argv, plan, follow=command.follow, omp=command.omp, memory=memory)
+    judged = plan  # what --verify judges the threads against (None: where they ran, no verdict)
     if command.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
+        if verify and not uses_openmp(find_program(argv)):  # a library may load one: no verdict either way
+            judged = None
+            print(f"pinwise: warning: {argv[0]} names no OpenMP runtime (libgomp, libomp, libiomp5) among the "
+                  "libraries it needs: unless one loaded later, nothing placed its threads, so where they ran is shown "
+                  "without a verdict", file=sys.stderr)
     if result.unobserved:
         # Never "0 threads, all where asked": say that nothing could be read back, and why.
         if plan is not None and not command.omp:
@@ -367,7 +377,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             who = "the OpenMP runtime was asked to place them" if plan is not None else "the OS placed them"
             print(f"pinwise: cannot show where {argv[0]}'s threads ran ({result.unobserved}); {who}", file=sys.stderr)
     elif verify:
-        _verify_table(result, plan, memory)
+        _verify_table(result, judged, memory)
     if result.signal_name:
         print(f"pinwise: error: {argv[0]} was killed by signal {result.signal_name}", file=sys.stderr)
         return 128 - result.returncode
