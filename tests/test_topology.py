@@ -95,6 +95,17 @@ def test_round_trips(name):
     assert parse_xml(to_xml(machine)) == machine
 
 
+def test_a_file_exported_from_this_machine_is_not_read_back_as_the_live_machine(tmp_path):
+    """A JSON export of the live machine keeps where it came from, but read back (here or on
+    another host) it is that file, not "this machine (sysfs)"."""
+    from pinwise.topology import read_json
+
+    path = tmp_path / "here.json"
+    path.write_text(to_json(load_topology(None)))
+    assert read_json(path).source == f"{path}, exported from this machine (sysfs)"
+    assert from_json(to_json(preset("nehalem"))).source == "nehalem"  # a preset's name stays its name
+
+
 # -- presets match the papers -------------------------------------------------------------------
 
 def _sharing(machine, type_):

@@ -17,7 +17,7 @@ from .model import (LEVEL_ORDER, CpuKind, Distances, ObjectSpec, ObjType, Topolo
                     walk, walk_all)
 from .render import render
 from .synthetic import PRESETS, parse_synthetic, preset, to_synthetic
-from .sysfs import read_sysfs
+from .sysfs import LIVE_SOURCE, read_sysfs
 from .._stage import make_callable
 
 __all__ = [
@@ -186,7 +186,10 @@ def from_json(text: str, source: str = "<json>") -> Topology:
         if value is not None and (not isinstance(value, list) or not all(isinstance(c, int) for c in value)):
             raise PinwiseError(f"{source}: \"{key}\" must be a list of {'CPU' if key == 'allowed' else 'NUMA node'} "
                                "numbers")
-    return build_topology(specs, allowed=allowed, source=document.get("source") or source,
+    label = document.get("source") or source
+    if label == LIVE_SOURCE and source != label:  # read back (on this host or another): not the live machine
+        label = f"{source}, exported from {LIVE_SOURCE}"
+    return build_topology(specs, allowed=allowed, source=label,
                           restriction=document.get("restriction"), cpukinds=_json_kinds(document, source),
                           distances=_json_distances(document, source), keep_groups=True, allowed_nodes=allowed_nodes,
                           devices=_json_devices(document, source))

@@ -20,6 +20,9 @@ from ..errors import PinwiseError
 from .devices import Device, important_pci_class
 from .model import CpuKind, ObjectSpec, ObjType, Topology, build_topology
 
+#: The source of the live machine's topology (a file exported from it names itself and this).
+LIVE_SOURCE = "this machine (sysfs)"
+
 _CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
 
 
@@ -123,7 +126,7 @@ def read_sysfs(root: Path | str = "/sys/devices/system", affinity: set[int] | No
         allowed &= set(cgroup_cpus)
         reasons.append("cgroup cpuset")
     devices = read_devices(root.parent.parent, frozenset(online)) if root == Path("/sys/devices/system") else []
-    return build_topology(specs, allowed=allowed, source="this machine (sysfs)",
+    return build_topology(specs, allowed=allowed, source=LIVE_SOURCE,
                           restriction=" and ".join(reasons) or None, cpukinds=_cpu_kinds(root, online),
                           devices=devices)
 
