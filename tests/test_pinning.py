@@ -362,6 +362,11 @@ def test_print_shows_plan_and_job_script_lines():
     assert "likwid-pin -c 0,4,1,5" in out
     assert 'OMP_PLACES="{0},{4},{1},{5}"' in out
     assert "KMP_AFFINITY" in out and "GOMP_CPU_AFFINITY=\"0 4 1 5\"" in out
+    # a skip mask: likwid-pin takes it (-s), an OpenMP runtime takes none, so its lines are withheld
+    skipping = run_pinwise("run", "--topology", "nehalem", "--cpus", "1,0", "--skip", "0x1", "--print",
+                           check=True).stdout
+    assert "likwid-pin -c 1,0 -s 0x1" in skipping and "OMP_PLACES" not in skipping, skipping
+    assert skipping.count("(withheld: an OpenMP runtime places its team's threads in order and takes no skip mask") == 3
 
 
 @pytest.mark.parametrize("command", [("run", "--cpus", "0"), ("run", "--no-verify", "--cpus", "0"), ("trace", "-o", "OUT")])

@@ -241,13 +241,18 @@ class Plan(Frozen):
         truncated = plan.likwid_truncation(hw_threads)
         if truncated:
             likwid = f"(withheld: {truncated}; use the pinwise line)"
+        omp, kmp = plan.omp_line(), plan.kmp_line()
         if not plan.is_one_cpu_per_slot:
             likwid = gomp = "(withheld: it gives each thread one CPU, this plan some threads several; use the OpenMP line)"
+        if self.skip_mask:  # the runtimes place their team in order and know no mask
+            omp = gomp = kmp = (f"(withheld: an OpenMP runtime places its team's threads in order and takes no skip "
+                                f"mask; whether they line up with this plan's (mask {self.skip_mask:#x}) depends on "
+                                "which threads the mask skips; use the pinwise or likwid-pin line)")
         lines += [
             ("likwid-pin", likwid),
-            ("OpenMP", plan.omp_line()),
+            ("OpenMP", omp),
             ("GNU OpenMP", gomp),
-            ("Intel OpenMP", plan.kmp_line()),
+            ("Intel OpenMP", kmp),
             taskset,
         ]
         if self.repeat_from:
