@@ -42,6 +42,9 @@ def comm_csv(tmp_path):
     (("run", "--adapt", "--duration", "1s", "--", "true"),
      "--duration is for pin --pid --adapt; run --adapt lasts as long as the program"),
     (("run", "--adapt"), "no program given: write it after --, e.g. pinwise run --adapt -- ./prog args"),
+    (("run", "--adapt", "--verify", "--", "true"),
+     "--adapt says where each thread ran at its end (its 'ran on' line), and never becomes the program: drop "
+     "--verify/--no-verify"),
     (("pin", "--pid", "1", "--duration", "1s", "--cpus", "0"), "--log, --interval and --duration belong to --adapt"),
     (("pin", "--pid", "1", "--adapt", "-t", "nehalem"),
      "--adapt decides the placement while the program runs on this machine: drop --topology (--policy chooses the "

@@ -102,6 +102,9 @@ class Adaptation(Frozen):
                                f"{', '.join(given)} (--policy chooses the policy it places with)")
         if args.duration is not None and not attached:
             raise PinwiseError("--duration is for pin --pid --adapt; run --adapt lasts as long as the program")
+        if getattr(args, "verify", None) is not None:  # taken without a word before
+            raise PinwiseError("--adapt says where each thread ran at its end (its 'ran on' line), and never becomes "
+                               "the program: drop --verify/--no-verify")
         from ..adapt import INTERVAL
 
         policy = args.policy if args.policy and args.policy.strip().lower() != policies.AUTO else None
