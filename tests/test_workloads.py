@@ -38,6 +38,13 @@ def test_workload_cli():
     printed = run_pinwise("workload", "run", "pairs", "--print", check=True).stdout.split()
     assert printed[1:3] == ["pairs", "-n"]
     assert_clean_failure(run_pinwise("workload", "run", "nosuch"), "unknown workload")
+    # the blog's program: an idle main thread and pairs, none of patterns.c's knobs
+    assert run_pinwise("workload", "run", "blog-pairs", "--print", check=True).stdout.split()[1:] == ["-p", "2", "-r",
+                                                                                                     "20"]
+    assert run_pinwise("workload", "run", "blog-pairs", "-n", "7", "--print", check=True).stdout.split()[1:3] == \
+        ["-p", "3"]
+    assert_clean_failure(run_pinwise("workload", "run", "blog-pairs", "-n", "4"), "1 + 2 per pair", "not 4")
+    assert_clean_failure(run_pinwise("workload", "run", "blog-pairs", "--size", "8"), "--size does not apply")
     assert_clean_failure(run_pinwise("workload", "run", "pairs", "--shared-ratio", "2"), "--shared-ratio", "at most 1")
     assert_clean_failure(run_pinwise("workload", "run"), "which workload")
 

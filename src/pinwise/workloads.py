@@ -59,11 +59,32 @@ def on_path(program: str) -> str:
     return name if found and os.path.exists(ours) and os.path.samefile(found, ours) else program
 
 
-def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared_ratio: float = 0.5,
-                     imbalance: float | None = None, size_kib: int = 4) -> list[str]:
-    """The command line that runs a workload."""
+#: The blog's program as published: an idle main thread and two pairs.
+BLOG_THREADS = 5
+
+
+def workload_command(name: str, threads: int | None = None, iterations: int = 2000, shared_ratio: float | None = None,
+                     imbalance: float | None = None, size_kib: int | None = None) -> list[str]:
+    """The command line that runs a workload (``threads`` by default 4, the blog's program 5;
+    ``shared_ratio`` 0.5, ``size_kib`` 4: patterns.c's knobs, which the blog's program has not)."""
     if name not in WORKLOADS:
         raise PinwiseError(f"unknown workload {name!r}: choose one of {', '.join(WORKLOADS)} (pinwise workload list)")
+    if WORKLOADS[name].verbatim:
+        given = [option for option, value in (("--shared-ratio", shared_ratio), ("--imbalance", imbalance),
+                                              ("--size", size_kib)) if value is not None]
+        if given:
+            raise PinwiseError(f"{name} is the blog's program as published (each pair increments one counter): "
+                               f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to it")
+        threads = BLOG_THREADS if threads is None else threads
+        if threads < 3 or threads % 2 == 0:
+            raise PinwiseError(f"{name} runs an idle main thread beside its pairs: --threads is 1 + 2 per pair (3, 5, "
+                               f"7, ...), not {threads}")
+        if iterations < 1:
+            raise PinwiseError(f"--iterations must be at least 1, not {iterations}")
+        return [str(NATIVE_DIR / "bin" / "pairs"), "-p", str((threads - 1) // 2), "-r", str(max(1, iterations // 100))]
+    threads = 4 if threads is None else threads
+    shared_ratio = 0.5 if shared_ratio is None else shared_ratio
+    size_kib = 4 if size_kib is None else size_kib
     if not 1 <= threads <= 1024:
         raise PinwiseError(f"--threads must be between 1 and 1024, not {threads}")
     if iterations < 1:
@@ -74,8 +95,6 @@ def workload_command(name: str, threads: int = 4, iterations: int = 2000, shared
         raise PinwiseError(f"--imbalance must be between 0 and 100, not {imbalance}")
     if not 1 <= size_kib <= 1 << 20:
         raise PinwiseError(f"--size must be between 1 and 1048576 KiB, not {size_kib}")
-    if WORKLOADS[name].verbatim:
-        return [str(NATIVE_DIR / "bin" / "pairs"), "-p", str(max(1, threads // 2)), "-r", str(max(1, iterations // 100))]
     command = [str(NATIVE_DIR / "bin" / "patterns"), name, "-n", str(threads), "-i", str(iterations),
                "-s", str(shared_ratio), "-z", str(size_kib)]
     if imbalance is not None:

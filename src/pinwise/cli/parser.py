@@ -230,11 +230,15 @@ def add_measuring_commands(commands) -> None:
                                    description="Workload programs with the communication patterns of the papers.")
     workload.add_argument("action", choices=("list", "run"))
     workload.add_argument("name", nargs="?", help="workload to run (pinwise workload list)")
-    workload.add_argument("-n", "--threads", type=whole(1, 1024), default=4, help="threads, the main thread included (default 4)")
-    workload.add_argument("-i", "--iterations", type=whole(1, 10 ** 9), default=2000, help="iterations of 1000 accesses (default 2000)")
-    workload.add_argument("--shared-ratio", type=real(0, 1), default=0.5, help="share of accesses to shared lines (default 0.5)")
+    workload.add_argument("-n", "--threads", type=whole(1, 1024),
+                          help="threads, the main thread included (default 4; blog-pairs 5: its idle main thread and "
+                               "2 pairs)")
+    workload.add_argument("-i", "--iterations", type=whole(1, 10 ** 9), default=2000,
+                          help="iterations of 1000 accesses (default 2000; blog-pairs: a repetition of 100,000 "
+                               "increments per 100 of them, at least one)")
+    workload.add_argument("--shared-ratio", type=real(0, 1), help="share of accesses to shared lines (default 0.5)")
     workload.add_argument("--imbalance", type=real(0, 1000), help="extra work of the busiest thread, e.g. 1 = twice as much")
-    workload.add_argument("--size", type=whole(1, 1 << 20), default=4, help="private working set per thread in KiB (default 4)")
+    workload.add_argument("--size", type=whole(1, 1 << 20), help="private working set per thread in KiB (default 4)")
     workload.add_argument("--print", action="store_true", help="print the command line instead of running it")
     workload.set_defaults(handler="measuring:cmd_workload")
 
