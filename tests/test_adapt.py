@@ -933,7 +933,7 @@ def test_threads_pinned_on_one_cpu_are_seen_as_if_apart():
     assert len(adapter.moves) <= 1, said
     judged = [json.loads(line) for line in adapter.log.getvalue().splitlines()]
     after = [r for r in judged if adapter.moves and r["t"] > adapter.moves[0].at_s and "cost_new" in r]
-    tempting = [r for r in after if r["cost_new"] < (1 - HYSTERESIS) * r["cost_now"]]
+    tempting = [r for r in after if r.get("crowded") or r["cost_new"] < (1 - HYSTERESIS) * r["cost_now"]]
     assert after and len(tempting) <= 1, tempting
 
 

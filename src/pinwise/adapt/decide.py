@@ -334,8 +334,8 @@ class Adapter(Payoff):
             # pinwise put on one CPU each are costed as they are: when they change partners, the
             # new partners apart cost hops, and a strong gain moves them at once
             cost_now = float("inf")
-        record.update(pattern=pattern, policy=policy, cost_new=cost_new,
-                      cost_now="threads crowded on a CPU" if cost_now == float("inf") else cost_now)
+        now = {"cost_now": None, "crowded": True} if cost_now == float("inf") else {"cost_now": cost_now}
+        record.update(pattern=pattern, policy=policy, cost_new=cost_new, **now)  # JSON has no inf: null, flagged
         if sharing:
             record["pairs_sharing_a_cpu"] = [list(pair) for pair in sharing]
         if cost_now is None or cost_new is None or events < MIN_EVENTS:
