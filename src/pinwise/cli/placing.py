@@ -366,7 +366,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     judged = plan  # what --verify judges the threads against (None: where they ran, no verdict)
     if command.omp and plan is not None:
         result = as_openmp_places_them(result, plan)
-        if verify and not uses_openmp(find_program(argv)):  # a library may load one: no verdict either way
+        execs = [p for p in result.processes if p.how == "exec"]
+        # the program alone, naming no runtime (a program it starts may name one: then it is judged)
+        if verify and len(execs) <= 1 and not uses_openmp(find_program(argv)):
             judged = None
             print(f"pinwise: warning: {argv[0]} names no OpenMP runtime (libgomp, libomp, libiomp5) among the "
                   "libraries it needs: unless one loaded later, nothing placed its threads, so where they ran is shown "
