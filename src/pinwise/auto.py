@@ -315,7 +315,8 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
         elif unsure or result.runs < LOOKS[0]:
             # a bench the budget cut before the first look's runs cannot tell "no gain" from "too few runs"
             why = "is faster by both tests" if unsure else "is significantly faster"
-            advice = (f"no candidate {why} after {result.runs} runs each{detail}: not established; "
+            said = "not established" in detail  # the best's own verdict says it already
+            advice = (f"no candidate {why} after {result.runs} runs each{detail}{'' if said else ': not established'}; "
                       "run auto again with a larger --budget, or keep the OS placement")
         else:
             advice = (f"no candidate is significantly faster than the OS placement after {result.runs} runs each"
