@@ -102,3 +102,40 @@ def test_a_samples_bursty_time_blocks_count_as_its_noise():
     assert even.bcomm_observed == bursty.bcomm_observed == pytest.approx(100 * (80 / 60 - 1))
     assert few.bcomm == even.bcomm and 0 < even.bcomm < even.bcomm_observed
     assert bursty.bcomm < even.bcomm
+
+
+def test_a_pattern_in_what_the_spin_waits_leave_is_only_as_sure_as_what_they_leave():
+    """A sampled barrier line that every thread shares carries 540 of 570 events (an OpenMP
+    stencil spinning at its barrier, OMP_WAIT_POLICY=active); thread 0 has the 30 left. The
+    analysis sets the line aside, so its pattern rests on about a twentieth of the 200 traps: the
+    redraws, which scale each pair by the share the line left it, agreed on "master/reduction" in
+    97 % of them in a real trace of the stencil. Now the confidence says how few are left; the same
+    matrix without the hot line is judged."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from pinwise.comm import HotLine
+    from pinwise.confidence import pattern_confidence
+    from pinwise.patterns import analyze
+
+    matrix = np.full((4, 4), 90.0)
+    matrix[0, 1:] = matrix[1:, 0] = 100.0
+    np.fill_diagonal(matrix, 0.0)
+    block = []
+    for a in range(4):
+        for b in range(a + 1, 4):
+            block += [a, b, 10.0 if a == 0 else 9.0]
+    pairs = [[a, b, 100 / 3, 100 / 3, 0.0] for a in range(4) for b in range(4) if a != b]
+    sampling = {"events": 200, "pairs": pairs, "blocks": [block] * 10, "block_ns": 50_000_000}
+    barrier = HotLine(0x1000, 540, "[heap]+0x1000", None, None, (30,) * 4, (2,) * 4,
+                      tuple((a, b, 90) for a in range(4) for b in range(a + 1, 4)))
+    plain = CommMatrix(matrix, np.full(4, 100.0))
+    comm = replace(plain, info=replace(plain.info, backend="sample", hot_lines=(barrier,),
+                                       sampling=MappingProxyType(sampling)))
+    found = analyze(comm)
+    assert found.spin_lines == (barrier,)
+    sure = pattern_confidence(comm, found)
+    assert sure.pattern_agreement is None and sure.events == 200, sure
+    assert sure.reason.startswith("about 11 of the 200 event(s) sampled are left once the spin-wait is set aside"), sure
+    unspun = replace(comm, info=replace(comm.info, hot_lines=()))
+    assert pattern_confidence(unspun, analyze(unspun)).pattern_agreement is not None
