@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import csv
 import io
+import itertools
 import json
 import math
 import re
@@ -441,3 +442,56 @@ def test_the_speedup_plots_legend_names_the_colours_of_its_bars(tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close(figure)
+
+
+def test_a_placement_faster_only_in_the_runs_that_finished_is_not_established(tmp_path):
+    """A placement whose runs are 20 % faster when they finish, but 4 of its 20 timed out (a
+    livelock now and then): the runs left out may be its slowest, so the tests on the ones that
+    finished establish nothing. Every output says so, no "best", and auto names no winner."""
+    times = [1.0 + 0.001 * (i % 10) for i in range(20)]
+    quick = [0.8 + 0.001 * (i % 10) for i in range(20)]
+    hangs = (calls % 5 == 4 for calls in itertools.count())  # the warm-up run included
+
+    def runner(argv, plan, pattern, timeout, counters):
+        run = PlantedProgram({"os": times, "0": quick})(argv, plan, pattern, timeout, counters)
+        return replace(run, failure="timeout after 5 s", exit_status=-9) if plan and next(hangs) else run
+
+    candidates = build_candidates(["os"], ["quick=0"], TOPOLOGY, None)
+    path = str(tmp_path / "hangs.db")
+    summary = benched(path, candidates, runner, BenchOptions(20, progress=False, seed=1))
+    result = summary.result("quick")
+    failed = sum(result.failures.values())
+    assert result.median.significant and result.runs == 20 and failed == 20 - len(result.times) >= 3  # as planted
+    assert result.verdict.kind == "failed runs" and not result.verdict.faster and summary.winner() is None
+    assert result.verdict.text.endswith(f"but {failed} of its 20 runs failed ({failed} x timeout after 5 s): "
+                                        "not established")
+    assert conclusion_line(summary).startswith("no placement is established faster than os: quick was faster only in "
+                                               "the runs that finished")
+    out = every_output(tmp_path, summary)
+    assert "best:" not in out["terminal"] and '<tr class="faster">' not in out["html"]
+    found = next(r for r in json.loads(out["json"])["experiments"][0]["results"] if r["policy"] == "quick")
+    assert found["verdict"] == "failed runs"
+
+
+def test_a_program_where_a_placement_has_no_comparison_is_not_counted_in_its_overall_row(tmp_path):
+    """Across two programs, a placement 1.5x faster on one and with a single good run on the other
+    (no comparison there): its overall row is of the one program it was compared on, not a
+    speedup of 1.0 averaged in for the other."""
+    from pinwise.report.summary import overall_rows
+
+    summaries = []
+    for name, fast in (("a", [0.5] * 8), ("b", [0.5] + [None] * 7)):
+        def runner(argv, plan, pattern, timeout, counters, fast=iter(fast)):
+            run = PlantedProgram({"os": [1.0 + 0.01 * i for i in range(8)], "0": [0.5] * 8})(
+                argv, plan, pattern, timeout, counters)
+            if plan is None:
+                return run
+            wall = next(fast)
+            return replace(run, failure="exit status 1", exit_status=1) if wall is None else run
+
+        summaries.append(benched(str(tmp_path / f"{name}.db"), build_candidates(["os"], ["fast=0"], TOPOLOGY, None),
+                                 runner, BenchOptions(8, progress=False, seed=1)))
+    assert summaries[1].result("fast").verdict.kind == "no data"
+    row = next(r for r in overall_rows(summaries) if r.policy == "fast")
+    assert row.overall.programs == 1 and row.overall.geometric_mean_speedup == pytest.approx(2.0, rel=0.05)
+    assert len(row.programs) == 1

@@ -307,14 +307,15 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
         best = max(compared, key=lambda p: p.median.speedup, default=None)
         detail = (f" (best: {best.label}, {best.median.speedup:.2f}x, {best.verdict.text})" if best else "")
         untested = [p for p in summary.policies if p.verdict.kind == "no data"]
-        unsure = [p for p in compared if p.verdict.kind == "one test"]
+        unsure = [p for p in compared if p.verdict.kind in ("one test", "failed runs")]
         if untested:
             advice = ("no verdict on " + "; ".join(f"{p.label}, which {_ran_well(p, result.runs)}" for p in untested)
                       + (f"; of the others, none is significantly faster than the OS placement{detail}"
                          if compared else ""))
         elif unsure or result.runs < LOOKS[0]:
             # a bench the budget cut before the first look's runs cannot tell "no gain" from "too few runs"
-            why = "is faster by both tests" if unsure else "is significantly faster"
+            why = ("is established faster" if any(p.verdict.kind == "failed runs" for p in unsure) else
+                   "is faster by both tests" if unsure else "is significantly faster")
             said = "not established" in detail  # the best's own verdict says it already
             advice = (f"no candidate {why} after {result.runs} runs each{detail}{'' if said else ': not established'}; "
                       "run auto again with a larger --budget, or keep the OS placement")

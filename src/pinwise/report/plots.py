@@ -55,7 +55,8 @@ def distribution_figure(summary: ExperimentSummary):
 
 #: The speedup plot's bar colour for each verdict kind (pinwise.report.summary.Verdict), and its legend's words.
 VERDICT_COLOURS = {"faster": ("tab:green", "faster"), "slower": ("tab:red", "slower"),
-                   "one test": ("tab:olive", "one test only (not established)")}
+                   "one test": ("tab:olive", "one test only (not established)"),
+                   "failed runs": ("tab:orange", "faster, but runs failed (not established)")}
 NEUTRAL = ("tab:grey", "no significant difference")
 
 

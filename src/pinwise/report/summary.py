@@ -25,7 +25,9 @@ class Verdict:
     mean test could not conclude), ``slower`` (the median test for "slower"), ``one test`` (one
     test says faster and the other does not: not established), ``no difference`` (neither, on a
     quiet machine), ``inconclusive`` (neither, on a busy machine: a gain could hide in the
-    noise), ``baseline``, ``no data`` (fewer than 2 successful runs on one side)."""
+    noise), ``failed runs`` (the tests say faster, but some of its runs failed or timed out, and
+    those left out may be its slowest: not established), ``baseline``, ``no data`` (fewer than 2
+    successful runs on one side)."""
 
     kind: str
     word: str
@@ -40,7 +42,8 @@ class Verdict:
         return self.kind == "slower"
 
 
-VERDICT_KINDS = ("faster", "slower", "one test", "no difference", "inconclusive", "baseline", "no data")
+VERDICT_KINDS = ("faster", "slower", "one test", "failed runs", "no difference", "inconclusive", "baseline",
+                 "no data")
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +114,11 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
     median_faster = median.significant and median.speedup > 1
     mean_faster = mean.concluded and mean.significant and mean.speedup > 1
     mean_p = f"mean test p={mean.pvalue:.2g}" if mean.concluded else "mean: no conclusion"
+    failed = sum(result.failures.values())
+    if median_faster and failed:  # its slowest runs may be the ones that never finished
+        return Verdict("failed runs", "failed runs", f"faster in the runs that finished (median test "
+                       f"p={median.pvalue:.2g}), but {failed} of its {result.runs} runs failed "
+                       f"({'; '.join(f'{n} x {why}' for why, n in result.failures.items())}): not established")
     if median_faster and (mean_faster or not mean.concluded):
         return Verdict("faster", "faster", f"significantly faster (median test p={median.pvalue:.2g}, {mean_p})")
     if median_faster:
@@ -309,7 +317,9 @@ def overall_rows(summaries: list[ExperimentSummary]) -> list[OverallRow]:
         chosen[RECOMMENDED_ROW] = recommended
     rows = []
     for name, found in chosen.items():
-        found = [(s, r) for s, r in found if r is not None and r.spread is not None]
+        # a program where it has no comparison (fewer than 2 good runs) has no speedup to count
+        found = [(s, r) for s, r in found if r is not None and r.spread is not None
+                 and (r.median is not None or r.name == s.baseline or s.baseline in r.aliases)]
         if not found:
             continue
         speedups = [r.median.speedup if r.median else 1.0 for _, r in found]

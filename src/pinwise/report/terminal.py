@@ -119,6 +119,11 @@ def conclusion_line(summary: ExperimentSummary) -> str:
     if unsure:
         advice = (f"no placement is faster by both tests: {', '.join(unsure)} by one test only; measure more runs "
                   f"before choosing, or keep {keep}")
+    failing = [p.label for p in summary.policies if p.verdict.kind == "failed runs"]
+    if failing:
+        advice = (f"no placement is established faster than {summary.baseline}: {', '.join(failing)} "
+                  f"{'was' if len(failing) == 1 else 'were'} faster only in the runs that finished (see the failed "
+                  f"runs); find why runs fail before choosing, or keep {keep}")
 
     def best(winner) -> str:
         text = f"best: {winner.label} (CPUs {winner.placement})"
