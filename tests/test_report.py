@@ -495,3 +495,17 @@ def test_a_program_where_a_placement_has_no_comparison_is_not_counted_in_its_ove
     row = next(r for r in overall_rows(summaries) if r.policy == "fast")
     assert row.overall.programs == 1 and row.overall.geometric_mean_speedup == pytest.approx(2.0, rel=0.05)
     assert len(row.programs) == 1
+
+
+def test_a_mean_that_points_the_other_way_than_the_verdict_is_said_to_be_the_means(tmp_path):
+    """The OS's runs are 1.00 s but 3 of 35 take 2 s; the candidate's all take 1.05 s. Its mean is
+    faster (hyperfine's ratio, 1.03x), its median slower, and the median test decides: the line
+    says which figure points which way, never "ran 1.03 times faster than os: significantly slower"."""
+    base = [2.0 if i % 12 == 0 else 1.0 + 0.0001 * (i % 10) for i in range(35)]
+    summary = planted_summary(tmp_path, {"os": base, "0": [1.05 + 0.0001 * (i % 10) for i in range(35)]},
+                              ["steady=0"])
+    result = summary.result("steady")
+    assert result.verdict.slower and result.ratio[0] > 1, result.verdict
+    line = next(line for line in hyperfine_lines(summary) if line.startswith("steady ran"))
+    assert re.match(r"steady ran 1\.0\d ± \d\.\d\d times faster than os by the mean, 0\.95x by the median: "
+                    r"significantly slower \(", line), line

@@ -67,6 +67,9 @@ def hyperfine_lines(summary: ExperimentSummary) -> list[str]:
             text = f"{p.label} ran {ratio:.2f} ± {error:.2f} times faster than {summary.baseline}"
         else:
             text = f"{p.label} ran {1 / ratio:.2f} ± {error / ratio ** 2:.2f} times slower than {summary.baseline}"
+        if p.median is not None and (p.verdict.slower and ratio >= 1 or p.verdict.faster and ratio < 1):
+            # the means (hyperfine's ratio) and the median test that decided point opposite ways
+            text += f" by the mean, {p.median.speedup:.2f}x by the median"
         variance = ""
         base = summary.result(summary.baseline)
         if base and base.spread and p.spread and base.spread.variance > 0:
