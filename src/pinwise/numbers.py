@@ -34,10 +34,14 @@ def _bounded(value, text: str, what: str, minimum, maximum, say=str):
 def say_duration(seconds: float, digits: int | None = None) -> str:
     """A duration in the unit a user would write it in: 10ms, 1.5s, 10m, 2h (to ``digits``
     significant digits: 27s, 4.5m)."""
+    larger = None
     for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         value = float(f"{seconds / size:.{digits}g}") if digits else seconds / size
         if value >= 1 or unit == "us":  # rounded first: 59.97 s to two digits is 1m, not 60s
+            if larger is not None and value * size >= larger[1]:  # 55 s to one digit: 0.9m, but 6e+01 s
+                return f"1{larger[0]}"
             return f"{value:g}{unit}"
+        larger = (unit, size)
     return f"{seconds:g}s"
 
 
