@@ -139,3 +139,15 @@ def test_a_pattern_in_what_the_spin_waits_leave_is_only_as_sure_as_what_they_lea
     assert sure.reason.startswith("about 11 of the 200 event(s) sampled are left once the spin-wait is set aside"), sure
     unspun = replace(comm, info=replace(comm.info, hot_lines=()))
     assert pattern_confidence(unspun, analyze(unspun)).pattern_agreement is not None
+
+
+def test_a_sampled_matrixs_metrics_are_told_as_corrected_beside_their_counted_values():
+    """analyze --json gives a sampled matrix's heterogeneity and BComm less its own noise, and as
+    counted beside them (the table says the same); a traced matrix has no counted values apart."""
+    from pinwise.patterns import analyze
+
+    sampled = analyze(_sampled([[0, 1, 4.0, 1, 2, 4.0, 2, 3, 4.0]] * 10)).to_document()
+    assert sampled["bcomm_counted"] == pytest.approx(100 * (80 / 60 - 1)) and sampled["bcomm"] < sampled["bcomm_counted"]
+    assert sampled["hcomm_offdiagonal_counted"] >= sampled["hcomm_offdiagonal"]
+    traced = analyze(CommMatrix(np.array([[0, 5.0], [5.0, 0]]), np.array([10.0, 10.0]))).to_document()
+    assert traced["bcomm_counted"] is None and traced["hcomm_offdiagonal_counted"] is None

@@ -305,3 +305,32 @@ def test_a_spin_waits_accesses_before_it_became_hot_come_out_of_its_threads():
     # other 310; thread 2 never touched the line
     assert left.tolist() == [0.0, 90.0, 200.0]
     assert without_lines(comm, (line,)).matrix[0, 1] == 100  # 900 events since hot, none before
+
+
+def test_a_matrix_of_tiny_counts_reads_as_the_same_matrix_scaled_up():
+    """Only ratios matter: two groups of 4 at 1e-200 events a pair are the groups they are at 1
+    (the spread of the pairs squared to 0 below 1e-162, and the groups read as all-to-all -> scatter)."""
+    groups = np.zeros((8, 8))
+    groups[:4, :4] = groups[4:, 4:] = 1.0
+    np.fill_diagonal(groups, 0.0)
+    found = [analyze(comm_of(groups * scale, accesses=[10 * scale] * 8)) for scale in (1.0, 1e-200)]
+    assert found[0].pattern == found[1].pattern == "clustered" and found[0].policy == found[1].policy
+
+
+def test_the_one_pair_that_communicates_is_kept_together_where_compact_splits_it_too(tmp_path):
+    """Eight threads, only 2 and 5 communicate. balanced-locality and compact each put them on two
+    packages (2x locality's cost); judged against compact alone, balanced-locality stood. Against the
+    cheapest locality policy it is replaced, and the pattern says two threads have a partner, not each."""
+    from pinwise.topology import load_topology
+
+    matrix = np.zeros((8, 8))
+    matrix[2, 5] = matrix[5, 2] = 100.0
+    machine = load_topology("pack:2 l3:1 core:4 pu:1")
+    found = analyze(comm_of(matrix, accesses=[1000.0] * 8), machine)
+    assert found.pattern_reason.startswith("2 of the 8 threads have one partner"), found.pattern_reason
+    assert found.policy == "locality" and "locality instead" in found.reason, found.reason
+    (tmp_path / "one.json").write_text(json.dumps({"threads": 8, "matrix": matrix.tolist()}))
+    result = run_pinwise("map", str(tmp_path / "one.json"), "-p", "auto", "-t", "pack:2 l3:1 core:4 pu:1", "-f",
+                         "cpulist", check=True)
+    cpus = [int(c) for c in result.stdout.split()[0].split(",")]
+    assert cpus[2] // 4 == cpus[5] // 4, cpus  # one package

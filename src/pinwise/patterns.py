@@ -145,6 +145,8 @@ class Analysis:
             "hcomm": m.hcomm, "hcomm_offdiagonal": m.heterogeneity,
             "bcomm": m.bcomm, "acomm": m.acomm, "rcomm": m.rcomm, "load_balance": m.load_balance,
             "events_per_access": m.comm_share,
+            # a sampled matrix's two above are less its own noise; these are as counted (else null)
+            "hcomm_offdiagonal_counted": m.heterogeneity_observed, "bcomm_counted": m.bcomm_observed,
             "spin_waits": [f"0x{line.address:x}" for line in self.spin_lines],
             "hot_lines": [{**line.to_document(), "share": line.events / total if total else None,
                            "spin_wait": line in self.spin_lines} for line in self.hot_lines],
@@ -339,7 +341,9 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
         if name == Pattern.FAR_PAIRS:
             return Pattern.FAR_PAIRS, f"{share:.0%} of communication is between i and i+{t // 2} (like NPB LU){beside}"
         if name == Pattern.PAIRS:
-            return Pattern.PAIRS, f"each thread has one partner: a matching carries {share:.0%} of communication{beside}"
+            partnered = len({k for i, j in set(pairs) if m[i, j] > 0 for k in (i, j)})
+            who = "each thread has" if partnered == t else f"{partnered} of the {t} threads have"
+            return Pattern.PAIRS, f"{who} one partner: a matching carries {share:.0%} of communication{beside}"
         centre = max(range(t), key=lambda i: sum(i in pair for pair in pairs))
         return Pattern.MASTER, f"thread {centre} takes part in {share:.0%} of all communication{beside}"
     # Flat among the threads other than the busiest communicator (thread 0's serial set-up, say),
@@ -347,7 +351,8 @@ def classify(comm: CommMatrix, found: Metrics, limits: Limits = LIMITS) -> tuple
     busiest = int(np.argmax(m.sum(axis=1))) if t >= 4 else t
     rest = np.delete(np.delete(m, busiest, 0), busiest, 1) if t >= 4 else m
     off = rest[upper_pairs(rest.shape[0])]
-    cv = off.std() / off.mean() if off.mean() > 0 else 0.0
+    scale = float(np.max(off)) if off.size and np.max(off) > 0 else 1.0  # only ratios matter: 1e-200s square to 0
+    cv = (off / scale).std() / (off / scale).mean() if off.mean() > 0 else 0.0
     noise = sampling_noise(comm)
     if noise is not None and off.mean() > 0:  # a sample's own noise is spread too: only the rest counts
         rest_noise = (np.delete(np.delete(noise, busiest, 0), busiest, 1) if t >= 4 else noise)[
@@ -434,7 +439,7 @@ def _near(name: str, comm: CommMatrix, found: Metrics) -> str:
 def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metrics | None = None,
                weak: bool = False) -> tuple[str, str, Costs]:
     """The recommendation judged by the cost model on ``topology``: a locality policy that costs
-    more than compact is replaced by the cheapest locality policy; any other policy that costs
+    more than the cheapest locality policy is replaced by it; any other policy that costs
     more keeps its place, and the reason says why, in the cost's terms: how little communication
     it gives up, or, for a ``weak`` reading (:func:`weak_reading`), that the cost model favours
     compact and only a bench can say whether the trade pays. Returns (policy, reason, costs)."""
@@ -446,14 +451,20 @@ def checked_on(comm: CommMatrix, policy: str, reason: str, topology, found: Metr
     hops = {COMPACT: compact, policy: rows.get(policy)}
     costs = Costs(topology.source, hops)
     cost = rows.get(policy)
+    if policy in LOCALITY_POLICIES and cost is not None:
+        # judged against the cheapest of them, not compact alone: compact can split the one pair
+        # that communicates as balanced-locality does (both 2x locality's), and then nothing
+        # replaced balanced-locality
+        cheapest = min(LOCALITY_POLICIES, key=lambda name: (rows[name], LOCALITY_POLICIES.index(name)))
+        if rows[cheapest] <= 0 or cost <= rows[cheapest] * COST_TOLERANCE:
+            return policy, reason, costs
+        hops[cheapest] = rows[cheapest]
+        than = (f"{cost / compact:.2f}x compact's, and {cheapest} costs {rows[cheapest] / compact:.2f}x" if compact > 0
+                else f"{cost / rows[cheapest]:.2f}x {cheapest}'s")
+        return cheapest, f"{reason}; but on {topology.source} {policy} would cost {than}: {cheapest} instead", costs
     if cost is None or compact <= 0 or cost <= compact * COST_TOLERANCE:
         return policy, reason, costs
     ratio = cost / compact
-    if policy in LOCALITY_POLICIES:
-        cheapest = min(LOCALITY_POLICIES, key=lambda name: (rows[name], LOCALITY_POLICIES.index(name)))
-        hops[cheapest] = rows[cheapest]
-        return cheapest, (f"{reason}; but on {topology.source} {policy} would cost {ratio:.2f}x compact's, and "
-                          f"{cheapest} costs {rows[cheapest] / compact:.2f}x: {cheapest} instead"), costs
     why = {SCATTER: "it trades locality for cache and bandwidth, which is what this matrix needs",
            BALANCE: "it trades locality for an even load on the caches"}.get(policy, "it does not aim at locality")
     share = found.comm_share if found is not None else None

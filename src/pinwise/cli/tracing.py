@@ -185,6 +185,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         ("  off-diagonal", f"{m.heterogeneity:.1f}", "the same without the diagonal: the one to trust (eq. 1's zero "
                                                      "diagonal makes a flat matrix score highest); used to recommend"),
         ("BComm", f"{m.bcomm:.1f} %", "communication imbalance, eq. 2: max(CommV)/avg(CommV) - 1"),
+    ]
+    if m.bcomm_observed is not None:  # a sampled matrix's, less its own noise (docs/trace.md); then as counted
+        rows[1] = (rows[1][0], rows[1][1], rows[1][2] + f"; less the sample's noise ({m.heterogeneity_observed:.1f} "
+                   "as counted)")
+        rows[2] = (rows[2][0], rows[2][1], rows[2][2] + f"; less the sample's noise ({m.bcomm_observed:.1f} % as "
+                   "counted)")
+    rows += [
         ("AComm", f"{m.acomm:.4g}", "amount, eq. 3: sum of M / T^2"),
         ("RComm", "-" if m.rcomm is None else f"{m.rcomm:.3g}", "ratio, eq. 4: AComm / total memory accesses"),
         ("load balance", "-" if m.load_balance is None else f"{m.load_balance:.1f} %",
