@@ -193,7 +193,7 @@ def test_auto_on_a_real_program_records_every_run_where_its_plan_says(tmp_path):
     assert result.returncode == 0, result.stderr
     verdicts = [line for line in result.stdout.splitlines()  # every conclusion auto draws (auto.verdict_lines)
                 if line.startswith(("winner:", "no candidate is significantly faster", "no candidate is faster by both",
-                                    "no verdict", "inconclusive:"))]
+                                    "no candidate is established faster", "no verdict", "inconclusive:"))]
     assert len(verdicts) == 1, result.stdout
     connection = sqlite3.connect(db_path)
     connection.row_factory = sqlite3.Row
