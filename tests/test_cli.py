@@ -42,6 +42,7 @@ def test_every_command_has_its_help(command):
     (("run", "--bogus", "--", "true"), "unrecognized arguments: --bogus (see pinwise run --help)"),
     (("map", "m.json", "extra"), "unrecognized arguments: extra (see pinwise map --help)"),
     (("bench", "-r", "three", "--", "true"), "argument -r/--runs: value 'three' is not a whole number (digits 0-9 only) (see pinwise bench --help)"),
+    (("bench", "-r", "-1", "--", "true"), "argument -r/--runs: value must be at least 1, not -1 (see pinwise bench --help)"),
     (("topo", "--of", "yaml"), "argument --of: invalid choice: 'yaml'"),
     (("pin",), "the following arguments are required: --pid (see pinwise pin --help)"),
     # a value that starts with '-' reads as an option: say so, and how to give it

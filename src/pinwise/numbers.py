@@ -48,6 +48,8 @@ def say_duration(seconds: float, digits: int | None = None) -> str:
 def whole_number(text: str, what: str, minimum: int | None = 0, maximum: int | None = None) -> int:
     """``text`` (decimal ASCII digits, blanks around allowed) as an int in [minimum, maximum]."""
     text = str(text).strip()
+    if text.startswith("-") and _DECIMAL.match(text[1:]) and len(text) <= MAX_DIGITS and minimum is not None:
+        return _bounded(int(text), text, what, minimum, maximum)  # "-1" is a whole number below the bound
     if not _DECIMAL.match(text):
         raise PinwiseError(f"{what} {text[:MAX_DIGITS]!r} is not a whole number (digits 0-9 only)")
     if len(text) > MAX_DIGITS:
