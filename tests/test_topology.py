@@ -229,7 +229,7 @@ def test_topo_cli_outputs(tmp_path):
 @pytest.mark.parametrize("topology, words", [
     ("pack:2 foo:2 pu:1", ["unknown type", "foo"]),
     ("pack:0 pu:1", ["at least 1"]),
-    ("pack:-2 pu:1", ["count of pack", "not a whole number"]),
+    ("pack:-2 pu:1", ["count of pack", "must be at least 1, not -2"]),
     ("pack:2 core:2", ["last level must be pu"]),
     ("pack:2 core:2 core:2 pu:1", ["several core levels"]),
     ("nosuchpreset", ["unknown topology"]),
