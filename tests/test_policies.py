@@ -183,3 +183,21 @@ def test_distrib_is_hwloc_distribs_answer(machine):
                                  text=True, check=True).stdout.split()
         assert policies.distrib(topology, threads) == [min(parse_cpuset(line, "hwloc-distrib")) for line in printed], \
             threads
+
+
+def test_scatter_spreads_packages_that_sit_at_different_depths():
+    """A machine whose children are groups of two packages and bare packages (PUs at two depths):
+    scatter sorted PUs by their reversed coordinates, which compared positions of different levels,
+    and put two of 4 threads in one group while two packages had none. Dealt by each object's share,
+    4 threads take one child of the machine each, and 8 take the packages hwloc-distrib gives 8."""
+    machine = DISTRIB_MACHINES[1]
+    if not Path(machine).exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    from pinwise.topology.hwloc_xml import parse_cpuset
+
+    order = load_topology(machine).scatter_order(allowed_only=False)  # the file allows one group only
+    assert order[:4] == [0, 16, 32, 40], order
+    printed = subprocess.run([need("hwloc-distrib"), "-i", machine, "--disallowed", "--single", "8"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(order[:8]) == sorted(min(parse_cpuset(line, "hwloc-distrib")) for line in printed)
+    assert sorted(order) == list(range(64))

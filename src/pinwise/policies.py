@@ -66,7 +66,7 @@ def compact(topology, threads: int, seed: int | None = None) -> list[int]:
 
 
 def scatter(topology, threads: int, seed: int | None = None) -> list[int]:
-    """PUs by reversed coordinates: one per package first (KMP_AFFINITY=scatter)."""
+    """PUs dealt round the tree: one per package first (KMP_AFFINITY=scatter; Topology.scatter_order)."""
     return _repeat(topology.scatter_order(), threads)
 
 

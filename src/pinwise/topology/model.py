@@ -21,6 +21,7 @@ every source (sysfs, XML, synthetic strings, presets) shares one builder and one
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
@@ -212,10 +213,31 @@ class Topology:
         return self._by_kind(self.logical_order()) if allowed_only else self.logical_order(False)
 
     def scatter_order(self, allowed_only: bool = True) -> list[int]:
-        """PU OS indices ordered by reversed coordinates: one PU per package first, then per cache
-        within packages, ..., hardware threads of a core last (Intel's KMP_AFFINITY=scatter)."""
-        pus = self.allowed_pus if allowed_only else list(self.pus)
-        return self._by_kind([pu.os_index for pu in sorted(pus, key=lambda p: tuple(reversed(self.coordinates(p))))])
+        """PU OS indices dealt round the tree: one PU per package first, then per cache within
+        packages, ..., hardware threads of a core last (Intel's KMP_AFFINITY=scatter). Each object
+        deals its children's own orders, next to the child it has dealt the smallest share of its
+        PUs (the first of those that tie), so a symmetric tree is dealt one PU of each child a
+        round, and PUs at different depths (a package beside a group of two) or a cpuset that
+        leaves one package fewer are spread by their number, as hwloc-distrib spreads them
+        (sorting by reversed coordinates compared positions of different levels there: two of 4
+        threads in one group, two packages empty)."""
+        wanted = {id(pu) for pu in (self.allowed_pus if allowed_only else self.pus)}
+
+        def dealt(node: TopoObject) -> list[int]:
+            if node.type == ObjType.PU:
+                return [node.os_index] if id(node) in wanted else []
+            orders = [order for child in node.children if (order := dealt(child))]
+            turns = [(0.0, k) for k in range(len(orders))]  # (share dealt, child): equal shares divide alike
+            taken, out = [0] * len(orders), []
+            while turns:
+                _, k = heapq.heappop(turns)
+                out.append(orders[k][taken[k]])
+                taken[k] += 1
+                if taken[k] < len(orders[k]):
+                    heapq.heappush(turns, (taken[k] / len(orders[k]), k))
+            return out
+
+        return self._by_kind(dealt(self.root))
 
     def lowest_common_ancestor(self, a: int, b: int) -> TopoObject:
         pa, pb = self.pu(a), self.pu(b)
