@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pinwise import PinwiseError
 from pinwise.topology import (
     PRESETS,
+    ObjType,
     from_json,
     load_topology,
     parse_synthetic,
@@ -28,6 +29,7 @@ from pinwise.topology import (
     to_json,
     to_synthetic,
     to_xml,
+    walk_all,
 )
 
 SYNTHETIC_STRINGS = [
@@ -85,6 +87,10 @@ def test_our_xml_reads_in_hwloc_and_back(name, tmp_path):
                                capture_output=True, text=True).stdout.strip()
     assert parse_synthetic(synthetic) == machine
     assert parse_xml(path.read_bytes()) == machine
+    console = subprocess.run([lstopo, "--input", str(path), "--of", "console"], check=True, capture_output=True,
+                             text=True).stdout
+    assert ("L1d L#0" in console) == any(node.type == ObjType.L1 for node in walk_all(machine.root)), console[:400]
+    assert "L1 L#" not in console  # hwloc read pinwise's L1 as unified (cache_type 0)
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -643,3 +649,22 @@ def test_a_topology_from_a_pipe_or_a_file_of_another_name(tmp_path):
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == to_synthetic(preset("x7550"))
     assert_clean_failure(run_pinwise("topo", "-t", "/dev/zero"), "a device, not a file")
+
+
+def test_cpu_kinds_are_told_by_hwlocs_efficiency_rank(tmp_path):
+    """hwloc's efficiency is a kind's rank, 0 the least efficient (lstopo --cpukinds); the file's
+    forced_efficiency only orders them (fakecpukinds.xml: 10, 7, 0 read 2, 1, 0 there), and a
+    machine of one unnamed kind is kind #0, efficiency 0 (it was "kind -1 (efficiency -1)")."""
+    names = {"fakecpukinds.xml": "IntelCore (efficiency 2): PU 3; YouBigcore (efficiency 1): PU 2; MySmallCore "
+                                 "(efficiency 0): PU 0,1",
+             "power8gpudistances.xml": "kind #0 (efficiency 0): PU "}
+    for name, said in names.items():
+        path = lstopo_facts.SHARED / "hwloc-tests" / name
+        if not path.exists():
+            pytest.skip("../shared/topologies is not beside the repository")
+        text = run_pinwise("topo", "-t", str(path), check=True).stdout
+        assert f"CPU kinds, most performant first: {said}" in text, text
+        ranks = subprocess.run([need("lstopo-no-graphics"), "-i", str(path), "--cpukinds"], capture_output=True,
+                               text=True, check=True).stdout
+        assert sorted(re.findall(r"CPU kind #\d+ efficiency (\d+)", ranks)) == sorted(
+            re.findall(r"\(efficiency (\d+)\)", text))

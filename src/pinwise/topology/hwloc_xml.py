@@ -376,7 +376,8 @@ def to_xml(topology: Topology) -> str:
         if node.is_cache:
             ways, line = node.cache_geometry or (0, 64)
             attrs.update({"cache_size": str(node.cache_size or 0), "depth": _CACHE_DEPTH[node.type],
-                          "cache_linesize": str(line), "cache_associativity": str(ways), "cache_type": "0"})
+                          "cache_linesize": str(line), "cache_associativity": str(ways),
+                          "cache_type": "1" if node.type == ObjType.L1 else "0"})  # pinwise's L1 is the data cache
         if node.type == ObjType.MEMCACHE:
             attrs.update({"cache_size": str(node.cache_size or 0), "depth": "1", "cache_linesize": "64",
                           "cache_associativity": "0", "cache_type": "0"})

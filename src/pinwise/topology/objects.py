@@ -205,9 +205,10 @@ class CpuKind:
     info: tuple[tuple[str, str], ...] = ()
 
     @property
-    def name(self) -> str:
+    def name(self) -> str | None:
+        """What the source calls the kind (Intel's CoreType, or the vendor), if it does."""
         info = dict(self.info)
-        return info.get("CoreType") or info.get("CPUVendor") or f"kind {self.efficiency}"
+        return info.get("CoreType") or info.get("CPUVendor")
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,11 @@ def extras(topology: Topology) -> list[str]:
     """Lines for what the tree does not show: CPU kinds and NUMA distances."""
     lines = []
     if topology.cpukinds:
-        kinds = [f"{kind.name} (efficiency {kind.efficiency}): PU {topology.cpulist_text(kind.cpuset)}"
+        # hwloc's efficiency is the kind's rank, 0 the least efficient (lstopo --cpukinds), not the
+        # forced_efficiency a file ranks them by (fakecpukinds.xml: 10, 7, 0 for ranks 2, 1, 0)
+        rank = {value: k for k, value in enumerate(sorted({kind.efficiency for kind in topology.cpukinds}))}
+        kinds = [f"{kind.name or f'kind #{rank[kind.efficiency]}'} (efficiency {rank[kind.efficiency]}): "
+                 f"PU {topology.cpulist_text(kind.cpuset)}"
                  for kind in reversed(topology.cpukinds)]
         lines.append("  CPU kinds, most performant first: " + "; ".join(kinds))
     for matrix in topology.distances:
