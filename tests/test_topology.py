@@ -668,3 +668,15 @@ def test_cpu_kinds_are_told_by_hwlocs_efficiency_rank(tmp_path):
                                text=True, check=True).stdout
         assert sorted(re.findall(r"CPU kind #\d+ efficiency (\d+)", ranks)) == sorted(
             re.findall(r"\(efficiency (\d+)\)", text))
+
+
+def test_numa_nodes_below_a_package_are_drawn_where_they_hang():
+    """fakeheterodistances.xml hangs a NUMA node under each L3: the package lines inlined their
+    PUs and dropped the nodes (the legend said NUMA x8, the tree showed none). Each is drawn now,
+    on its L3's line, as lstopo draws it there."""
+    path = lstopo_facts.SHARED / "hwloc-tests" / "fakeheterodistances.xml"
+    if not path.exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    tree = render(load_topology(str(path))).split("\nMachine\n", 1)[1]
+    assert [int(n) for n in re.findall(r"\[NUMA (\d+) ", tree)] == list(range(8)), tree
+    assert re.search(r"^        L3 0 \(5\.0MiB\) \[NUMA 0 \([^)]*\)\] > PU 0: 0$", tree, re.M), tree

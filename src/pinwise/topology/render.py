@@ -75,8 +75,10 @@ _DOMAIN_TYPES = (ObjType.GROUP, ObjType.PACKAGE, ObjType.DIE, ObjType.NUMA)
 
 
 def _spans_domains(node: TopoObject) -> bool:
-    """Whether two or more packages/NUMA nodes/groups/dies lie below: those get a line each."""
-    return sum(1 for child in walk(node) if child is not node and child.type in _DOMAIN_TYPES) > 1
+    """Whether two or more packages/NUMA nodes/groups/dies lie below, or memory hangs from an object
+    below (a NUMA node under each L3): those get a line each, where their memory is shown."""
+    below = [child for child in walk(node) if child is not node]
+    return sum(1 for child in below if child.type in _DOMAIN_TYPES) > 1 or any(child.memory_children for child in below)
 
 
 def device_label(topology: Topology, device) -> str:
