@@ -680,3 +680,18 @@ def test_numa_nodes_below_a_package_are_drawn_where_they_hang():
     tree = render(load_topology(str(path))).split("\nMachine\n", 1)[1]
     assert [int(n) for n in re.findall(r"\[NUMA (\d+) ", tree)] == list(range(8)), tree
     assert re.search(r"^        L3 0 \(5\.0MiB\) \[NUMA 0 \([^)]*\)\] > PU 0: 0$", tree, re.M), tree
+
+
+def test_a_1x_file_without_numa_nodes_keeps_the_machines_memory():
+    """hwloc 1.x wrote a machine without NUMA nodes with its memory on the Machine object; hwloc 2
+    makes one NUMA node and hangs that memory on it (lstopo: NUMANode P#0 31GB). The node pinwise
+    made had none."""
+    path = lstopo_facts.SHARED / "hwloc-tests" / "8em64t-2p2ca2co-nonodesets.v1.xml"
+    if not path.exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    memory = int(re.search(r'type="Machine"[^>]*local_memory="(\d+)"', path.read_text()).group(1))
+    (node,) = load_topology(str(path)).numa_nodes
+    assert node.local_memory == memory == 33738452992
+    shown = subprocess.run([need("lstopo-no-graphics"), "-i", str(path), "--of", "console"], capture_output=True,
+                           text=True, check=True).stdout
+    assert "NUMANode L#0 (P#0 31GB)" in shown and "[NUMA 0 (32175.5MiB)]" in render(load_topology(str(path)))

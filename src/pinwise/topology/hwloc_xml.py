@@ -245,7 +245,9 @@ class _Reader:
                     self.allowed = parse_cpuset(element.get("allowed_cpuset"), source)
                 if element.get("allowed_nodeset") is not None:
                     self.allowed_nodes = parse_cpuset(element.get("allowed_nodeset"), source)
-            self.specs.append(ObjectSpec(ObjType.MACHINE, cpuset, order=len(self.specs), complete=self._complete(element)))
+            # a 1.x file without NUMA nodes gives the machine's memory here (hwloc 2 hangs it on the NUMA node it makes)
+            self.specs.append(ObjectSpec(ObjType.MACHINE, cpuset, local_memory=_int_attr(element, "local_memory", source),
+                                         order=len(self.specs), complete=self._complete(element)))
             return len(self.specs) - 1
         os_index = _int_attr(element, "os_index", source)
         if type_ == ObjType.PU and os_index is None:

@@ -392,8 +392,9 @@ def build_topology(specs: Sequence[ObjectSpec], allowed: Iterable[int] | None = 
     node_at: dict[int, TopoObject] = {position: node_of_key.get(key) or memory_parent(root, key[1], source)
                                       for position, key in key_of.items()}
     node_at.update({position: root for position in machine_at})
-    if not any(spec.type == ObjType.NUMA for _, spec in later):  # hwloc always has a NUMA node
-        later.append((-1, ObjectSpec(ObjType.NUMA, all_cpus, 0)))
+    if not any(spec.type == ObjType.NUMA for _, spec in later):  # hwloc always has a NUMA node, with the machine's memory
+        memory = next((spec.local_memory for spec in specs if spec.type == ObjType.MACHINE and spec.local_memory), None)
+        later.append((-1, ObjectSpec(ObjType.NUMA, all_cpus, 0, local_memory=memory)))
     for position, spec in later:
         node = TopoObject(spec.type, spec.cpuset, spec.os_index, spec.cache_size, local_memory=spec.local_memory,
                           subtype=spec.subtype, order=spec.order, complete=spec.complete)
