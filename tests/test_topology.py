@@ -695,3 +695,14 @@ def test_a_1x_file_without_numa_nodes_keeps_the_machines_memory():
     shown = subprocess.run([need("lstopo-no-graphics"), "-i", str(path), "--of", "console"], capture_output=True,
                            text=True, check=True).stdout
     assert "NUMANode L#0 (P#0 31GB)" in shown and "[NUMA 0 (32175.5MiB)]" in render(load_topology(str(path)))
+
+
+def test_numa_nodes_that_are_not_allowed_are_shown_as_pus_that_are_not():
+    """A file whose allowed_nodeset leaves NUMA 2-7 out: the picture named PU 16-63 as not allowed
+    and drew NUMA 2-7 as if they were; they are in parentheses now, and named on that line."""
+    path = lstopo_facts.SHARED / "hwloc-tests-v3" / "irregulargroups-disallowed.xml"
+    if not path.exists():
+        pytest.skip("../shared/topologies is not beside the repository")
+    text = render(load_topology(str(path)))
+    assert "  not allowed (allowed_cpuset in the XML file): PU 16-63, NUMA 2-7, shown as (n)" in text, text
+    assert "[NUMA 1 (31.0GiB)]" in text and all(f"[(NUMA {n} (31.0GiB))]" in text for n in range(2, 8)), text

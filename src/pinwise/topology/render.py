@@ -36,12 +36,16 @@ def legend(topology: Topology) -> str:
     return "  ".join(parts)
 
 
-def memory_text(node: TopoObject) -> str:
-    """The memory attached to an object, e.g. `` [NUMA 0 (16GiB), NUMA 4 MCDRAM (4GiB)]``."""
+def memory_text(node: TopoObject, allowed_nodes: frozenset[int] | None = None) -> str:
+    """The memory attached to an object, e.g. `` [NUMA 0 (16GiB), NUMA 4 MCDRAM (4GiB)]``; a NUMA
+    node not in ``allowed_nodes`` in parentheses, as a PU that is not allowed is shown."""
 
     def chain(memory: TopoObject) -> str:
         below = ", ".join(chain(m) for m in memory.memory_children)
-        return memory.label() + (f" > {below}" if below else "")
+        label = memory.label()
+        if allowed_nodes is not None and memory.type == ObjType.NUMA and memory.os_index not in allowed_nodes:
+            label = f"({label})"
+        return label + (f" > {below}" if below else "")
 
     return f" [{', '.join(chain(m) for m in node.memory_children)}]" if node.memory_children else ""
 
@@ -97,7 +101,9 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
              "  " + legend(topology)]
     if topology.restriction:
         forbidden = topology.cpulist_text(set(topology.root.cpuset) - allowed)
-        lines.append(f"  not allowed ({topology.restriction}): PU {forbidden}, shown as (n)")
+        nodes = {node.os_index for node in topology.numa_nodes} - topology.allowed_nodes
+        memory = f", NUMA {topology.cpulist_text(nodes)}" if nodes else ""
+        lines.append(f"  not allowed ({topology.restriction}): PU {forbidden}{memory}, shown as (n)")
     lines.extend(extras(topology))
 
     def pu_text(pu: TopoObject) -> str:
@@ -128,7 +134,7 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
         while len(chain[-1].children) == 1 and chain[-1].type not in (ObjType.CORE, ObjType.PU):
             chain.append(chain[-1].children[0])
         last = chain[-1]
-        header = " > ".join(x.label() + memory_text(x) for x in chain
+        header = " > ".join(x.label() + memory_text(x, topology.allowed_nodes) for x in chain
                             if x.type != ObjType.MACHINE or x.memory_children) or "Machine"
         if (len(last.cpuset) <= LINE_PUS and not _spans_domains(last)) or last.type in (ObjType.CORE, ObjType.PU):
             content = inline(last) if last.type in (ObjType.CORE, ObjType.PU) else " ".join(inline(c) for c in last.children)
@@ -146,7 +152,7 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
 
     def cpuless(node: TopoObject, indent: str) -> None:
         for child in node.cpuless_children:
-            body.append(f"{indent}{child.label()}{memory_text(child)}: no PUs")
+            body.append(f"{indent}{child.label()}{memory_text(child, topology.allowed_nodes)}: no PUs")
             cpuless(child, indent + "  ")
 
     walk(topology.root, "")
