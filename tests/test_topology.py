@@ -706,3 +706,11 @@ def test_numa_nodes_that_are_not_allowed_are_shown_as_pus_that_are_not():
     text = render(load_topology(str(path)))
     assert "  not allowed (allowed_cpuset in the XML file): PU 16-63, NUMA 2-7, shown as (n)" in text, text
     assert "[NUMA 1 (31.0GiB)]" in text and all(f"[(NUMA {n} (31.0GiB))]" in text for n in range(2, 8)), text
+
+
+def test_only_the_live_machines_allowed_pus_are_said_to_be_this_processs():
+    """A file or preset's allowed PUs are what it allows, not this process's CPUs."""
+    assert render(preset("x7550")).splitlines()[0] == "Machine: 64 PUs, 64 allowed  [x7550]"
+    live = render(load_topology(None)).splitlines()[0]
+    assert re.fullmatch(rf"Machine: \d+ PUs, {len(os.sched_getaffinity(0))} allowed to this process  "
+                        r"\[this machine \(sysfs\)\]", live), live

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+#: The source name of the topology read from this machine (sysfs): its allowed PUs are this process's.
+LIVE_SOURCE = "this machine (sysfs)"
+
 
 class ObjType(StrEnum):
     """Object types from the top of the tree to the bottom. When two objects have the same cpuset,

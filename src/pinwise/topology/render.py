@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .devices import devices_by_holder, numbered
-from .objects import TYPE_LABEL, ObjType, TopoObject, format_size, walk
+from .objects import LIVE_SOURCE, TYPE_LABEL, ObjType, TopoObject, format_size, walk
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, as the launcher does
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ def render(topology: Topology, threads_on_pu: Mapping[int, list[int]] | None = N
     """The picture as plain text. ``threads_on_pu`` maps a PU OS index to the threads placed there."""
     threads_on_pu = threads_on_pu or {}
     allowed = topology.allowed
-    lines = [f"Machine: {topology.nb_pus} PUs, {len(allowed)} allowed to this process"
+    whose = " to this process" if topology.source == LIVE_SOURCE else ""  # a file's are what it allows
+    lines = [f"Machine: {topology.nb_pus} PUs, {len(allowed)} allowed{whose}"
              f"  [{topology.source}]",
              "  " + legend(topology)]
     if topology.restriction:

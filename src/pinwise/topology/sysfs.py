@@ -19,9 +19,8 @@ from ..cpulist import parse_cpulist
 from ..errors import PinwiseError
 from .devices import Device, important_pci_class
 from .model import CpuKind, ObjectSpec, ObjType, Topology, build_topology
+from .objects import LIVE_SOURCE
 
-#: The source of the live machine's topology (a file exported from it names itself and this).
-LIVE_SOURCE = "this machine (sysfs)"
 
 _CACHE_TYPES = {1: "l1", 2: "l2", 3: "l3"}
 
