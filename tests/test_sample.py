@@ -566,10 +566,14 @@ def test_refusals_are_one_line_each(tmp_path, build_dir):
     assert not os.path.exists(out)
 
 
-@pytest.mark.parametrize("ending, said", [("7", "exited with status 7"), ("abort", "was killed by SIGABRT")])
-def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path, build_dir, ending, said):
+@pytest.mark.parametrize("ending, said, status", [("7", "exited with status 7", 7),
+                                                  ("139", "exited with status 139", 139),
+                                                  ("abort", "was killed by SIGABRT", -signal.SIGABRT)])
+def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path, build_dir, ending, said, status):
     """As the Valgrind backend says it: how the program ended, and that what was gathered is kept,
-    marked partial; the program's own status is not pinwise's success."""
+    marked partial, with its exit status as the Valgrind backend writes it (negative: the signal;
+    a program that exits with 139 itself was not killed by SIGSEGV); the program's own status is
+    not pinwise's success."""
     program = compile_program("counter_endings.c", build_dir)
     out = tmp_path / "c.json"
     result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(program), "20000000", ending,
@@ -577,7 +581,7 @@ def test_a_program_that_ends_badly_is_said_to_beside_its_partial_matrix(tmp_path
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert f"pinwise: warning: {program} {said}: the matrix gathered so far is in {out}, marked partial" in \
         result.stderr, result.stderr
-    assert read_comm(out).info.partial
+    assert read_comm(out).info.partial and read_comm(out).info.exit_status == status
 
 
 def test_a_program_that_fails_before_its_threads_is_said_to_have_failed(tmp_path):

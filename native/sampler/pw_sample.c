@@ -1497,7 +1497,7 @@ static double estimate(int a, int b, double h)
     return all > 0 ? h / watched * (double)threads[a].accesses / all : 0.0;
 }
 
-static void write_result(int exit_status, int partial)
+static void write_result(int exit_status, int exit_signal, int partial)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", opt.out);
@@ -1518,8 +1518,8 @@ static void write_result(int exit_status, int partial)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
     fprintf(out, "mode %s\nsamples-other %llu\ncpu-seconds %.4f\n", system_wide ? "system-wide" : "per-task",
             (unsigned long long)other_samples, (double)used.tv_sec + (double)used.tv_nsec * 1e-9);
-    fprintf(out, "exit-status %d\nsamples %llu\nsamples-child %llu\nchild-processes %llu\nexecs %llu\n"
-            "samples-unknown %llu\nlost %llu\n", exit_status, (unsigned long long)samples_total,
+    fprintf(out, "exit-status %d\nexit-signal %d\nsamples %llu\nsamples-child %llu\nchild-processes %llu\nexecs %llu\n"
+            "samples-unknown %llu\nlost %llu\n", exit_status, exit_signal, (unsigned long long)samples_total,
             (unsigned long long)child_samples, (unsigned long long)child_processes, (unsigned long long)execs,
             (unsigned long long)samples_unknown, (unsigned long long)lost);
     fprintf(out, "skipped no-access %llu stack %llu tls %llu readonly %llu unmapped %llu no-code %llu\n",
@@ -1864,7 +1864,7 @@ int main(int argc, char **argv)
     start_ns = last_trap_ns = now_ns();
     pid_t child = opt.argv ? launch() : (attach(), 0);
     int pidfd = child ? -1 : (int)syscall(SYS_pidfd_open, target, 0);
-    int exit_status = -1, stopped = 0, ended = 0;
+    int exit_status = -1, exit_signal = 0, stopped = 0, ended = 0;
     uint64_t last_status = 0;
     if (opt.watch)
         read_switches(now_ns());  /* the first reading: rates follow from the next */
@@ -1901,7 +1901,9 @@ int main(int argc, char **argv)
         if (child) {
             int status;
             if (waitpid(child, &status, WNOHANG) == child) {
+                /* the status a shell gives (128 + N), and the signal apart: a program may exit(139) */
                 exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
                 drain_all();
                 ended = 1;
             }
@@ -1952,7 +1954,7 @@ int main(int argc, char **argv)
     cleanup();
     /* a started program stopped, or failing, leaves a partial matrix; an attach that a signal ends
        (Ctrl-C is how one without --duration ends) has seen all it was asked to */
-    write_result(exit_status, child && (stopped || exit_status != 0));
+    write_result(exit_status, exit_signal, child && (stopped || exit_status != 0));
     pw_decoder_free(decoder);
     return 0;
 }

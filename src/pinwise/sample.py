@@ -291,12 +291,8 @@ def _show_progress(status_path: Path, elapsed: float) -> None:
 
 
 def _failure(exit_status: int | None) -> str | None:
-    """How a started program ended badly, as the sampler reports it (128 + N: killed by signal N),
-    or None."""
-    if not exit_status:
-        return None
-    killed = exit_status > 128 and exit_status - 128 in signal.valid_signals()
-    return how_it_ended(128 - exit_status if killed else exit_status)
+    """How a started program ended badly (negative: killed by that signal), or None."""
+    return how_it_ended(exit_status) if exit_status else None
 
 
 def _refuse_what_cannot_be_measured(comm: CommMatrix, name: str, one_thread: bool = False, failed: str = "") -> None:
@@ -357,18 +353,21 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
             "events": watch["traps"], "arms": watch["arms"], "watch": watch, "skipped": skipped,
             "child_samples": int(header["samples-child"][0]), "child_processes": int(header["child-processes"][0]),
             "lost": int(header["lost"][0]), "execs": int(header["execs"][0]),
-            "exit_status": int(header["exit-status"][0]), "tids": ints["tids"],
+            "tids": ints["tids"],
             "switch_rates": [float(v) for v in header.get("switch-rates", [])],
             "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
             "block_ns": block_ns, "blocks": blocks,
             # samples decoded, and those in code with no function table, at the IP only (decode.c; confidence.blind)
             "decoded_samples": int(decoded.get("samples", 0)), "untabled": int(decoded.get("untabled", 0)),
         }
-        exit_status = int(header["exit-status"][0])
+        # as subprocess and the Valgrind backend give it: negative for the signal that killed it (the
+        # sampler writes the shell's 128 + N and the signal apart: a program may exit with 139 itself)
+        exit_status, signum = int(header["exit-status"][0]), int(header.get("exit-signal", ["0"])[0])
+        exit_status = -signum if signum > 0 else exit_status
         fields = dict(backend="sample", tool=TOOL_VERSION, sharing=header["sharing"][0],
                       partial=header["partial"][0] == "1", total_accesses=sum(ints["accv"]),
                       window={"milliseconds": max(1, round(int(header["window-ns"][0]) / 1e6))},
-                      exit_status=None if exit_status < 0 else exit_status)
+                      exit_status=None if exit_status == -1 and not signum else exit_status)
         if any(len(ints[key]) != threads for key in ints) or len(creators) != threads or len(lifetimes) != threads:
             raise ValueError(f"the header's per-thread lists do not number {threads}")
         if any(not 0 <= v < threads for record in sampling["pairs"] for v in record[:2]) or \
