@@ -667,6 +667,39 @@ def test_a_phase_change_seen_on_few_watched_samples_moves_the_threads_in_its_fir
     assert len(adapter.moves) == 2, said
 
 
+def test_few_traps_that_fall_on_one_matching_by_chance_move_nothing_where_every_pair_talked():
+    """The FEW_SHARE rule lets pairs that swap partners move on few watched samples. All-to-all
+    threads on 2 CPUs, placed once, show now and then an interval whose few traps all fall on the
+    two pairs of one matching (a new plan at 0.0 of the cost on both halves; half the traps of the
+    pairs apart were theirs before: 12 of 12 is a chance of 2.4e-4). Such an interval moves
+    nothing where every pair apart trapped alike since the placement; the chance is logged."""
+    import io
+
+    import numpy as np
+
+    from pinwise.adapt import Window
+    from pinwise.adapt.limits import MIN_WATCHED
+
+    def tick(end_s: float, trapping: list[tuple[int, int]]):  # one watched sample per ordered pair named, trapped
+        rows = [(a, b, 10.0, 1.0, 1.0) for x, y in trapping for a, b in ((x, y), (y, x))]
+        return Window(end_s, tids, np.full(4, 40.0), np.full(4, 40.0), rows)
+
+    paper, said, adapter, tids = _pairs_placed_on_two_cpus(12)
+    adapter.log = io.StringIO()
+    assert len(adapter.moves) == 1 and paper.cpus[0] == paper.cpus[1] != paper.cpus[2] == paper.cpus[3], said
+    for k in range(13):  # every pair traps alike (the pairs on one CPU take turns: seen a quarter as often)
+        adapter.feed(tick(0.65 + 0.05 * k, [(0, 2), (0, 3), (1, 2), (1, 3)] + ([(0, 1), (2, 3)] if k % 4 == 0 else [])))
+    assert len(adapter.moves) == 1, said
+    span = [tick(1.3 + 0.05 * k, [(0, 2), (1, 3)]) for k in range(3)] + [tick(1.45, [])]
+    assert sum(window.watched() for window in span) < MIN_WATCHED
+    for window in span:
+        adapter.feed(window)
+    judged = [json.loads(line) for line in adapter.log.getvalue().splitlines()]
+    assert judged[-1]["cost_new"] == 0 and judged[-1]["held_out"] == 0 and judged[-1]["watched"] == 12, judged[-1]
+    assert len(adapter.moves) == 1, said
+    assert judged[-1]["chance"] == 0.00024, judged[-1]  # 0.5 ** 12: half the pairs apart
+
+
 def test_a_phase_change_read_on_few_traps_is_not_called_imbalanced_by_their_noise():
     """Pairs that swap partners, seen on a handful of traps, one new pair trapping three times as
     often as the other: as observed, BComm reads 50 % (balanced-locality, whose plans made from

@@ -378,7 +378,8 @@ class Adapter(Payoff):
             record["held_out"] = round(held_out, 3)
             better = crowded or held_out < (FEW_SHARE if few else STRONG if self.moves else 1 - HYSTERESIS)
         if better and self.moves and not crowded:
-            better = self._meetings_agree(merged, current, candidate, record)
+            better = self._meetings_agree(merged, current, candidate, record) and \
+                (not few or self._not_by_chance(recent, merged, current, candidate, record))
         # a gain noise does not make (under STRONG of the cost now, or of chance's) moves at once
         strong = better and enough and \
             cost_new < STRONG * min(cost_now, record.get("cost_by_chance", cost_now)) and \
@@ -414,24 +415,6 @@ class Adapter(Payoff):
         stayed = f", {in_place} pinned where the OS had them" if in_place else ""
         self.say(f"pinwise: {window.end_s:.1f} s: {pattern} -> {policy}{shared}: {moved} thread(s) moved{stayed} "
                  f"({before} -> {cost_new:,.0f})")
-
-    def _meetings_agree(self, span: Window, current: list[int | None], candidate: list[int | None],
-                        record: dict) -> bool:
-        """Whether threads placed before may move again as the watchpoints say: the move must also
-        cost the span's meetings (Window.met) a fifth less (HYSTERESIS). Meetings rest on other
-        samples than the watched ones (every clock sample of both threads), so a plan fitted to
-        the watched samples' noise finds no support there (all-to-all, 4 threads on 2 CPUs, 4.4 s
-        runs: placed three times in 1 of 3 runs; a re-placement on a held-out 0.47 refused at
-        0.81). They share the clock's bias, though (samples fall on slow accesses, and a line
-        another CPU wrote last is slow), so threads whose placement shapes what is sampled can
-        still move again (one run of 6: meetings at 0.375). Under STRONG_EVENTS: no say."""
-        met = span.met()
-        met = met + met.T
-        now, new = self.score.cost(met, current), self.score.cost(met, candidate)
-        if met.sum() / 2 < STRONG_EVENTS or now is None or new is None:
-            return True
-        record["meetings"] = round(new / now, 3) if now > 0 else "none apart"
-        return new < (1 - HYSTERESIS) * now
 
     def rehearse(self) -> None:
         """The judging stages run once on a planted window (pairs 0-1 and 2-3), nothing moved,

@@ -40,6 +40,16 @@ MIN_WATCHED = 32
 #: CPUs waited 0.25-0.6 s after its phase change for 32 watched samples, while each judgment read
 #: 0.0 on the held-out half), where the noise second moves of all-to-all rested on 0.46-1.0.
 FEW_SHARE = 0.1
+#: A further move on fewer than MIN_WATCHED watched samples: its traps must fall on the pairs it
+#: brings closer beyond what this chance makes them, judged against each pair's share of the traps
+#: seen since the last move (Payoff._not_by_chance):
+#: at 1e-5 all 11 of a span's traps on one matching of 4 all-to-all threads on 2 CPUs (a share of
+#: 0.44 under the same placement: 1.2e-4) move nothing, and 3 on pairs that had 1 in 20 before do.
+CHANCE = 1e-5
+#: ... the spans judged since the last move that tell each pair's share (the newest), and the
+#: traps they must hold to say anything.
+HISTORY_SPANS = 4
+HISTORY_TRAPS = 20
 #: Judgments in a row without contention, over this many intervals less one at least, before
 #: pairs that share a CPU are given back to the OS: more than the two a phase change straddles
 #: (a judgment may sum the last two spans).

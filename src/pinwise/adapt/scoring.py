@@ -97,6 +97,17 @@ class Scorer:
         chance = float(apart.mean())
         return (float((pairs * apart).sum() / events) if events > 0 else float("nan")), chance
 
+    def closer_pairs(self, current: list[int | None], candidate: list[int | None]) -> set[tuple[int, int]]:
+        """The pairs of threads (a, b), a < b, placed in both that ``candidate`` puts closer in the
+        tree than ``current`` does."""
+        both = [k for k in self._placed(current) if k < len(candidate) and candidate[k] is not None and
+                candidate[k] in self.allowed]
+        if len(both) < 2:
+            return set()
+        now = self.distances(tuple(current[k] for k in both))
+        new = self.distances(tuple(candidate[k] for k in both))
+        return {(both[i], both[j]) for i in range(len(both)) for j in range(i + 1, len(both)) if new[i, j] < now[i, j]}
+
     def distances(self, cpus: tuple[int, ...]) -> np.ndarray:
         """The tree distances between threads on ``cpus``."""
         if cpus not in self.kept:

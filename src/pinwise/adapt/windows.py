@@ -5,6 +5,7 @@ meetings (samples on lines the other thread's samples fell on lately)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +101,27 @@ def _traps(armed: float, hits: float) -> int:
     """A pair's traps from its arms and weighted hits (each hit weighs about one trap, and a pair
     traps at most as often as it was armed, once at least when it hit)."""
     return min(int(round(armed)), max(1 if hits > 0 else 0, int(round(hits))))
+
+
+def traps_by_pair(window: Window) -> dict[tuple[int, int], int]:
+    """The watchpoint traps of ``window`` (:func:`_traps`) per unordered pair of threads (a, b), a < b."""
+    counts: dict[tuple[int, int], int] = {}
+    for a, b, _, armed, hits in window.pairs:
+        pair = (min(a, b), max(a, b))
+        counts[pair] = counts.get(pair, 0) + _traps(armed, hits)
+    return counts
+
+
+def binomial_tail(n: int, k: int, p: float) -> float:
+    """P(X >= k) for X of n draws that each succeed with chance p (in logarithms: n may be thousands)."""
+    if k <= 0 or p >= 1:
+        return 1.0
+    if p <= 0 or k > n:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = (math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
+             for i in range(k, n + 1))
+    return min(1.0, sum(math.exp(term) for term in terms))
 
 
 def split_window(window: Window, rng: np.random.Generator) -> tuple[Window, Window]:
