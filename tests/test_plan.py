@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
-from conftest import assert_clean_failure, run_pinwise
+from conftest import assert_clean_failure, need, run_pinwise
 
 from pinwise.errors import PinwiseError
 from pinwise.placement import Placement, resolve
@@ -104,3 +106,21 @@ def test_mapping_files_of_the_previous_release_still_run_on_their_machine():
                                "threads": 2, "pus": [0, 1], "skip_mask": 0, "repeat_from": 0,
                                "machine": {"fingerprint": fingerprint, "shape": shape}})
         assert Plan.from_json(document).check_machine(preset(name)) is None, name
+
+
+def test_a_likwid_line_that_wraps_round_starts_the_plans_openmp_threads(tmp_path):
+    """likwid-pin sets an unset OMP_NUM_THREADS to its list's length: a plan of 4 threads on one
+    CPU, written `likwid-pin -c 0`, started one OpenMP thread. The line is run as printed."""
+    plan = resolve(Placement(policy="primary", threads=4), preset("nehalem"))
+    line = plan.likwid_pin()
+    assert line == "OMP_NUM_THREADS=4 likwid-pin -c 0"
+    assert resolve(Placement(policy="scatter", threads=4), preset("nehalem")).likwid_pin().startswith("likwid-pin")
+    source = tmp_path / "team.c"
+    source.write_text('#include <omp.h>\n#include <stdio.h>\n'
+                      'int main(void) { printf("%d\\n", omp_get_max_threads()); return 0; }\n')
+    exe = tmp_path / "team"
+    subprocess.run(["gcc", "-fopenmp", "-o", str(exe), str(source)], check=True)
+    need("likwid-pin")
+    environment = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run(f"{line} -q {exe}", shell=True, env=environment, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "4", (done.stdout, done.stderr)

@@ -204,8 +204,13 @@ class Plan(Frozen):
                 "onward would run elsewhere")
 
     def likwid_pin(self) -> str:
+        """The likwid-pin line; where its list is shorter than the plan (it wraps round), with the
+        plan's OMP_NUM_THREADS before it: likwid-pin sets an unset OMP_NUM_THREADS to its list's
+        length, so `likwid-pin -c 0` would start one OpenMP thread of a four-thread plan."""
         skip = f" -s {self.skip_mask:#x}" if self.skip_mask else ""
-        return f"likwid-pin -c {','.join(map(str, self.likwid_cpus()))}{skip}"
+        cpus = self.likwid_cpus()
+        threads = f"OMP_NUM_THREADS={len(self.slots)} " if len(cpus) < len(self.slots) else ""
+        return f"{threads}likwid-pin -c {','.join(map(str, cpus))}{skip}"
 
     def taskset(self) -> str:
         return f"taskset -c {format_cpulist(self.all_cpus)}"
