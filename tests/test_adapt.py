@@ -258,6 +258,42 @@ def test_ctrl_c_ends_the_program_and_leaves_nothing(tmp_path, build_dir):
     assert eventually(lambda: not _running(f"^{SAMPLER}"))
 
 
+def test_one_ctrl_c_reaches_the_program_once(build_dir):
+    """count_stops exits with the number of stop signals it got: pinwise passes Ctrl-C to the
+    program's process group, and the sampler passed it on again."""
+    exe = compile_program("count_stops.c", build_dir)
+    process = subprocess.Popen([PINWISE, "run", "--adapt", "--", str(exe), "adapted"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert eventually(lambda: _running(f"^{exe} adapted"), timeout=30)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err  # the program's status, as it would end alone
+
+
+def test_a_program_killed_by_a_signal_is_said_so(build_dir):
+    crash = compile_program("crash.c", build_dir)
+    result = run_pinwise("run", "--adapt", "--", str(crash), timeout=120)
+    assert result.returncode == 128 + signal.SIGSEGV, result.stderr
+    assert f"pinwise: error: {crash} was killed by SIGSEGV" in result.stderr.splitlines(), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "--adapt"], ["run", "--verify", "-p", "os"]])
+def test_nohup_keeps_the_program_through_a_hangup(command):
+    """Under nohup (SIGHUP ignored) a hangup stops neither pinwise nor the program, which inherits
+    the ignored signal as it would from nohup alone: pinwise put its own handler over it, and the
+    program got SIGHUP's default (death)."""
+    program = "kill -HUP $$; sleep 0.8; echo survived"
+    process = subprocess.Popen([PINWISE, *command, "--", "sh", "-c", program], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert eventually(lambda: _running("^sleep 0.8"), timeout=30)
+    process.send_signal(signal.SIGHUP)  # the session's hangup, to pinwise too
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0 and "survived" in out, (process.returncode, out, err)
+
+
 def _running(pattern: str) -> bool:
     found = subprocess.run(["pgrep", "-fa", pattern], capture_output=True, text=True).stdout.splitlines()
     return any("pgrep" not in line for line in found)

@@ -11,6 +11,7 @@ import random
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -201,6 +202,61 @@ def test_a_killed_mpi_trace_leaves_no_rank_nor_session_folder(tmp_path, temporar
     if signum != signal.SIGKILL:
         assert process.returncode == 128 + signum and "Traceback" not in err, err
     assert left_in(temporary) == []
+
+
+def test_a_stop_held_while_a_program_starts_waits_for_the_block_even_where_another_thread_takes_it():
+    """signals_held blocks the stop signals in the main thread; with other threads in pinwise
+    (OpenBLAS's) the kernel hands the signal to one of them, and Python raised the
+    KeyboardInterrupt in the main thread at once, inside the block. It is raised as the block ends."""
+    code = """
+import os, signal, sys, threading, time
+from pinwise.processes import signals_held, stop_on_termination
+stop_on_termination()
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # a thread that takes the signal
+reached = []
+try:
+    with signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100):
+            time.sleep(0.001)
+        reached.append('end of the block')
+    reached.append('after it')
+except KeyboardInterrupt:
+    print(reached)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "['end of the block']" and result.stderr == "", result
+
+
+def test_a_guard_left_by_an_exception_kills_what_it_watches():
+    """A stop signal held while a program started is raised as the holding block ends, before the
+    code that kills the program on a stop: the guard's block, left by it, kills the session it
+    watches (the program ran on with init as its parent). One released is left alone."""
+    code = """
+import subprocess
+from pinwise.processes import GroupGuard
+with GroupGuard() as guard:
+    kept = subprocess.Popen(["sleep", "36.61"], start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    guard.watch(kept.pid, session=True)
+    guard.release()
+try:
+    with GroupGuard() as guard:
+        started = subprocess.Popen(["sleep", "36.62"], start_new_session=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        guard.watch(started.pid, session=True)
+        raise KeyboardInterrupt
+except KeyboardInterrupt:
+    started.wait()
+    print(started.returncode, kept.pid)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    killed, kept = result.stdout.split()
+    try:
+        assert killed == str(-signal.SIGKILL), result
+        assert left_running("^sleep 36.61"), "a released program was killed"
+    finally:
+        os.kill(int(kept), signal.SIGKILL)
 
 
 def test_the_next_command_cleans_what_dead_processes_left(temporary):

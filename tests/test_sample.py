@@ -516,6 +516,48 @@ def test_an_interrupted_sample_keeps_what_it_saw(tmp_path):
     assert eventually(lambda: not _running(f"^{PATTERNS} pairs -n 4 -i 100000000"))
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_one_stop_reaches_the_sampled_program_once(tmp_path, build_dir, signum):
+    """Ctrl-C (or SIGTERM) to pinwise reaches the program's process group once, as a shell's
+    Ctrl-C reaches its job: pinwise passes it to the group, the sampler's too, and the sampler
+    passed it on again (6 runs in 8: a program whose second Ctrl-C means "quit now" quit).
+    count_stops exits with the number it got."""
+    exe = compile_program("count_stops.c", build_dir)
+    out = tmp_path / "stopped.json"
+    process = subprocess.Popen([PINWISE, "trace", "--backend", "sample", "-o", str(out), "--", str(exe), "once"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert eventually(lambda: _running(f"^{exe} once"), timeout=30)
+    time.sleep(0.3)  # sampled a while
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, err
+    assert read_comm(out).info.exit_status == 1, err  # the program's own status: one signal came
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("command", [["trace", "--backend", "sample", "-o", "stopped.json"], ["run", "--adapt"]])
+def test_a_stopped_sample_leaves_nothing_of_the_program(tmp_path, command, signum):
+    """What the program started in a process group of its own (setpgid, as a shell with job
+    control puts each job) goes with the sampler's session, whatever ended pinwise: the sampler's
+    process group alone was killed, and such a child ran on with init as its parent."""
+    ready = tmp_path / "own-group"
+    leaver = (f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); open(\"{ready}\", \"w\").close(); "
+              "time.sleep(96.27)'")
+    process = subprocess.Popen([PINWISE, *command, "--", "sh", "-c", f"{leaver} & sleep 96.28"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert eventually(lambda: ready.exists() and _running("^sleep 96.28"), timeout=30)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    try:  # sleeps longer than both waits, which a test that cannot fail would outlast
+        assert eventually(lambda: not _running("^sleep 96.28")), "the program outlived pinwise"
+        assert eventually(lambda: not _running("time.sleep.96.27")), "the program's child in its own group outlived pinwise"
+    finally:
+        subprocess.run(["pkill", "-f", "sleep.96.2[78]"], capture_output=True)
+    if signum != signal.SIGKILL:
+        assert "Traceback" not in err, err
+        assert process.returncode == 128 + signum, err
+
+
 def _running(pattern: str) -> bool:
     found = subprocess.run(["pgrep", "-fa", pattern], capture_output=True, text=True).stdout.splitlines()
     return any("pgrep" not in line for line in found)

@@ -1880,7 +1880,10 @@ int main(int argc, char **argv)
                 if (info.ssi_signo == SIGCHLD)
                     continue;
                 stopped = 1;
-                if (child)  /* the program gets the signal too, and ends in its own time */
+                /* the program gets the signal too, and ends in its own time; pinwise sends it to
+                   the whole process group, the program's included, so from pinwise it is not sent
+                   again (a program whose second Ctrl-C means "quit now" took that path) */
+                if (child && info.ssi_pid != (uint32_t)getppid())
                     kill(child, (int)info.ssi_signo);
             }
         }

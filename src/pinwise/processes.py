@@ -97,8 +97,12 @@ def stop_on_termination() -> None:
     KeyboardInterrupt), in the main thread; each is noted in :data:`received`. One that lands in
     a callback Python cannot raise from (a weakref's, as importlib's module locks have while a
     module loads: Python printed "Exception ignored in" with a traceback, and the command went on)
-    is delivered again, to be raised where the command can end by it."""
+    is delivered again, to be raised where the command can end by it. A SIGHUP that pinwise was
+    started ignoring (``nohup pinwise ...``) stays ignored, by pinwise and by the programs it
+    starts, which inherit that: a dropped session must not end what nohup keeps."""
     for signum in STOPPING:
+        if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+            continue
         signal.signal(signum, _stopped)
     if not getattr(sys.unraisablehook, "redelivers_stops", False):
         sys.unraisablehook = _redelivering(sys.unraisablehook)
@@ -139,15 +143,37 @@ class signals_held:
     """Hold SIGINT, SIGTERM and SIGHUP for the length of a ``with`` block, delivered as it ends.
 
     Around the start of a program and the lines that record it (its group watched, its kill
-    registered): a signal between the fork and those lines would leave a program nobody kills.
+    registered): a signal between the fork and those lines would leave a program nobody kills;
+    and around work that must not stop half-done (a window half judged, threads half moved).
     Use it inside the ``try`` whose handler kills the program. Children get the signals back in
-    :func:`die_with_parent`'s ``preexec_fn``."""
+    :func:`die_with_parent`'s ``preexec_fn``.
+
+    Blocking them in this thread is not enough where pinwise has other threads (OpenBLAS's): the
+    kernel then hands the signal to one of those, and Python runs its handler in the main thread
+    at once, inside the block. So in the main thread the Python handlers are swapped too, for one
+    that notes the signal; it is sent again as the block ends."""
 
     def __enter__(self):
         self._before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+        self._handlers: dict[int, object] = {}
+        self._noted: list[int] = []
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOPPING:
+                handler = signal.getsignal(signum)
+                if callable(handler):  # a Python handler; the default and "ignore" act in the kernel
+                    self._handlers[signum] = handler
+                    signal.signal(signum, self._note)
+
+    def _note(self, signum, frame) -> None:
+        if signum not in self._noted:
+            self._noted.append(signum)
 
     def __exit__(self, *exc):
-        signal.pthread_sigmask(signal.SIG_SETMASK, self._before)
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._before)  # those held are delivered now
+        for signum in self._noted:  # to this thread, raised here (or held, in an outer block)
+            signal.raise_signal(signum)
 
 
 _prctl = None
@@ -276,6 +302,7 @@ esac
     def __init__(self):
         import subprocess
 
+        self._watched: tuple[int, bool] | None = None  # what the shell kills if pinwise dies
         read_end, self._fd = os.pipe()
         try:
             # Its own session: the terminal's Ctrl-C, meant for pinwise, must not end the guard first.
@@ -297,9 +324,11 @@ esac
     def watch(self, pgid: int, session: bool = False) -> None:
         """Kill process group ``pgid`` if pinwise dies; with ``session``, every process of the
         session it leads (a program started with start_new_session)."""
+        self._watched = (pgid, session)
         self._say(f"s{pgid}" if session else str(pgid))
 
     def release(self) -> None:
+        self._watched = None
         self._say("-")
 
     def close(self) -> None:
@@ -313,7 +342,12 @@ esac
     def __enter__(self) -> GroupGuard:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        """A block left by an exception (a stop signal raised as the program started, before the
+        code that kills it on one was reached) kills what it still watches, as if pinwise had died."""
+        if exc_type is not None and self._watched is not None:
+            pgid, session = self._watched
+            (kill_session if session else kill_group)(pgid)
         self.close()
 
 

@@ -35,7 +35,7 @@ from .plan import Rounds
 from .rounds import FOLD_ABOVE, fold_hot_lines, fold_sampling, rounds_in, rounds_to_write, summed_by
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
-from .processes import GroupGuard, die_with_parent, how_it_ended, kill_group, not_a_program, signals_held, \
+from .processes import GroupGuard, die_with_parent, how_it_ended, kill_session, not_a_program, signals_held, \
     stat_fields, user_environment
 from .temporary import temporary_folder
 
@@ -179,7 +179,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                         interrupted = interrupt
                         pass_stop(process, interrupt, attached=pid is not None)
             finally:
-                kill_group(process.pid)
+                kill_session(process.pid)
         if show:
             sys.stderr.write("\r\033[K")
         if returncode != 0:
@@ -214,8 +214,10 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
 
 def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: bool = False,
                   pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
-    """The sampler in a process group of its own (the program it starts in it too), watched by
-    ``guard`` so that it ends with pinwise however pinwise ends; ``pass_fds`` stay open in it."""
+    """The sampler in a session of its own (the program it starts in it too, and whatever that
+    starts, in whatever process groups they make), watched by ``guard`` so that it all ends with
+    pinwise however pinwise ends (a stop signal held while it started and raised as it returns
+    too: the guard's block kills what it watches); ``pass_fds`` stay open in it."""
     with signals_held():
         try:
             # the user's environment, not pinwise's own settings: the sampler hands it to the program
@@ -224,13 +226,15 @@ def start_sampler(command: list[str], guard: GroupGuard, attached: bool, quiet: 
                                        stdin=subprocess.DEVNULL if attached else None, pass_fds=pass_fds)
         except OSError as err:
             raise PinwiseError(f"cannot start the sampler: {err.strerror}") from None
-        guard.watch(process.pid)
+        guard.watch(process.pid, session=True)
     return process
 
 
 def pass_stop(process: subprocess.Popen, interrupt: KeyboardInterrupt, attached: bool) -> None:
     """Ctrl-C or SIGTERM while sampling: the sampler writes what it has and ends; a program it
-    started gets the signal too and ends as it would alone; an attached process runs on."""
+    started gets the signal too, once (the sampler passes on only what pinwise did not send), as a
+    shell's Ctrl-C reaches its job's process group, and ends as it would alone; an attached
+    process runs on."""
     signum = getattr(interrupt, "signum", signal.SIGINT)
     try:
         if attached:

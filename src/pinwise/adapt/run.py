@@ -15,7 +15,7 @@ from .. import policies
 from ..confidence import blind
 from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
-from ..processes import GroupGuard, kill_group
+from ..processes import GroupGuard, kill_session, signals_held
 from ..temporary import temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
                       check_sampler, pass_stop, program_part, sampler_failure, start_sampler, traps_per_s)
@@ -26,7 +26,8 @@ from .windows import read_windows
 
 @dataclass
 class AdaptResult:
-    returncode: int
+    returncode: int                     # as a shell gives it: 128 + N for a program killed by signal N
+    exit_signal: int = 0                # N, the signal that killed the program (0: it exited)
     moves: list[Move] = field(default_factory=list)
     phases: list[tuple[float, str]] = field(default_factory=list)   # (start s, pattern)
     left_alone: dict[int, str] = field(default_factory=dict)         # thread -> why
@@ -185,9 +186,19 @@ def _tell(fd: int, byte: bytes) -> None:
 def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attached: bool) -> int:
     """The sampler's windows to the adapter as they come, until the sampler ends; its exit status."""
     pending = ""  # what the sampler wrote that is not yet a whole window record
+    returncode = None
     try:
         while True:
             try:
+                # a stop lands between windows: never in one half judged, nor among threads half moved
+                with signals_held():
+                    pending += stream.read()  # only what was appended since the last read
+                    windows, used = read_windows(pending)
+                    pending = pending[used:]
+                    for window in windows:
+                        feed_window(adapter, window)
+                if returncode is not None:
+                    return returncode
                 # woken by the sampler after a window with news, each interval, and when it ends (the
                 # pipe closes)
                 ready, _, _ = select.select([wake], [], [], interval)
@@ -196,16 +207,8 @@ def _feed(process, stream, wake: int, adapter: Adapter, interval: float, attache
                 returncode = process.poll()
             except KeyboardInterrupt as interrupt:  # the program ends with Ctrl-C as it would alone
                 pass_stop(process, interrupt, attached)
-                returncode = None
-            pending += stream.read()  # only what was appended since the last read
-            windows, used = read_windows(pending)
-            pending = pending[used:]
-            for window in windows:
-                feed_window(adapter, window)
-            if returncode is not None:
-                return returncode
     finally:
-        kill_group(process.pid)
+        kill_session(process.pid)
 
 
 def feed_window(adapter: Adapter, window) -> None:
@@ -247,15 +250,18 @@ def _result_facts(out_path: Path) -> dict:
     seconds sampled at the quiet period or slower and the slowest period (in base periods), the
     CPU seconds the sampler used, the seconds it sampled at the quiet period because the
     watchpoints were rationed, those it armed at a share of its budget because the placement
-    held, and the share of the samples in the program's child processes."""
-    facts = {"returncode": 0, "quiet_s": 0.0, "quiet_deepest": QUIET_PERIOD_US // PERIOD_US, "sampler_cpu_s": 0.0,
-             "rationed_s": 0.0, "steady_s": 0.0, "child_share": 0.0, "child_processes": 0}
+    held, the share of the samples in the program's child processes, and the signal that killed
+    the program (0: none)."""
+    facts = {"returncode": 0, "exit_signal": 0, "quiet_s": 0.0, "quiet_deepest": QUIET_PERIOD_US // PERIOD_US,
+             "sampler_cpu_s": 0.0, "rationed_s": 0.0, "steady_s": 0.0, "child_share": 0.0, "child_processes": 0}
     samples = children = 0
     try:
         for line in out_path.read_text().splitlines():
             words = line.split()
             if words[:1] == ["exit-status"]:
                 facts["returncode"] = max(int(words[1]), 0)
+            elif words[:1] == ["exit-signal"]:
+                facts["exit_signal"] = max(int(words[1]), 0)
             elif words[:1] == ["quiet"] and "seconds" in words:
                 facts["quiet_s"] = float(words[words.index("seconds") + 1])
                 if "deepest-ns" in words:

@@ -337,6 +337,10 @@ def _adapt(adapt: Adaptation, topology, argv: list[str] | None, pid: int | None,
                           duration=adapt.duration, memory=memory, say=lambda text: print(text, file=sys.stderr))
     for line in summary_lines(result, memory):
         print(line, file=sys.stderr)
+    if result.exit_signal:  # as run says it
+        from ..processes import how_it_ended
+
+        print(f"pinwise: error: {argv[0]} {how_it_ended(-result.exit_signal)}", file=sys.stderr)
     return result.returncode
 
 
