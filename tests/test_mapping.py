@@ -104,6 +104,55 @@ def test_locality_reaches_brute_force_optimum(seed, threads):
     assert mapping_cost(matrix, topology, mapping.pus).hops == brute_force_cost(matrix, topology, threads)
 
 
+MATRIX_POLICIES = [name for name, entry in REGISTRY.items() if entry.needs_matrix]
+
+
+@pytest.mark.parametrize("spec, threads", [("pack:2 core:4 pu:2", 17), ("pack:2 core:4 pu:2", 31),
+                                           ("pack:2 core:4 pu:2", 35), ("pack:2 core:2 pu:1", 5)])
+@pytest.mark.parametrize("shape", ["pairs", "random"])
+def test_more_threads_than_pus_are_spread_evenly_by_every_policy(spec, threads, shape):
+    """17 threads of pairs on 16 PUs: the tree policies gave each PU two slots and two threads on
+    one PU cost nothing, so they filled PUs 0-8 and left 9-15 idle. Every PU now holds floor or
+    ceil of threads / PUs, and the pairs of the planted matrix still share a core."""
+    topology = parse_synthetic(spec)
+    rng = np.random.default_rng(threads)
+    matrix = random_matrix(rng, threads)
+    if shape == "pairs":
+        matrix = np.zeros((threads, threads))
+        for k in range(0, threads - 1, 2):
+            matrix[k, k + 1] = matrix[k + 1, k] = 100
+    for name in MATRIX_POLICIES:
+        pus = compute_mapping(name, matrix, topology, creator="policy").pus
+        loads = [pus.count(pu) for pu in sorted(topology.allowed)]
+        assert max(loads) - min(loads) <= 1, (name, loads)
+    if shape == "pairs" and spec.endswith("pu:2"):  # a core for each pair (a PU each, one pair a PU)
+        pus = compute_mapping("locality", matrix, topology, creator="policy").pus
+        apart = [k for k in range(0, threads - 1, 2)
+                 if enclosing(topology, pus[k], "core") is not enclosing(topology, pus[k + 1], "core")]
+        assert not apart, pus
+
+
+def _best_even(matrix, topology) -> float:
+    """The lowest cost over every even spread of the threads on the PUs (brute force)."""
+    pus = sorted(topology.allowed)
+    distances = np.array([[topology.distance(a, b) for b in pus] for a in pus])
+    threads = len(matrix)
+    ways = np.array([way for way in itertools.product(range(len(pus)), repeat=threads)
+                     if max(way.count(p) for p in range(len(pus))) - min(way.count(p) for p in range(len(pus))) <= 1])
+    rows, cols = np.triu_indices(threads, 1)
+    return float((matrix[rows, cols] * distances[ways[:, rows], ways[:, cols]]).sum(axis=1).min())
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("threads", [5, 7])
+def test_locality_reaches_the_even_optimum_with_more_threads_than_pus(seed, threads):
+    topology = parse_synthetic("pack:2 core:2 pu:1")
+    matrix = random_matrix(np.random.default_rng(seed), threads)
+    pus = compute_mapping("locality", matrix, topology, creator="policy").pus
+    assert max(pus.count(pu) for pu in range(4)) - min(pus.count(pu) for pu in range(4)) <= 1
+    assert mapping_cost(matrix, topology, pus).hops == pytest.approx(_best_even(matrix, topology))
+
+
 @pytest.mark.parametrize("spec, threads", [("pack:1 core:2 pu:1", 3), ("pack:1 core:2 pu:1", 4),
                                            ("pack:1 core:2 pu:1", 5), ("pack:2 core:2 pu:1", 6)])
 def test_the_swap_search_starts_once_from_each_way_to_deal_the_threads(spec, threads, monkeypatch):

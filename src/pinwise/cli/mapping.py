@@ -190,7 +190,9 @@ def _print_comparison(rows, topology, recommended) -> int:
 
 
 def _stacks(plan, topology) -> bool:
-    """More threads on one PU than an even spread over the allowed PUs needs."""
+    """Threads spread unevenly over the allowed PUs: one PU holds two more than another (an idle
+    one included), where an even spread gives each PU floor or ceil of threads / PUs."""
     from collections import Counter
 
-    return max(Counter(plan.pus).values()) > -(-plan.nb_slots // len(topology.allowed))
+    loads = Counter(pu for pu in plan.pus if pu in topology.allowed)
+    return bool(loads) and max(loads.values()) - min(loads.get(pu, 0) for pu in topology.allowed) > 1

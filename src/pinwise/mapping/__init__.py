@@ -20,7 +20,7 @@ from ..errors import PinwiseError
 from ..plan import Machine, Plan, Rounds
 from ..topology import Topology
 from .cost import CostReport, mapping_cost
-from .tree import SlotTree
+from .even import evenly
 
 
 def _matrix(comm) -> np.ndarray:
@@ -118,11 +118,11 @@ def compute_mapping(policy: str, comm, topology: Topology, seed: int | None = No
     if creator == CREATOR_AUTO:
         creator = "last" if idle_creator(comm) else "policy"
     if creator == "last" and count >= 3:
-        workers = kernel(matrix[1:, 1:], SlotTree(topology, count - 1))
+        workers = evenly(kernel, matrix[1:, 1:], topology, count - 1)
         pus = [workers[-1], *workers]
         fields["creator"] = "beside the last thread it creates"
     else:
-        pus = kernel(matrix, SlotTree(topology, count))
+        pus = evenly(kernel, matrix, topology, count)
     return Plan.from_cpus(pus, **{"source": f"policy {entry.name}", **fields, "policy": entry.name,
                                   "machine": Machine.of(topology)})
 
