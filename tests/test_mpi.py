@@ -116,6 +116,11 @@ def test_ring_neighbours_share_nodes_on_a_cluster(tmp_path):
     rankfile = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "openmpi",
                            check=True).stdout.splitlines()
     assert rankfile[0].startswith("rank 0=node") and all(" slot=0:" in line for line in rankfile)
+    # no packages: the node's logical cores, each once a node (every rank was slot=0:0)
+    socketless = run_pinwise("mpi", "map", ring8, "--cluster", "node:2 numa:2 core:2 pu:1", "-f", "openmpi",
+                             check=True).stdout.splitlines()
+    slots = sorted((line.split()[1].split("=")[1], line.split("slot=")[1]) for line in socketless)
+    assert slots == [(f"node{n}", str(c)) for n in range(2) for c in range(4)], socketless
     slurm = run_pinwise("mpi", "map", ring8, "--cluster", "node:4 pack:1 core:2 pu:1", "-f", "slurm",
                         check=True).stdout.splitlines()
     assert slurm[1:9] == host and slurm[-1].startswith("# srun --distribution=arbitrary --cpu-bind=map_cpu:")
@@ -124,18 +129,23 @@ def test_ring_neighbours_share_nodes_on_a_cluster(tmp_path):
     assert mpich[1:9] == [f"{h}:1" for h in host] and "-bind-to user:" in mpich[-1]
 
 
-def test_a_rankfile_is_accepted_by_mpirun_and_each_rank_runs_where_it_says(tmp_path, ring):
+@pytest.mark.parametrize("node", [[], ["--node-topology", "core:2 pu:1"]], ids=["this-machine", "no-packages"])
+def test_a_rankfile_is_accepted_by_mpirun_and_each_rank_runs_where_it_says(tmp_path, ring, node):
+    """On a node without packages the slots name the node's logical cores (``slot=1``): a S:C
+    slot there names no CPU, and every rank was written slot=0:0."""
     where = tmp_path / "where"
     subprocess.run(["mpicc", "-O2", "-o", str(where), str(PROGRAMS / "mpi_where.c")], check=True, capture_output=True)
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost slots=2\n")
     rankfile = tmp_path / "rankfile"
-    run_pinwise("mpi", "map", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile), "-f", "openmpi",
-                "-o", str(rankfile), check=True)
+    run_pinwise("mpi", "map", ring_matrix(2, tmp_path / "ring2.csv"), "--hostfile", str(hostfile), *node,
+                "-f", "openmpi", "-o", str(rankfile), check=True)
     wanted = {}
     for line in rankfile.read_text().splitlines():
         rank, slot = line.split()[1].split("=")[0], line.split("slot=")[1]
-        wanted[int(rank)] = int(slot.split(":")[1])
+        assert (":" in slot) == (not node), line
+        wanted[int(rank)] = int(slot.split(":")[-1])
+    assert sorted(wanted.values()) == [0, 1]
     ran = subprocess.run(["mpirun", "--rankfile", str(rankfile), "-np", "2", str(where)], capture_output=True,
                          text=True, env={**os.environ, **ROOT_OK}, timeout=300)
     assert ran.returncode == 0, ran.stderr

@@ -226,6 +226,24 @@ def test_bad_bandwidth_is_refused():
     assert_clean_failure(run_pinwise("simulate", "--latency", "L1d=4,L1d=5", "--", "true"), "sets L1d twice")
 
 
+def test_a_program_that_crashes_under_the_simulator_is_said_so_and_fails(build_dir, tmp_path):
+    """Counts that stop at a crash rank the run up to there, not a whole run: the table still
+    shows them, and pinwise says the program failed and passes its status on, as run does."""
+    crash = compile_program("crash.c", build_dir)
+    saved = tmp_path / "sim.json"
+    result = run_pinwise("simulate", "-t", "pack:1 core:2 pu:1", "--policies", "compact,scatter", "-o", str(saved),
+                         "--", str(crash), timeout=600)
+    assert result.returncode == 128 + 11, result.stderr
+    assert f"pinwise: error: {crash} was killed by SIGSEGV under the simulator" in result.stderr, result.stderr
+    assert "note: the program was killed by SIGSEGV: the counts cover its run up to there" in result.stdout
+    assert "ranking (busiest PU's cycles): " in result.stdout
+    assert json.loads(saved.read_text())["exit_status"] == -11
+    quiet = run_pinwise("simulate", "--json", "-t", "pack:1 core:2 pu:1", "--policies", "compact", "--", "sh", "-c",
+                        "exit 3", timeout=600)
+    assert quiet.returncode == 3 and json.loads(quiet.stdout)["exit_status"] == 3
+    assert "pinwise: error: sh exited with status 3 under the simulator" in quiet.stderr
+
+
 def test_the_table_ranks_the_placements_and_the_png_is_written(tmp_path):
     png = tmp_path / "sim.png"
     result = run_pinwise("simulate", "-t", "pack:2 core:2 pu:1", "--policies", "compact,scatter", "--png", str(png),
@@ -344,7 +362,7 @@ def test_a_forked_child_is_not_simulated_and_workers_are_not_the_programs_childr
     machine = load_topology("pack:2 core:2 pu:1")
     placements = [(c.name, c.plan) for c in build_candidates(["compact", "scatter"], [], machine, 1, None)]
     result = simulate([str(program)], machine, placements, progress=False, stdout=subprocess.DEVNULL, workers=2)
-    assert not any("exited with status" in note for note in result.notes)  # its second wait() found no child
+    assert result.exit_status == 0 and not any("the program " in note for note in result.notes)  # its second wait() found no child
     assert result.threads == 1 and sum(result.accesses_per_thread) > 0
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from .errors import PinwiseError
 from .pinning.launcher import find_program
 from .plan import Plan
-from .processes import run_in_group
+from .processes import how_it_ended, run_in_group
 from .temporary import temporary_folder
 from .topology import Topology
 from .topology.model import ObjType, format_size
@@ -311,11 +311,12 @@ class Simulation:
     cache_groups: int = 0   # how many simulated the caches apart (placements sharing their L1s alike share a group)
     bandwidth: dict[str, float] = field(default_factory=dict)  # bytes per cycle (see DEFAULT_BANDWIDTH)
     prefetch: bool = True
+    exit_status: int = 0   # the program's, as subprocess gives it (negative: the signal that killed it)
 
     def to_document(self) -> dict:
         return {
             "program": self.program, "topology": self.topology, "quantum": self.quantum, "inclusive": self.inclusive, "latency": self.latency,
-            "bandwidth": self.bandwidth, "prefetch": self.prefetch, "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
+            "bandwidth": self.bandwidth, "prefetch": self.prefetch, "exit_status": self.exit_status, "threads": self.threads, "accesses_per_thread": self.accesses_per_thread, "notes": self.notes,
             "placements": [{"policy": p.policy, "cpus": p.cpus, "levels": {n: asdict(c) for n, c in p.levels.items()},
                             "invalidations": p.invalidations, "transfers": p.transfers, "dram": asdict(p.dram),
                             "cycles": p.cycles,
@@ -433,9 +434,9 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
         raise PinwiseError(f"the simulator's self-check failed: {trailer.get('workers-check', 'no')} placements "
                            "counted differently by the workers and by one process")
     if returncode != 0:
-        notes.append(f"the program exited with status {returncode}: the counts cover the run up to there")
+        notes.append(f"the program {how_it_ended(returncode)}: the counts cover its run up to there")
     return Simulation(topology.source or "topology", quantum, inclusive, latency, threads, accesses, results, notes,
-                      " ".join(argv), int(trailer.get("groups", 0)), bandwidth, prefetch)
+                      " ".join(argv), int(trailer.get("groups", 0)), bandwidth, prefetch, returncode)
 
 
 def read_simulation(path: str) -> Simulation:
@@ -464,7 +465,7 @@ def read_simulation(path: str) -> Simulation:
                           [int(a) for a in document["accesses_per_thread"]], placements,
                           [str(n) for n in document.get("notes", [])], str(document.get("program", "")), 0,
                           {str(k): float(v) for k, v in document.get("bandwidth", {}).items()},
-                          bool(document.get("prefetch", False)))
+                          bool(document.get("prefetch", False)), int(document.get("exit_status", 0)))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise PinwiseError(f"{path!r} is not a simulation written by pinwise simulate ({err})") from None
 

@@ -403,9 +403,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {command.png}", file=sys.stderr)
     if command.json:
         write_json(result, None)
+    else:
+        print_simulation(result, command.argv)
+    return _program_failed(result, command.argv)
+
+
+def _program_failed(result, argv: list[str]) -> int:
+    """0 for a program that ran to a clean end; else its failure said, and its status passed on
+    (128 + N for a signal, as a shell gives it): counts that stop at a crash rank only the part of
+    the run before it."""
+    if result.exit_status == 0:
         return 0
-    print_simulation(result, command.argv)
-    return 0
+    from ..processes import how_it_ended
+
+    print(f"pinwise: error: {argv[0]} {how_it_ended(result.exit_status)} under the simulator: the counts and the "
+          "ranking cover only its run up to there", file=sys.stderr)
+    return result.exit_status if result.exit_status > 0 else 128 - result.exit_status
 
 
 def print_simulation(result, argv: list[str] | None = None) -> None:

@@ -16,26 +16,36 @@ class RankPlace:
     rank: int
     host: str
     cpu: int          # the node's OS CPU number (the first, with several threads per rank)
-    socket: int       # logical package index in the node
-    core: int         # logical core index within its package
+    socket: int | None  # logical package index in the node; None on a node without packages
+    core: int         # logical core index within its package (within the node without packages)
     cpus: tuple[int, ...] = ()    # every CPU of the rank, one per thread (with --threads-per-rank)
     last_core: int | None = None  # the last core of a rank's range in its package
     gpu: str | None = None        # the node's GPU the rank drives (with --gpus-per-node): gpu:N (OS names)
 
     @property
     def slot(self) -> str:
-        """The rankfile slot: SOCKET:CORE, or SOCKET:FIRST-LAST for several cores."""
+        """The rankfile slot: SOCKET:CORE, or SOCKET:FIRST-LAST for several cores; CORE or
+        FIRST-LAST, the node's logical cores, on a node without packages (Open MPI reads a slot
+        without a colon so, and a S:C slot there names no CPU)."""
         last = self.core if self.last_core is None else self.last_core
-        return f"{self.socket}:{self.core}" if last == self.core else f"{self.socket}:{self.core}-{last}"
+        cores = f"{self.core}" if last == self.core else f"{self.core}-{last}"
+        return cores if self.socket is None else f"{self.socket}:{cores}"
 
 
-def socket_and_core(node: Topology, cpu: int) -> tuple[int, int]:
-    """A node CPU's package (logical index) and core within that package, as a rankfile names them."""
+def socket_and_core(node: Topology, cpu: int) -> tuple[int | None, int]:
+    """A node CPU's package (logical index) and core within that package, as a rankfile names
+    them; without packages, None and the core's logical index in the node. A node without cores
+    counts its PUs as cores, as Open MPI does."""
     obj = node.pu(cpu)
-    package, core = obj.enclosing(ObjType.PACKAGE), obj.enclosing(ObjType.CORE)
-    if package is None or core is None:
-        return (package.logical_index if package is not None else 0), 0
-    cores = [c.logical_index for c in node.objects(ObjType.CORE) if c.cpuset <= package.cpuset]
+    kind = ObjType.CORE if node.objects(ObjType.CORE) else ObjType.PU
+    core = obj if kind is ObjType.PU else obj.enclosing(ObjType.CORE)
+    if core is None:
+        raise PinwiseError(f"CPU {cpu} of the node topology is in no core while others are: a rankfile slot cannot "
+                           "name it (use --format json or slurm)")
+    package = obj.enclosing(ObjType.PACKAGE)
+    if package is None:
+        return None, core.logical_index
+    cores = [c.logical_index for c in node.objects(kind) if c.cpuset <= package.cpuset]
     return package.logical_index, cores.index(core.logical_index)
 
 
@@ -51,7 +61,7 @@ def rank_places(per_rank: list[list[int]], cluster: Cluster) -> list[RankPlace]:
         if len(nodes) != 1:
             raise PinwiseError(f"rank {rank}'s threads would span nodes: fewer threads per rank")
         cpus = tuple(order[pu % per_node] for pu in pus)
-        sockets: dict[int, set[int]] = {}
+        sockets: dict[int | None, set[int]] = {}
         for cpu in cpus:
             socket, core = socket_and_core(cluster.node, cpu)
             sockets.setdefault(socket, set()).add(core)
@@ -62,7 +72,7 @@ def rank_places(per_rank: list[list[int]], cluster: Cluster) -> list[RankPlace]:
         cores = sorted(cores)
         if cores != list(range(cores[0], cores[-1] + 1)):
             raise PinwiseError(f"rank {rank}'s cores {cores} are not contiguous, and a rankfile slot takes a range "
-                               "(S:A-B): fewer threads per rank, or another policy")
+                               f"({'A-B' if socket is None else 'S:A-B'}): fewer threads per rank, or another policy")
         places.append(RankPlace(rank, cluster.hosts[nodes.pop()], cpus[0], socket, cores[0], cpus, cores[-1]))
     return places
 
