@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PINWISE, PROGRAMS, assert_clean_failure, run_pinwise
 
-from pinwise.mpi import RECORDER, job_ranks, parse_cluster, rank_plans
+from pinwise.mpi import RECORDER, job_ranks, parse_cluster, program_mpi, rank_plans
 from pinwise.pinning.launcher import NATIVE_DIR
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None
@@ -172,6 +172,29 @@ def test_hostfiles_and_slurm_allocations_name_the_nodes(tmp_path):
     assert sorted({p["host"] for p in json.loads(mapped.stdout)["ranks"]}) == ["alpha", "beta"]
 
 
+@pytest.mark.parametrize("policy", ["locality", "compact", "scatter"])
+def test_a_hostfile_s_slots_hold_the_ranks_of_each_host(tmp_path, policy):
+    """mpirun does not hold a rankfile to the hostfile's slots: pinwise holds the placement to
+    them, one rank a core on a host's first cores, as Open MPI's mapping by core fills a node."""
+    from pinwise.mpi import read_hostfile
+
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("alpha slots = 2  # spaces, as Open MPI reads them\nbeta:3\nbeta slots=3\ngamma\n")
+    assert read_hostfile(str(hostfile)) == {"alpha": 2, "beta": 6, "gamma": None}
+    hostfile.write_text("alpha slots = 2\nbeta:6\n")
+    mapped = run_pinwise("mpi", "map", ring_matrix(8, tmp_path / "ring8.csv"), "--hostfile", str(hostfile),
+                         "--node-topology", "pack:2 core:2 pu:2", "-p", policy, "-f", "json", check=True)
+    places = json.loads(mapped.stdout)["ranks"]
+    on = {host: sorted(cpu for p in places if p["host"] == host for cpu in p["cpus"]) for host in ("alpha", "beta")}
+    assert len(on["alpha"]) == 2 and set(on["alpha"]) <= {0, 2, 4, 6} and len(set(on["alpha"])) == 2
+    assert on["beta"] == [0, 1, 2, 3, 4, 6]  # one PU on each of its 4 cores, then the first cores' second PUs
+    assert "held to the hostfile's slots (alpha 2, beta 6)" in mapped.stderr
+    hostfile.write_text("alpha slots=2\nbeta slots=4\n")
+    assert_clean_failure(run_pinwise("mpi", "map", ring_matrix(8, tmp_path / "ring8.csv"), "--hostfile",
+                                     str(hostfile), "--node-topology", "pack:2 core:2 pu:2"),
+                         "the hostfile's slots leave 6", "more slots")
+
+
 def test_bad_maps(tmp_path):
     ring8 = ring_matrix(8, tmp_path / "ring8.csv")
     assert_clean_failure(run_pinwise("mpi", "map", ring8, "--cluster", "node:2 pack:1 core:2 pu:1"), "larger cluster")
@@ -306,9 +329,28 @@ def test_hybrid_plans_expand_the_ranks_matrix_sparsely_and_as_the_dense_expansio
     (["mpirun", "-np", "4", "./app"], 4), (["mpiexec", "-n", "2", "ls", "-n", "9"], 2), (["srun", "-n4", "x"], 4),
     (["srun", "--ntasks=3", "x"], 3), (["mpirun", "--hostfile", "h", "-x", "A", "-c", "2", "a"], 2),
     (["mpirun", "ls", "-n", "5"], None), (["mpirun", "-np", "2", "a", ":", "-np", "2", "b"], None),
-    (["srun", "ls"], None)])
+    (["srun", "ls"], None),
+    # srun's -c is --cpus-per-task; Open MPI's is -np
+    (["srun", "-c", "4", "-n", "2", "x"], 2), (["srun", "-c", "4", "x"], None), (["srun", "--cpus-per-task", "4", "x"], None),
+    # an option's value that is a command on PATH is not the program
+    (["mpirun", "--mca", "plm_rsh_agent", "ssh", "-np", "3", "./app"], 3),
+    (["mpirun", "--launch-agent", "rsh", "-np", "5", "./app"], 5),
+    (["mpiexec", "-genv", "X", "ls", "-n", "6", "./app"], 6),
+    (["mpirun", "-np", "2", "ls", "-np", "7"], 2), (["mpirun", "--", "ls", "-n", "4"], None)])
 def test_the_rank_count_of_a_job_command(argv, count):
     assert job_ranks(argv) == count
+
+
+@pytest.mark.parametrize("argv, hosts, mpi", [
+    (["mpirun", "--mca", "plm_rsh_agent", "ssh", "-H", "a,b", "ls"], "-H", None),
+    (["mpirun", "-np", "2", "ls", "--hostfile", "h"], None, None),  # the program's own option
+    (["mpirun", "-x", "PATH", "--host=a", "ls"], "--host", None),
+])
+def test_the_hosts_of_a_job_command_and_its_program(argv, hosts, mpi):
+    from pinwise.mpi.launchers import job_hosts, program_index
+
+    assert job_hosts(argv) == hosts
+    assert argv[program_index(argv)] == "ls" and program_mpi(argv) == mpi
 
 
 def test_mpi_run_refuses_a_job_of_another_size_than_the_matrix(tmp_path):

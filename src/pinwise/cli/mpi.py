@@ -59,6 +59,8 @@ def cmd_mpi_map(args: argparse.Namespace) -> int:
     summary = (f"{comm.threads} ranks on {len(set(node_of.tolist()))} of {len(cluster.hosts)} nodes ({cluster.node.shape} "
                f"each), policy {args.policy}: {inside / total:.0%} of the bytes and {int(same.sum())} of {len(rows)} "
                f"communicating pairs inside a node; cost {cost:,.0f}" if total else f"{comm.threads} ranks, no communication")
+    if cluster.slots:
+        summary += "; held to the hostfile's slots (" + ", ".join(f"{h} {n}" for h, n in cluster.slots.items()) + ")"
     text = None if args.format == "table" else format_placement(places, args.format)
     if args.output:
         write_text_atomic(args.output, text if text is not None else format_placement(places, "openmpi"))

@@ -4,7 +4,8 @@ launcher's own options) and the topology of one node, which every node is taken 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..errors import PinwiseError
 from ..numbers import whole_number
@@ -22,19 +23,20 @@ class Cluster:
     hosts: tuple[str, ...]
     node: Topology
     topology: Topology
+    slots: Mapping[str, int] = field(default_factory=dict)  # a hostfile's slots, by host, where it gives them
 
     @property
     def pus_per_node(self) -> int:
         return self.node.nb_pus
 
 
-def cluster_of(hosts: list[str], node: Topology) -> Cluster:
+def cluster_of(hosts: list[str], node: Topology, slots: Mapping[str, int] | None = None) -> Cluster:
     if not hosts:
         raise PinwiseError("a cluster needs at least one node")
     if len(set(hosts)) != len(hosts):
         raise PinwiseError(f"hosts named twice: {', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))}")
     whole = load_topology(f"group:{len(hosts)} {node.shape}") if len(hosts) > 1 else load_topology(node.shape)
-    return Cluster(tuple(hosts), node, whole)
+    return Cluster(tuple(hosts), node, whole, dict(slots or {}))
 
 
 def parse_cluster(text: str) -> Cluster:
@@ -54,24 +56,31 @@ def parse_cluster(text: str) -> Cluster:
     return cluster_of([f"node{i}" for i in range(count)], load_topology(" ".join(words[1:])))
 
 
-def read_hostfile(path: str) -> list[str]:
-    """Host names of an Open MPI or MPICH hostfile (``host slots=N``, ``host:N``, ``# comments``)."""
-    hosts = []
+def read_hostfile(path: str) -> dict[str, int | None]:
+    """Host names of an Open MPI or MPICH hostfile (``host slots=N``, ``host slots = N``,
+    ``host:N``, ``# comments``), in order, each with its slots (None where a line of it gives
+    none; a host named twice adds its slots, as Open MPI counts them)."""
+    hosts: dict[str, int | None] = {}
     for number, line in enumerate(read_input(path, "hostfile").splitlines(), start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        first, *options = line.split()
+        first, *options = " ".join(line.replace("=", " = ").split()).replace(" = ", "=").split()
         host, colon, count = first.partition(":")
         if not host or any(c in host for c in "=,"):
             raise PinwiseError(f"hostfile {path!r}, line {number}: {line!r} does not start with a host name")
         counts = [("host:N", count)] if colon else []
         counts += [(key, value) for key, _, value in (option.partition("=") for option in options)
-                   if key in ("slots", "max_slots", "max-slots", "cpus", "cpu")]
+                   if key in ("slots", "cpus", "cpu")]
+        slots = None
         for key, value in counts:  # a host with no slot takes no rank: a typing mistake, not a plan
-            whole_number(value, f"hostfile {path!r}, line {number}: {key}", 1)
-        if host not in hosts:
-            hosts.append(host)
+            slots = whole_number(value, f"hostfile {path!r}, line {number}: {key}", 1)
+        for key, _, value in (option.partition("=") for option in options):
+            if key in ("max_slots", "max-slots"):
+                whole_number(value, f"hostfile {path!r}, line {number}: {key}", 1)
+        if host in hosts:  # lines of one host add up; one without slots leaves the count to the node
+            slots = None if slots is None or hosts[host] is None else hosts[host] + slots
+        hosts[host] = slots
     if not hosts:
         raise PinwiseError(f"hostfile {path!r} names no host")
     return hosts
@@ -120,7 +129,8 @@ def find_cluster(cluster: str | None, hostfile: str | None, node_topology: str |
         return parse_cluster(cluster)
     node = load_topology(node_topology)
     if hostfile is not None:
-        return cluster_of(read_hostfile(hostfile), node)
+        hosts = read_hostfile(hostfile)
+        return cluster_of(list(hosts), node, {host: n for host, n in hosts.items() if n is not None})
     if os.environ.get("SLURM_JOB_NODELIST"):
         return cluster_of(expand_hostlist(os.environ["SLURM_JOB_NODELIST"]), node)
     named = job_hosts(job) if job else None

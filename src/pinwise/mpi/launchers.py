@@ -49,22 +49,63 @@ def launcher_kind(argv: list[str]) -> str | None:
     return "mpich" if "HYDRA" in text else None
 
 
+#: Options of the launchers whose value is the next word (or the next two): a value can be a
+#: command on PATH (``--mca plm_rsh_agent ssh``, ``--launch-agent rsh``), not the program.
+OPTION_VALUES = MappingProxyType({
+    **dict.fromkeys(("--mca", "-mca", "--gmca", "-gmca", "--omca", "--prtemca", "--pmixmca", "-genv", "-env"), 2),
+    **dict.fromkeys((
+        # Open MPI's mpirun
+        "-n", "-np", "--np", "-c", "--n", "-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefile",
+        "--machinefile", "--default-hostfile", "-rf", "--rankfile", "-x", "--map-by", "-map-by", "--rank-by",
+        "-rank-by", "--bind-to", "-bind-to", "-wdir", "--wdir", "-wd", "--prefix", "-prefix", "--launch-agent",
+        "-launch-agent", "--output-filename", "-output-filename", "--npernode", "-npernode", "--npersocket",
+        "-npersocket", "-N", "--cpus-per-proc", "-cpus-per-proc", "--cpus-per-rank", "-cpus-per-rank", "--stdin",
+        "-stdin", "--tune", "--path", "-path", "--preload-files", "--app", "--am", "--timeout", "--cpu-set",
+        "-cpu-set", "--hetero-nodes", "--personality", "--report-pid", "--report-uri", "--xml-file",
+        # MPICH's Hydra
+        "-f", "-hosts", "-ppn", "-genvlist", "-envlist", "-launcher", "-launcher-exec", "-rmk", "-iface",
+        "-errfile-pattern", "-outfile-pattern", "-configfile", "-profile", "-demux", "-bootstrap",
+        "-bootstrap-exec", "-gpus-per-proc",
+        # Slurm's srun (its long options mostly take =VALUE)
+        "--ntasks", "--cpus-per-task", "--nodes", "-p", "--partition", "-t", "--time", "-J", "--job-name", "-o",
+        "--output", "-e", "--error", "-w", "--nodelist", "-x", "--exclude", "-A", "--account", "-m",
+        "--distribution", "-D", "--chdir", "--mem", "--mem-per-cpu", "--cpu-bind", "--gres", "--gpus", "-G",
+        "--ntasks-per-node", "--export", "-i", "--input", "-C", "--constraint", "-q", "--qos", "--mpi", "-d",
+        "--dependency", "-r", "--relative", "--het-group", "-T", "--threads", "-W", "--wait"), 1)})
+
+
+def program_index(argv: list[str]) -> int | None:
+    """Where the program starts in a launcher's command: the first word after ``argv[0]`` that is
+    neither an option nor a known option's value (:data:`OPTION_VALUES`) and names a command
+    (another word is the value of an option pinwise does not know); None when there is none."""
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        if not word.startswith("-") and shutil.which(word) is not None:
+            return i
+        i += 1 + (OPTION_VALUES.get(word, 0) if word.startswith("-") and "=" not in word else 0)
+    return None
+
+
 def program_mpi(argv: list[str]) -> str | None:
-    """The MPI the job's program is linked against (``openmpi`` or ``mpich``), read from the first
-    argument after the launcher that names an executable file; None when that is not known (a
-    script, a wrapper, no such file)."""
-    for word in argv[1:]:
-        if word.startswith("-"):
-            continue
-        path = word if "/" in word else shutil.which(word)
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            with open(path, "rb") as handle:
-                head = handle.read(4 << 20)  # the dynamic section sits near the start of an ELF file
-            if not head.startswith(b"\x7fELF"):
-                return None
-            if b"libmpich.so" in head:
-                return "mpich"
-            return "openmpi" if b"libmpi.so" in head else None
+    """The MPI the job's program is linked against (``openmpi`` or ``mpich``), read from the
+    program after the launcher's options when it is an executable file; None when that is not
+    known (a script, a wrapper, no such file)."""
+    start = program_index(argv)
+    if start is None:
+        return None
+    word = argv[start]
+    path = word if "/" in word else shutil.which(word)
+    if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        with open(path, "rb") as handle:
+            head = handle.read(4 << 20)  # the dynamic section sits near the start of an ELF file
+        if not head.startswith(b"\x7fELF"):
+            return None
+        if b"libmpich.so" in head:
+            return "mpich"
+        return "openmpi" if b"libmpi.so" in head else None
     return None
 
 
@@ -74,30 +115,29 @@ def job_mpi(argv: list[str], kind: str | None) -> str:
     return program_mpi(argv) or (kind if kind in RECORDERS else "openmpi")
 
 
-#: The options that say how many ranks a launcher starts (mpirun/mpiexec of both MPIs, srun).
+#: The options that say how many ranks a launcher starts (mpirun/mpiexec of both MPIs, srun);
+#: Open MPI's ``-c`` is its ``-np``, srun's is --cpus-per-task.
 RANK_COUNT_OPTIONS = ("-n", "-np", "--np", "-c", "--n", "--ntasks")
 
 
 def job_ranks(argv: list[str]) -> int | None:
     """How many ranks the job's command starts, when it says (``-n 4``, ``-np 4``, ``--ntasks=4``,
-    srun's ``-n4``); None when it leaves the count to the launcher, or starts several programs
-    (MPMD, ``a : b``), whose counts add up."""
-    words = argv[1:]
-    if ":" in words:
+    srun's ``-n4``) before its program; None when it leaves the count to the launcher, or starts
+    several programs (MPMD, ``a : b``), whose counts add up."""
+    if ":" in argv[1:]:
         return None
+    counts = RANK_COUNT_OPTIONS if Path(argv[0]).name != "srun" else tuple(o for o in RANK_COUNT_OPTIONS if o != "-c")
+    end = program_index(argv)
+    words = argv[1:end] if end is not None else argv[1:]
     for i, word in enumerate(words):
-        if word == "--":
-            break
         name, _, value = word.partition("=")
-        if name in RANK_COUNT_OPTIONS and value:
+        if name in counts and value:
             text = value
-        elif word in RANK_COUNT_OPTIONS and i + 1 < len(words):
+        elif word in counts and i + 1 < len(words):
             text = words[i + 1]
         elif word.startswith("-n") and word[2:].isdigit():
             text = word[2:]
         else:
-            if not word.startswith("-") and shutil.which(word) is not None:
-                break  # the program: what follows is its own
             continue
         if not text.isdigit():  # the launcher would refuse it too
             raise PinwiseError(f"the job's {name if value else word} {text!r} is not a number of ranks")
@@ -181,10 +221,9 @@ THIS_MACHINE = "localhost"
 def job_hosts(argv: list[str]) -> str | None:
     """The option by which a job's command names its hosts (``-H a,b``, ``--hostfile F``), if any,
     before the program (whose own options are its own)."""
-    for word in argv[1:]:
+    end = program_index(argv)
+    for word in argv[1:end]:
         name = word.split("=", 1)[0]
         if name in HOST_OPTIONS:
             return name
-        if not word.startswith("-") and shutil.which(word) is not None:
-            return None
     return None

@@ -48,9 +48,12 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
     matrix is expanded, thread by thread, with a rank's threads bound together by more than all
     the traffic, so the policy keeps them under one object."""
     ranks, k = comm.threads, threads_per_rank
-    if ranks * k > cluster.topology.nb_pus:
+    topology = slots_topology(cluster, k)
+    if ranks * k > len(topology.allowed):
+        slots = f" (the hostfile's slots leave {len(topology.allowed)})" if cluster.slots else ""
         raise PinwiseError(f"{ranks} ranks x {k} threads and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
-                           "nodes: give a larger cluster or fewer threads per rank")
+                           f"nodes{slots}: give a larger cluster{', more slots' if slots else ''} or fewer threads "
+                           "per rank")
     matrix = comm.matrix
     if k > 1:  # sparse: a dense expansion takes k^2 times the ranks' matrix (2 GiB for 4,096 ranks x 4)
         import scipy.sparse as sp
@@ -62,11 +65,34 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
         spread = sp.kron(between, np.full((k, k), 1.0 / (k * k)), format="csr")  # a rank's traffic, thread by thread
         bound = sp.kron(sp.identity(ranks, format="csr"), together * (np.ones((k, k)) - np.eye(k)), format="csr")
         matrix = (spread + bound).tocsr()
-    plan = matrix_plan(policy, matrix, cluster.topology, seed=seed, creator="policy")
+    plan = matrix_plan(policy, matrix, topology, seed=seed, creator="policy")
     if plan is None:
         raise PinwiseError("policy os places nothing: choose a policy that places the ranks")
     pus = list(plan.pus)
     return [pus[r * k:(r + 1) * k] for r in range(ranks)]
+
+
+def slots_topology(cluster: Cluster, threads_per_rank: int):
+    """The cluster's topology with each host that a hostfile gives N slots holding N ranks at
+    most: N x threads_per_rank PUs of it, one a core on its first cores in logical order (then the
+    cores' second PUs), as Open MPI's own mapping by core fills a node. mpirun does not hold a
+    rankfile to the slots, so pinwise holds the placement to them."""
+    if not cluster.slots:
+        return cluster.topology
+    per_node, node = cluster.pus_per_node, cluster.node
+    order = node.logical_order(allowed_only=False)
+    sibling = {}  # a PU's rank among the PUs of its core
+    for core in node.objects(ObjType.CORE):
+        for k, cpu in enumerate(sorted(core.cpuset, key=order.index)):
+            sibling[cpu] = k
+    fill = sorted(range(per_node), key=lambda i: (sibling.get(order[i], 0), i))  # positions in the node
+    allowed = []
+    for n, host in enumerate(cluster.hosts):
+        usable = min(per_node, cluster.slots.get(host, per_node) * threads_per_rank)
+        allowed.extend(n * per_node + i for i in fill[:usable])
+    if len(allowed) == cluster.topology.nb_pus:
+        return cluster.topology
+    return cluster.topology.restricted(allowed, "the hostfile's slots")
 
 
 def gpu_rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank: int, gpus_per_node: int,
