@@ -409,6 +409,32 @@ def test_pin_running_process(threads_exe):
         assert_clean_failure(run_pinwise("pin", "--pid", "2", "--cpus", "0"), "is a kernel thread")
 
 
+def test_pin_says_when_the_process_has_not_the_threads_of_its_trace(threads_exe, tmp_path):
+    """A plan from a trace maps the trace's thread k onto the process's k-th thread: a process
+    with more threads than the trace (one wrapped round) or fewer (slots unused) is pinned as asked,
+    and pinwise says that the matrix does not describe these threads."""
+    two, five = tmp_path / "two.csv", tmp_path / "five.csv"
+    two.write_text("0,9\n9,0\n")
+    five.write_text("\n".join(",".join("0" if i == j else "1" for j in range(5)) for i in range(5)) + "\n")
+    process = subprocess.Popen([str(threads_exe), "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stdout.readline() for _ in range(5)]
+        pid = int(lines[0].split()[1])
+        more = run_pinwise("pin", "--pid", str(pid), "-p", "locality", "--comm", str(two), check=True)
+        assert more.stdout.count("TID ") == 3, more.stdout
+        assert (f"warning: process {pid} has 3 threads and the plan maps the 2 of its trace: thread 2 wrapped round "
+                "onto the plan's first CPUs") in more.stderr, more.stderr
+        assert f"(pinwise trace --pid {pid})" in more.stderr
+        fewer = run_pinwise("pin", "--pid", str(pid), "-p", "locality", "--comm", str(five), check=True)
+        assert f"process {pid} has 3 threads and the plan maps the 5 of its trace: slots 3-4 went unused" \
+            in fewer.stderr, fewer.stderr
+        same = run_pinwise("pin", "--pid", str(pid), "--cpus", "0,1", check=True)  # a CPU list wraps round by design
+        assert "of its trace" not in same.stderr, same.stderr
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
 def test_a_main_thread_gone_by_pthread_exit_takes_no_slot(build_dir):
     """The main thread ended (pthread_exit) and the workers run on: the workers get slots 0 and 1
     (the zombie got slot 0 before, and a live worker shared a CPU), and pinwise says why."""

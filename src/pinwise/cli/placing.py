@@ -169,6 +169,7 @@ class PinCommand(Frozen):
     plan: Plan | None           # None with --adapt
     topology: Topology
     adapt: Adaptation | None = None
+    traced: bool = False        # the plan maps the threads of a trace (--comm, --mapping), one slot a thread
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PinCommand:
@@ -184,7 +185,7 @@ class PinCommand(Frozen):
         plan = _resolve_plan(args, topology)
         if plan is None:
             raise PinwiseError("policy os means no pinning: nothing to do")
-        return cls(args.pid, plan, topology)
+        return cls(args.pid, plan, topology, traced=bool(args.comm or args.mapping))
 
 
 class TopoCommand(Frozen):
@@ -410,6 +411,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
         print(f"pinwise: warning: {len(late)} thread(s) started while the others were pinned and run where the OS "
               f"put them (TID {', '.join(map(str, late[:8]))}{', ...' if len(late) > 8 else ''}): pin again",
               file=sys.stderr)
+    if command.traced and not command.plan.repeat_from:
+        _say_unlike_the_trace(command.pid, command.plan, len(done))
     if command.pid == 1:  # init: every service it starts from now on inherits the affinity
         print("pinwise: warning: PID 1 is the init process: every process it starts from now on inherits these "
               f"CPUs (undo with: taskset -a -p -c {format_cpulist(sorted(command.topology.allowed))} 1)",
@@ -422,6 +425,25 @@ def cmd_pin(args: argparse.Namespace) -> int:
               f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt` places new threads as they come",
               file=sys.stderr)
     return 0
+
+
+def _say_unlike_the_trace(pid: int, plan: Plan, pinned: int) -> None:
+    """Say so when a process has not as many threads as the trace its plan maps: the k-th thread
+    in TID order took the slot of the trace's thread k, which is only right when they match."""
+    mask = plan.skip_mask
+    taken = sum(1 for index in range(pinned) if not (0 < index <= 64 and (mask >> (index - 1)) & 1))
+    slots = plan.nb_slots
+    if taken == slots:
+        return
+    if taken > slots:
+        what = (f"thread{'s' if taken - slots > 1 else ''} {slots}{f'-{taken - 1}' if taken - slots > 1 else ''} "
+                "wrapped round onto the plan's first CPUs, beside threads they may not talk to")
+    else:
+        what = f"slot{'s' if slots - taken > 1 else ''} {taken}{f'-{slots - 1}' if slots - taken > 1 else ''} went unused"
+    print(f"pinwise: warning: process {pid} has {taken} thread{'s' if taken != 1 else ''} and the plan maps the "
+          f"{slots} of its trace: {what}. The k-th thread in TID order took the place of the trace's thread k, "
+          f"which holds only for the same threads: trace this process (pinwise trace --pid {pid}) for a plan of "
+          "its own threads", file=sys.stderr)
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
