@@ -15,6 +15,7 @@ import pytest
 from conftest import assert_clean_failure, compile_program, eventually, run_pinwise
 
 from pinwise.bench import build_candidates
+from pinwise.errors import PinwiseError
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.simulate import machine_model
 from pinwise.topology import load_topology
@@ -373,6 +374,26 @@ def test_the_machine_model_follows_the_topology():
     assert model.levels[0].instance_of_pu[:4] == (0, 0, 1, 1)
     assert model.classes == ("L2", "L3", "package", "machine")
     assert model.class_of_pair[0][2] == 0 and model.class_of_pair[0][4] == 1 and model.class_of_pair[0][8] == 3
+
+    # without Package objects a transfer between NUMA nodes is remote, not within one package
+    bare = machine_model(load_topology("numa:2 l3:1(size=8MiB) core:2 pu:1"))
+    assert bare.classes == ("L3", "package", "machine") and bare.node_of_pu == (0, 0, 1, 1)
+    assert bare.class_of_pair[0][1] == 0 and bare.class_of_pair[0][2] == 2 and bare.class_of_pair[3][1] == 2
+    assert {c for row in machine_model(load_topology("core:4 pu:1")).class_of_pair for c in row} == {0}
+
+
+def test_a_placement_the_simulator_cannot_take_as_given_is_said_or_refused():
+    """The simulator runs a thread on one PU: a slot of several CPUs runs on its lowest, and the
+    simulation says so; a skip mask (threads on any CPU of the plan) is refused before the run."""
+    from pinwise.plan import Plan
+    from pinwise.simulate import placement_notes
+
+    wide = Plan(slots=((0, 1), (2,), (4, 5, 6, 7)), source="test")
+    assert placement_notes([("one", Plan.from_cpus([0, 1])), ("wide", wide)]) == [
+        "wide: the simulator runs a thread on one PU, so a slot of several CPUs ran on its lowest (slot 0 0,1 as 0, "
+        "slot 2 4-7 as 4)"]
+    with pytest.raises(PinwiseError, match=r"placement skipping has a skip mask \(0x1\)"):
+        placement_notes([("skipping", wide.replace(skip_mask=1))])
 
 
 @pytest.mark.parametrize("arguments, words", [

@@ -30,6 +30,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .cpulist import format_cpulist
 from .errors import PinwiseError
 from .pinning.launcher import find_program
 from .plan import Plan
@@ -134,10 +135,12 @@ def machine_model(topology: Topology) -> MachineModel:
         key = -1 if numa is None else (numa.os_index if numa.os_index is not None else id(numa))
         nodes.append(node_ids.setdefault(key, len(node_ids)))
     classes = tuple([f"{level.name}" for level in levels[1:]] + ["package", "machine"])
-    package = {}
+    package = {}  # PU -> its package; without Package objects, its NUMA node (a transfer between nodes is remote)
     for obj in topology.objects(ObjType.PACKAGE):
         for pu in obj.cpuset:
             package[pu] = id(obj)
+    if not package:
+        package = {pu: nodes[i] for i, pu in enumerate(pus)}
     matrix = []
     for i, p in enumerate(pus):
         row = []
@@ -150,6 +153,24 @@ def machine_model(topology: Topology) -> MachineModel:
                 row.append(len(levels) - 1 if package.get(p, 0) == package.get(q, 0) else len(levels))
         matrix.append(tuple(row))
     return MachineModel(pus, tuple(levels), tuple(nodes), classes, tuple(matrix))
+
+
+def placement_notes(placements: list[tuple[str, Plan]]) -> list[str]:
+    """What the simulator does with a placement that it cannot take as given: it runs each thread
+    on one PU, so a slot of several CPUs is simulated on its lowest (said); a skip mask (threads
+    that may run on any CPU of the plan) has no PU to give them, and is refused."""
+    notes = []
+    for name, plan in placements:
+        if plan.skip_mask:
+            raise PinwiseError(f"placement {name} has a skip mask ({plan.skip_mask:#x}): its skipped threads may run "
+                               "on any CPU of the plan, and the simulator runs each thread on one PU: give it without "
+                               "the mask")
+        wide = [(k, slot) for k, slot in enumerate(plan.slots) if len(slot) > 1]
+        if wide:
+            shown = ", ".join(f"slot {k} {format_cpulist(sorted(slot))} as {min(slot)}" for k, slot in wide[:4])
+            notes.append(f"{name}: the simulator runs a thread on one PU, so a slot of several CPUs ran on its lowest "
+                         f"({shown}{', ...' if len(wide) > 4 else ''})")
+    return notes
 
 
 def _settings(text: str | None, option: str, unit: str, names) -> list[tuple[str, str, str]]:
@@ -404,6 +425,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     names = [name for name, _ in placements]
     plans = [plan for _, plan in placements]
     notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
+    notes += placement_notes(placements)
     with temporary_folder("simulate") as tmp:
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
         config.write_text(config_text(machine, plans, latency, bandwidth, prefetch), encoding="utf-8")
