@@ -533,6 +533,19 @@ def test_pin_refuses_what_it_cannot_honour(tmp_path):
         ended.wait()
 
 
+@pytest.mark.parametrize("command", [("bench", "-r", "1"), ("simulate",), ("simulate", "-t", "pack:2 core:2 pu:1")])
+def test_a_mapping_for_another_machine_is_refused_with_what_this_command_takes(tmp_path, command):
+    """bench and simulate take a mapping file in --placement and have no --any-machine: the refusal
+    names the map command that fits (with -t for a machine simulated), never an option they refuse."""
+    other = tmp_path / "x7550.json"
+    run_pinwise("map", "/dev/stdin", "-t", "x7550", "-p", "compact", "-o", str(other), input="0,1\n1,0\n", check=True)
+    failed = run_pinwise(*command, "--policies", "", "--placement", f"a={other}", "--", "true")
+    again = "for it (pinwise map COMM -t 'pack:2 core:2 pu:1' -o FILE)" if "-t" in command else \
+        "for this machine (pinwise map COMM -o FILE)"
+    assert_clean_failure(failed, "made for another machine", again)
+    assert "--any-machine" not in failed.stderr
+
+
 def test_python_api_pins_calling_thread():
     seen = {}
 

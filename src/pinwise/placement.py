@@ -42,7 +42,7 @@ class Placement(Frozen):
     creator: str = policies.CREATOR_AUTO
     repeat_from: int = 0
     #: Run a mapping file made for a machine of another structure anyway.
-    any_machine: bool = False
+    any_machine: bool | None = False  # None: the caller offers no --any-machine (bench's, simulate's --placement)
     #: Which CPU kind of a hybrid machine the policies fill first: performance, efficiency or any.
     cpu_kinds: str = "performance"
     #: OpenMP places (OMP_PLACES's syntax) that close, spread and primary distribute threads over.

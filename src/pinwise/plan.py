@@ -14,6 +14,8 @@ for a 4-socket machine exist on many others, where they mean other cores. The ma
 
 from __future__ import annotations
 
+import shlex
+
 from .cpulist import format_cpulist
 from .errors import PinwiseError
 from .frozen import Frozen
@@ -140,15 +142,20 @@ class Plan(Frozen):
                 f"allowed: {topology.cpulist_text(topology.allowed)}"
             )
 
-    def check_machine(self, topology, any_machine: bool = False) -> str | None:
+    def check_machine(self, topology, any_machine: bool | None = False) -> str | None:
         """None if the plan was made for this machine's structure (or for none in particular).
-        Otherwise the one line that says so: an error, or with ``any_machine`` a warning to print."""
+        Otherwise the one line that says so: an error, or with ``any_machine`` a warning to print
+        (None: the command has no --any-machine, so the error does not offer it)."""
         if self.machine is None or self.machine.fingerprint == topology.fingerprint:
             return None
         text = (f"this plan was made for another machine ({self.machine.shape}); this one is {topology.shape}, "
                 "where its CPU numbers name other cores")
         if any_machine:
             return f"{text}; running it anyway (--any-machine)"
+        if any_machine is None:
+            here = (topology.source or "").startswith("this machine")
+            again = "pinwise map COMM -o FILE" if here else f"pinwise map COMM -t {shlex.quote(topology.source or topology.shape)} -o FILE"
+            raise PinwiseError(f"{text}: compute it again for {'this machine' if here else 'it'} ({again})")
         raise PinwiseError(f"{text}: compute it again here (pinwise map COMM -o FILE), or add --any-machine "
                            "to run it as it is")
 

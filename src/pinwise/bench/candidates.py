@@ -55,7 +55,7 @@ def build_candidates(names: list[str], placements: list[str], topology: Topology
         label, sep, spec = text.partition("=")
         if not sep or not label.strip() or not spec.strip():
             raise PinwiseError(f"placement {text!r} must look like NAME=CPUS, e.g. together=1,0,0,1 or spread=S:scatter")
-        plan = resolve(Placement.parse(spec), topology)
+        plan = resolve(Placement.parse(spec, any_machine=None), topology)  # bench, simulate: no --any-machine
         candidates.append(Candidate(label.strip(), None if plan is None else plan.replace(source=f"--placement {text}")))
     names = [c.name for c in candidates]
     if not candidates:
