@@ -425,6 +425,11 @@ def test_a_simulation_is_kept_and_reported_with_the_bench_or_alone(tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text('{"placements": []}')
     assert_clean_failure(run_pinwise("report", "--simulation", str(broken)), "not a simulation")
+    # edited by hand: one placement lost a cache level (the table read it for every placement)
+    document["placements"][1]["levels"].pop("L1d")
+    broken.write_text(json.dumps(document))
+    assert_clean_failure(run_pinwise("report", "--simulation", str(broken)), "not a simulation",
+                         "its placements count different cache levels")
 
 
 def test_auto_ranks_its_candidates_on_a_machine_by_simulation():

@@ -480,6 +480,9 @@ def read_simulation(path: str) -> Simulation:
                       for p in document["placements"]]
         if not placements:
             raise ValueError("no placement")
+        if len({tuple(p.levels) for p in placements}) > 1:  # one machine: every placement counts the same caches
+            raise ValueError("its placements count different cache levels: "
+                             + " and ".join(sorted({"/".join(p.levels) for p in placements})))
         if any(p.thread_pus and len(p.thread_pus) != len(p.cycles_per_thread) for p in placements):
             raise ValueError("thread_pus and cycles_per_thread differ in length")
         return Simulation(str(document["topology"]), int(document["quantum"]), bool(document["inclusive"]),
