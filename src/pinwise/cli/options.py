@@ -56,7 +56,8 @@ CONFIDENCE = real(0.5, 0.9999)
 MAP_FORMATS = ("table", "picture", "cpulist", "omp-places", "gomp", "kmp", "likwid", "taskset", "json")
 
 
-def placement_options(parser: argparse.ArgumentParser) -> None:
+def placement_options(parser: argparse.ArgumentParser, live_only: bool = False) -> None:
+    """The placement options of run and pin (``live_only``: pin, which plans for this machine only)."""
     group = parser.add_argument_group("placement (choose one)")
     group.add_argument("--cpus", "-c", metavar="LIST",
                        help="CPU per thread in creation order: 0,4,1-3, a likwid-pin expression as likwid-pin -c "
@@ -94,7 +95,12 @@ def placement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--creator", choices=CREATOR_MODES, default=CREATOR_AUTO,
                         help=CREATOR_HELP)
     add_kinds_option(parser)
-    add_topology_option(parser)
+    if live_only:
+        parser.add_argument("--topology", "-t", metavar="T",
+                            help="only 'live' (the default, this machine): pin moves the threads of a process here, "
+                                 "so it plans for here (pinwise run --print -t T shows a plan for another machine)")
+    else:
+        add_topology_option(parser)
 
 
 def mpi_placement_options(parser: argparse.ArgumentParser, comm_option: bool = False) -> None:

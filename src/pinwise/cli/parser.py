@@ -381,6 +381,6 @@ def add_pin_command(commands) -> None:
     pin = commands.add_parser("pin", help="pin the threads of a running process",
                               description="Pin the threads of a running process, in TID order, to the placement.")
     pin.add_argument("--pid", type=whole(1, 1 << 22), required=True, help="process to pin")
-    placement_options(pin)
+    placement_options(pin, live_only=True)
     adapt_options(pin)
     pin.set_defaults(handler="placing:cmd_pin")
