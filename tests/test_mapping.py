@@ -52,6 +52,30 @@ def enclosing(topology, pu, type_):
 
 # -- definitions ---------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("machine", ["hwloc-tests-v3/fakeheterodistances.xml",
+                                     "hwloc-tests/64intel64-3g2n+2n-irregulargroups+pci.xml", "pack:2 l3:1 core:2 pu:2"])
+def test_the_tree_distance_climbs_from_the_deeper_pu_as_the_topology_counts_it(machine):
+    """The mapping's distance between two PUs is the topology's (levels from the deeper one up to
+    their lowest common ancestor), also where PUs sit at different depths (a NUMA node under one
+    L3 and not another): the padding of shallower PUs once counted as a level, one too many."""
+    from pathlib import Path
+
+    from pinwise.topology import load_topology
+
+    if machine.endswith(".xml"):
+        path = Path(__file__).resolve().parents[2] / "shared" / "topologies" / machine
+        if not path.exists():
+            pytest.skip("../shared/topologies is not beside the repository")
+        machine = str(path)
+    topology = load_topology(machine)
+    tree = SlotTree(topology, topology.nb_pus)
+    a, b = (index.ravel() for index in np.meshgrid(np.arange(len(tree.pus)), np.arange(len(tree.pus))))
+    expected = [topology.distance(tree.pus[i], tree.pus[j]) for i, j in zip(a, b)]
+    assert tree.distance(a, b).tolist() == expected
+    if "fakehetero" in machine:  # its PUs sit at three depths: the case that was wrong
+        assert len({topology.pu(pu).depth for pu in tree.pus}) == 3
+
+
 def test_scatter_and_compact_definitions():
     zero = np.zeros((8, 8))
     nehalem = preset("nehalem")

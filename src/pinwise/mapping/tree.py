@@ -57,12 +57,22 @@ class SlotTree:
         except KeyError as err:
             raise PinwiseError(f"CPU {err.args[0]} is not an allowed PU of {self.topology.source}") from None
 
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """For each allowed PU (compact order): how many objects lead from the root to it, itself
+        included (unlike the rows of :attr:`ancestors`, not padded)."""
+        return (self.ancestors >= 0).sum(axis=1)
+
     def distance(self, a_index: np.ndarray, b_index: np.ndarray) -> np.ndarray:
-        """Tree distance (levels up to the lowest common ancestor) between PUs given by index."""
+        """Tree distance between PUs given by index: the levels climbed from the deeper of the two
+        to their lowest common ancestor, as :meth:`Topology.distance` counts them (where PUs sit
+        at different depths, the padding of :attr:`ancestors` is not a level to climb)."""
         anc = self.ancestors
         equal = anc[a_index] == anc[b_index]
-        common = np.cumprod(equal, axis=1).sum(axis=1)
-        return anc.shape[1] - common
+        lengths = self.lengths
+        shorter = np.minimum(lengths[a_index], lengths[b_index])  # a PU's own padding matches itself
+        common = np.minimum(np.cumprod(equal, axis=1).sum(axis=1), shorter)
+        return np.maximum(lengths[a_index], lengths[b_index]) - common
 
     def lca_depth(self, a_index: np.ndarray, b_index: np.ndarray) -> np.ndarray:
         anc = self.ancestors
