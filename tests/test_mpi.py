@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import PINWISE, PROGRAMS, assert_clean_failure, run_pinwise
 
+from pinwise.errors import PinwiseError
 from pinwise.mpi import RECORDER, job_ranks, parse_cluster, program_mpi, rank_plans
 from pinwise.pinning.launcher import NATIVE_DIR
 
@@ -161,6 +162,19 @@ def test_hostfiles_and_slurm_allocations_name_the_nodes(tmp_path):
 
     assert expand_hostlist("node[1-3,7],gpu01") == ["node1", "node2", "node3", "node7", "gpu01"]
     assert expand_hostlist("n[08-10]") == ["n08", "n09", "n10"]
+    two = "rack[1-2]-node[01-02,7],login1"  # two brackets in one name: every pair, the first bracket outermost
+    assert expand_hostlist(two) == ["rack1-node01", "rack1-node02", "rack1-node7", "rack2-node01", "rack2-node02",
+                                    "rack2-node7", "login1"]
+    scontrol = shutil.which("scontrol")
+    if scontrol:  # Slurm's own expansion, where it reads a configuration without a controller
+        conf = tmp_path / "slurm.conf"
+        conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\n")
+        shown = subprocess.run([scontrol, "show", "hostnames", two], capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "SLURM_CONF": str(conf)})
+        if shown.returncode == 0:
+            assert shown.stdout.split() == expand_hostlist(two)
+    with pytest.raises(PinwiseError, match="never closed"):
+        expand_hostlist("node[1-2")
     ring8 = ring_matrix(8, tmp_path / "ring8.csv")
     inside = run_pinwise("mpi", "map", ring8, "--node-topology", "pack:1 core:2 pu:1", "-f", "json", check=True,
                          env={**os.environ, "SLURM_JOB_NODELIST": "n[1-4]"})

@@ -100,19 +100,29 @@ def expand_hostlist(text: str) -> list[str]:
         part += char
     parts.append(part)
     for part in filter(None, (p.strip() for p in parts)):
-        if "[" not in part:
-            hosts.append(part)
-            continue
-        prefix, _, rest = part.partition("[")
-        ranges, _, suffix = rest.partition("]")
-        for item in ranges.split(","):
-            low, _, high = item.partition("-")
-            width = len(low)
-            try:
-                for n in range(int(low), int(high or low) + 1):
-                    hosts.append(f"{prefix}{n:0{width}d}{suffix}")
-            except ValueError:
-                raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: cannot read {item!r}") from None
+        hosts.extend(_expand_brackets(part, text))
+    return hosts
+
+
+def _expand_brackets(part: str, text: str) -> list[str]:
+    """One host pattern of a Slurm host list, every bracket expanded, the first one outermost as
+    Slurm does (``rack[1-2]-n[1-2]`` -> rack1-n1 rack1-n2 rack2-n1 rack2-n2)."""
+    if "[" not in part:
+        return [part]
+    prefix, _, rest = part.partition("[")
+    ranges, closed, suffix = rest.partition("]")
+    if not closed:
+        raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: a '[' in {part!r} is never closed")
+    tails = _expand_brackets(suffix, text)
+    hosts = []
+    for item in ranges.split(","):
+        low, _, high = item.partition("-")
+        width = len(low)
+        try:
+            numbers = range(int(low), int(high or low) + 1)
+        except ValueError:
+            raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: cannot read {item!r}") from None
+        hosts.extend(f"{prefix}{n:0{width}d}{tail}" for n in numbers for tail in tails)
     return hosts
 
 
