@@ -130,6 +130,24 @@ def test_ring_neighbours_share_nodes_on_a_cluster(tmp_path):
     assert mpich[1:9] == [f"{h}:1" for h in host] and "-bind-to user:" in mpich[-1]
 
 
+def test_uneven_rank_counts_take_one_list_where_each_node_s_begins_the_longest():
+    """srun --cpu-bind=map_cpu: and mpiexec -bind-to user: give a node's k-th rank the list's k-th
+    entry on every node: 3 ranks on 2 nodes (0,1 and 0) take 0,1; lists that differ otherwise
+    (0,1 and 1) are refused, since one list would put a rank elsewhere than the plan."""
+    from pinwise.mpi import RankPlace, format_placement
+
+    def place(rank, host, cpu):
+        return RankPlace(rank, host, cpu, 0, cpu, (cpu,), cpu)
+
+    uneven = [place(0, "a", 0), place(1, "a", 1), place(2, "b", 0)]
+    assert format_placement(uneven, "slurm").splitlines() == [
+        "# SLURM_HOSTFILE (one host per rank):", "a", "a", "b", "# srun --distribution=arbitrary --cpu-bind=map_cpu:0,1"]
+    assert format_placement(uneven, "mpich").splitlines()[-1] == "# mpiexec -f machinefile -bind-to user:0,1"
+    for fmt in ("slurm", "mpich"):
+        with pytest.raises(PinwiseError, match="the nodes' CPU lists differ"):
+            format_placement([place(0, "a", 0), place(1, "a", 1), place(2, "b", 1)], fmt)
+
+
 @pytest.mark.parametrize("node", [[], ["--node-topology", "core:2 pu:1"]], ids=["this-machine", "no-packages"])
 def test_a_rankfile_is_accepted_by_mpirun_and_each_rank_runs_where_it_says(tmp_path, ring, node):
     """On a node without packages the slots name the node's logical cores (``slot=1``): a S:C

@@ -93,10 +93,12 @@ def format_placement(places: list[RankPlace], fmt: str) -> str:
     lists = {tuple(sets) for sets in per_host.values()}
     hosts = "".join(f"{p.host}\n" for p in places)
     several = any(len(cpus) > 1 for cpus in (p.cpus for p in places))
-    if fmt in ("slurm", "mpich") and len(lists) > 1:
+    sets = max(lists, key=len) if lists else ()
+    # one list serves every node: a node's k-th rank takes its k-th entry, so a node with fewer
+    # ranks than another needs its list to begin the longest one (uneven counts, the same cores)
+    if fmt in ("slurm", "mpich") and any(one != sets[:len(one)] for one in lists):
         raise PinwiseError(f"the nodes' CPU lists differ, and {'srun --cpu-bind' if fmt == 'slurm' else 'mpiexec -bind-to'}"
                            " applies one list to every node: use --format openmpi (mpirun --rankfile) or json")
-    sets = next(iter(lists)) if lists else ()
     if fmt == "slurm":
         if several:
             masks = ",".join(hex(sum(1 << c for c in cpus)) for cpus in sets)
