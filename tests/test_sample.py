@@ -179,6 +179,40 @@ def test_a_running_program_is_sampled_and_left_as_it_was(tmp_path, build_dir):
     assert output == alone.stdout
 
 
+def test_a_main_thread_that_ends_while_attached_is_one_thread(tmp_path, build_dir):
+    """The main thread ends by pthread_exit while the sampler is attached and stays listed as a
+    zombie: it is one thread of the matrix (each later scan for new threads took it for a new
+    one: 4 threads for 3)."""
+    exe = compile_program("main_leaves.c", build_dir)
+    program = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert program.stdout.readline() == "ready\n"
+        out = tmp_path / "attached.json"
+        pinwise = subprocess.Popen([PINWISE, "trace", "--pid", str(program.pid), "--duration", "3s", "-o", str(out)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        children = f"/proc/{pinwise.pid}/task/{pinwise.pid}/children"
+
+        def attached() -> bool:  # the sampler holds an event on each of the 3 threads
+            try:
+                sampler = next(pid for pid in open(children).read().split()
+                               if open(f"/proc/{pid}/comm").read().strip() == "pinwise-sample")
+                links = [os.readlink(f"/proc/{sampler}/fd/{fd}") for fd in os.listdir(f"/proc/{sampler}/fd")]
+            except (StopIteration, OSError):
+                return False
+            return sum("perf_event" in link for link in links) >= 3
+
+        assert eventually(attached, timeout=60)
+        program.stdin.write("go\n")
+        program.stdin.flush()
+        _, err = pinwise.communicate(timeout=120)
+        assert pinwise.returncode == 0, err
+        assert read_comm(out).threads == 3, err
+        assert program.poll() is None, "the workers ended with pinwise"
+    finally:
+        program.kill()
+        program.wait()
+
+
 def test_ctrl_c_ends_an_attach_as_its_duration_would(tmp_path):
     """Attached without --duration, Ctrl-C is how the sampling ends (docs/trace.md): the matrix is
     whole, not partial, pinwise exits 0, and the process runs on."""

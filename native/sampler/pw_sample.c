@@ -1377,6 +1377,7 @@ static void scan_threads(void)
         char stat_path[96], text[1024];
         snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%d/stat", (int)target, (int)tid);
         unsigned long long start = 0;
+        char state = '?';
         FILE *f = fopen(stat_path, "re");
         if (f) {
             size_t got = fread(text, 1, sizeof text - 1, f);
@@ -1384,9 +1385,13 @@ static void scan_threads(void)
             fclose(f);
             char *close_paren = strrchr(text, ')');  /* fields after the command name */
             if (close_paren)
-                sscanf(close_paren + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-                       "%*d %llu", &start);
+                sscanf(close_paren + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                       "%*d %llu", &state, &start);
         }
+        /* A thread that has ended but stays listed (a main thread gone by pthread_exit is a zombie
+           until the process ends) is not a new thread: the next scan counted it again. */
+        if (state == 'Z' || state == 'X')
+            continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             found = realloc(found, cap * sizeof *found);
