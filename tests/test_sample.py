@@ -99,6 +99,18 @@ def test_a_sample_that_never_armed_a_watchpoint_recommends_nothing():
     assert found.withheld == why
 
 
+def test_a_handful_of_samples_says_nothing_of_the_programs_code():
+    """A run of a few milliseconds (run --adapt -- true) is sampled once or twice in the loader's
+    start-up: no verdict that the program has no function table stands on that, from 20 it does."""
+    from pinwise.confidence import BLIND_MIN_SAMPLES, blind
+
+    assert blind({"decoded_samples": 1, "untabled": 1}) is None
+    assert blind({"decoded_samples": BLIND_MIN_SAMPLES - 1, "untabled": BLIND_MIN_SAMPLES - 1}) is None
+    assert blind({"decoded_samples": BLIND_MIN_SAMPLES, "untabled": BLIND_MIN_SAMPLES}).startswith(
+        f"{BLIND_MIN_SAMPLES} of {BLIND_MIN_SAMPLES} samples decoded (100%) fell in code with no function table")
+    assert blind({"decoded_samples": 100, "untabled": 49}) is None
+
+
 def test_a_program_whose_code_has_no_function_table_is_said_to_be_unseen(tmp_path, build_dir):
     """Stripped as well, a static program keeps no table of function starts at all: the decoder sees
     only the instruction at each sampled IP, never the slow access behind it, and the matrix is

@@ -38,14 +38,18 @@ SURE = 0.9
 #: at the instruction pointer only, which misses the slow access the clock samples behind it) did
 #: not see what the threads share: nothing is said about its pattern.
 BLIND_SHARE = 0.5
+#: Fewer decoded samples than this say nothing of the program's code (a run of a few milliseconds
+#: is sampled in the dynamic loader's start-up, if at all): no blind verdict stands on them.
+BLIND_MIN_SAMPLES = 20
 
 
 def blind(sampling: dict, remedy: str = "trace it with --backend valgrind") -> str | None:
-    """Why a sampled matrix says nothing when BLIND_SHARE of the samples it decoded (``sampling``:
+    """Why a sampled matrix says nothing when BLIND_SHARE of the samples it decoded (at least
+    BLIND_MIN_SAMPLES; ``sampling``:
     a comm file's record, or the facts of an adaptive run) fell in code with no function table, in
     words with ``remedy`` (the trace's warning, the analysis's reason, --adapt's summary); else None."""
     decoded, untabled = int(sampling.get("decoded_samples", 0)), int(sampling.get("untabled", 0))
-    if not decoded or untabled < BLIND_SHARE * decoded:
+    if decoded < BLIND_MIN_SAMPLES or untabled < BLIND_SHARE * decoded:
         return None
     return (f"{untabled:,} of {decoded:,} samples decoded ({untabled / decoded:.0%}) fell in code with no function "
             "table (a stripped, statically linked program, or code made at run time), decoded at the instruction "

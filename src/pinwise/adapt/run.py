@@ -320,7 +320,7 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
     judged = (f"{result.windows} judgment{'' if result.windows == 1 else 's'} of {result.ticks} "
               f"window{'' if result.ticks == 1 else 's'}")
     lines = [f"adapted: {judged} in {result.seconds:.1f} s, "
-             f"{result.threads} threads, {len(result.moves)} placement(s) applied, "
+             f"{result.threads} thread{'' if result.threads == 1 else 's'}, {len(result.moves)} placement(s) applied, "
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
     lines += [f"warning: {why}" for why in shortcomings(result)]
