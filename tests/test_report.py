@@ -357,6 +357,28 @@ def test_what_adapt_did_in_its_runs_is_said_under_the_verdicts(tmp_path):
     assert "adapt applied 0 to 2 placements a run" in json.loads(out["json"])["experiments"][0]["notes"][0]
 
 
+def test_a_verdict_on_runs_of_different_shapes_says_what_the_rank_test_shows():
+    """Mann-Whitney tests medians only for samples of one shape (Touati et al. 4.2): a candidate
+    whose runs are bimodal beside the baseline's tight ones is still called faster (the median's
+    interval agrees), and the verdict says that the rank test shows the baseline slower more often
+    than not; runs of one shape keep the plain words."""
+    from pinwise.report import summary
+
+    rng = np.random.default_rng(1)
+    tight = 10 + rng.normal(0, 0.05, 20)
+    bimodal = np.concatenate([8 + rng.normal(0, 0.01, 10), 9.5 + rng.normal(0, 0.5, 10)])
+    compared = summary._compared(summary.PolicyResult("os", "os", tight), summary.PolicyResult("c", "c", bimodal),
+                                 0.95, 0)
+    assert not compared.median.same_shape
+    text = summary.verdict(compared, "os", False).text
+    assert text.startswith("significantly faster (median test p=") and text.endswith(
+        "; the runs differ in shape (Kolmogorov-Smirnov): the rank test shows os slower more often than not, and "
+        "the median speedup's bootstrap interval excludes 1)"), text
+    shifted = summary._compared(summary.PolicyResult("os", "os", tight), summary.PolicyResult("c", "c", tight - 1),
+                                0.95, 0)
+    assert shifted.median.same_shape and "shape" not in summary.verdict(shifted, "os", False).text
+
+
 def test_one_placement_under_two_names_is_run_once_with_one_verdict(tmp_path):
     """The issue's xz case on two CPUs: compact and scatter are both 0,1. Benched once, under
     compact's name, and reported under both: one row, one sentence, and a CSV row per name."""

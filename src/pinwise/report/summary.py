@@ -119,8 +119,14 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
         return Verdict("failed runs", "failed runs", f"faster in the runs that finished (median test "
                        f"p={median.pvalue:.2g}), but {failed} of its {result.runs} runs failed "
                        f"({'; '.join(f'{n} x {why}' for why, n in result.failures.items())}): not established")
+    # the rank test reads as a test of medians only for samples of one shape (Touati et al. 4.2);
+    # otherwise it says P(X > Y) > 1/2, and the median's bootstrap interval (which must agree) speaks for the median
+    def shapes(baseline_was: str) -> str:
+        return "" if median.same_shape else (f"; the runs differ in shape (Kolmogorov-Smirnov): the rank test shows "
+                                             f"{baseline} {baseline_was} more often than not, and the median speedup's "
+                                             "bootstrap interval excludes 1")
     if median_faster and (mean_faster or not mean.concluded):
-        return Verdict("faster", "faster", f"significantly faster (median test p={median.pvalue:.2g}, {mean_p})")
+        return Verdict("faster", "faster", f"significantly faster (median test p={median.pvalue:.2g}, {mean_p}{shapes('slower')})")
     if median_faster:
         return Verdict("one test", "one test", f"faster by the median test only (p={median.pvalue:.2g}; the mean "
                        f"test, p={mean.pvalue:.2g}, does not agree: slow outliers?): not established")
@@ -128,7 +134,7 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
         return Verdict("one test", "one test", f"faster by the mean test only (p={mean.pvalue:.2g}; the median "
                        f"test, p={median.pvalue:.2g}, does not agree): not established")
     if result.tests_say_slower():
-        return Verdict("slower", "SLOWER", f"significantly slower (median test p={median.pvalue_slower:.2g})")
+        return Verdict("slower", "SLOWER", f"significantly slower (median test p={median.pvalue_slower:.2g}{shapes('faster')})")
     tests = f"median test p={median.pvalue:.2g}, {mean_p}"
     if busy:
         return Verdict("inconclusive", "inconclusive", f"no significant difference ({tests}) on a busy machine: "
