@@ -195,8 +195,8 @@ def test_a_main_thread_that_ends_while_attached_is_one_thread(tmp_path, build_di
     """The main thread ends by pthread_exit while the sampler is attached and stays listed as a
     zombie: it is one thread of the matrix (each later scan for new threads took it for a new
     one: 4 threads for 3)."""
-    exe = compile_program("main_leaves.c", build_dir)
-    program = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    exe = compile_program("main_exits.c", build_dir)
+    program = subprocess.Popen([str(exe), "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert program.stdout.readline() == "ready\n"
         out = tmp_path / "attached.json"
