@@ -106,6 +106,11 @@ class Plan(Frozen):
     def cpus_for_slot(self, slot: int) -> tuple[int, ...]:
         return self.slots[self.slot_of_thread(slot)]
 
+    def skips(self, index: int) -> bool:
+        """Whether the ``index``-th thread (0: the main thread, which is never skipped) takes no
+        slot: bit ``index - 1`` of the skip mask, as likwid-pin -s counts created threads."""
+        return 0 < index <= 64 and bool((self.skip_mask >> (index - 1)) & 1)
+
     def expanded(self, threads: int) -> Plan:
         """The same placement written out for ``threads`` threads with no repeat rule, for tools
         that only wrap from the start of a list (likwid-pin, OpenMP, taskset)."""
@@ -154,7 +159,8 @@ class Plan(Frozen):
             return f"{text}; running it anyway (--any-machine)"
         if any_machine is None:
             here = (topology.source or "").startswith("this machine")
-            again = "pinwise map COMM -o FILE" if here else f"pinwise map COMM -t {shlex.quote(topology.source or topology.shape)} -o FILE"
+            machine = shlex.quote(topology.source or topology.shape)
+            again = "pinwise map COMM -o FILE" if here else f"pinwise map COMM -t {machine} -o FILE"
             raise PinwiseError(f"{text}: compute it again for {'this machine' if here else 'it'} ({again})")
         raise PinwiseError(f"{text}: compute it again here (pinwise map COMM -o FILE), or add --any-machine "
                            "to run it as it is")

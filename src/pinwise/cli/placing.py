@@ -430,8 +430,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 def _say_unlike_the_trace(pid: int, plan: Plan, pinned: int) -> None:
     """Say so when a process has not as many threads as the trace its plan maps: the k-th thread
     in TID order took the slot of the trace's thread k, which is only right when they match."""
-    mask = plan.skip_mask
-    taken = sum(1 for index in range(pinned) if not (0 < index <= 64 and (mask >> (index - 1)) & 1))
+    taken = sum(1 for index in range(pinned) if not plan.skips(index))
     slots = plan.nb_slots
     if taken == slots:
         return

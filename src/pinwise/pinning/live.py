@@ -53,7 +53,7 @@ def pin_threads(plan: Plan | Sequence[int], pid: int | None = None) -> dict[int,
     done: dict[int, tuple[int, ...]] = {}
     slot = 0
     for index, tid in enumerate(tid for tid in thread_ids(pid) if not ended(pid, tid)):
-        skipped = index > 0 and index - 1 < 64 and (plan.skip_mask >> (index - 1)) & 1
+        skipped = plan.skips(index)
         cpus = tuple(plan.all_cpus) if skipped else plan.cpus_for_slot(slot)
         if not skipped:
             slot += 1

@@ -126,7 +126,8 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
                                              f"{baseline} {baseline_was} more often than not, and the median speedup's "
                                              "bootstrap interval excludes 1")
     if median_faster and (mean_faster or not mean.concluded):
-        return Verdict("faster", "faster", f"significantly faster (median test p={median.pvalue:.2g}, {mean_p}{shapes('slower')})")
+        return Verdict("faster", "faster",
+                       f"significantly faster (median test p={median.pvalue:.2g}, {mean_p}{shapes('slower')})")
     if median_faster:
         return Verdict("one test", "one test", f"faster by the median test only (p={median.pvalue:.2g}; the mean "
                        f"test, p={mean.pvalue:.2g}, does not agree: slow outliers?): not established")
@@ -134,7 +135,8 @@ def verdict(result: PolicyResult, baseline: str, busy: bool) -> Verdict:
         return Verdict("one test", "one test", f"faster by the mean test only (p={mean.pvalue:.2g}; the median "
                        f"test, p={median.pvalue:.2g}, does not agree): not established")
     if result.tests_say_slower():
-        return Verdict("slower", "SLOWER", f"significantly slower (median test p={median.pvalue_slower:.2g}{shapes('faster')})")
+        return Verdict("slower", "SLOWER",
+                       f"significantly slower (median test p={median.pvalue_slower:.2g}{shapes('faster')})")
     tests = f"median test p={median.pvalue:.2g}, {mean_p}"
     if busy:
         return Verdict("inconclusive", "inconclusive", f"no significant difference ({tests}) on a busy machine: "
