@@ -191,8 +191,8 @@ def test_hostfiles_and_slurm_allocations_name_the_nodes(tmp_path):
                                env={**os.environ, "SLURM_CONF": str(conf)})
         if shown.returncode == 0:
             assert shown.stdout.split() == expand_hostlist(two)
-    with pytest.raises(PinwiseError, match="never closed"):
-        expand_hostlist("node[1-2")
+    with pytest.raises(PinwiseError, match=r"a '\[' in 'r\[1-2\]-n\[1-2' is never closed"):
+        expand_hostlist("r[1-2]-n[1-2")
     ring8 = ring_matrix(8, tmp_path / "ring8.csv")
     inside = run_pinwise("mpi", "map", ring8, "--node-topology", "pack:1 core:2 pu:1", "-f", "json", check=True,
                          env={**os.environ, "SLURM_JOB_NODELIST": "n[1-4]"})

@@ -100,11 +100,11 @@ def expand_hostlist(text: str) -> list[str]:
         part += char
     parts.append(part)
     for part in filter(None, (p.strip() for p in parts)):
-        hosts.extend(_expand_brackets(part, text))
+        hosts.extend(_expand_brackets(part, text, part))
     return hosts
 
 
-def _expand_brackets(part: str, text: str) -> list[str]:
+def _expand_brackets(part: str, text: str, name: str) -> list[str]:
     """One host pattern of a Slurm host list, every bracket expanded, the first one outermost as
     Slurm does (``rack[1-2]-n[1-2]`` -> rack1-n1 rack1-n2 rack2-n1 rack2-n2)."""
     if "[" not in part:
@@ -112,8 +112,8 @@ def _expand_brackets(part: str, text: str) -> list[str]:
     prefix, _, rest = part.partition("[")
     ranges, closed, suffix = rest.partition("]")
     if not closed:
-        raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: a '[' in {part!r} is never closed")
-    tails = _expand_brackets(suffix, text)
+        raise PinwiseError(f"SLURM_JOB_NODELIST {text!r}: a '[' in {name!r} is never closed")
+    tails = _expand_brackets(suffix, text, name)
     hosts = []
     for item in ranges.split(","):
         low, _, high = item.partition("-")

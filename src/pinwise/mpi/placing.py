@@ -51,7 +51,7 @@ def rank_plans(comm: CommMatrix, cluster: Cluster, policy: str, threads_per_rank
     topology = slots_topology(cluster, k)
     if ranks * k > len(topology.allowed):
         slots = f" (the hostfile's slots leave {len(topology.allowed)})" if cluster.slots else ""
-        raise PinwiseError(f"{ranks} ranks x {k} threads and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
+        raise PinwiseError(f"{ranks} ranks x {k} thread{'s' if k > 1 else ''} and {cluster.topology.nb_pus} PUs on {len(cluster.hosts)} "
                            f"nodes{slots}: give a larger cluster{', more slots' if slots else ''} or fewer threads "
                            "per rank")
     matrix = comm.matrix
