@@ -225,6 +225,29 @@ def test_a_main_thread_that_ends_while_attached_is_one_thread(tmp_path, build_di
         program.wait()
 
 
+def test_an_attach_after_the_main_thread_ended_samples_the_others(tmp_path, build_dir):
+    """A process whose main thread ended by pthread_exit before the attach: its running threads are
+    sampled, numbered from 0 as pin --pid numbers them, said in a note, their creator unknown (not
+    thread 0, which is one of them), and both stay running."""
+    exe = compile_program("main_exits.c", build_dir)
+    program = subprocess.Popen([str(exe)], stdout=subprocess.DEVNULL)
+    try:
+        assert eventually(lambda: open(f"/proc/{program.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+                          timeout=30)
+        out = tmp_path / "attached.json"
+        result = run_pinwise("trace", "--pid", str(program.pid), "--duration", "1s", "-o", str(out), timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert f"process {program.pid}'s main thread has ended (pthread_exit)" in result.stderr, result.stderr
+        comm = read_comm(out)
+        assert comm.threads == 2 and comm.info.creators is None, comm.info
+        workers = sorted(int(tid) for tid in os.listdir(f"/proc/{program.pid}/task") if int(tid) != program.pid)
+        assert list(comm.info.sampling["tids"]) == workers
+        assert program.poll() is None, "the workers ended with pinwise"
+    finally:
+        program.kill()
+        program.wait()
+
+
 def test_ctrl_c_ends_an_attach_as_its_duration_would(tmp_path):
     """Attached without --duration, Ctrl-C is how the sampling ends (docs/trace.md): the matrix is
     whole, not partial, pinwise exits 0, and the process runs on."""

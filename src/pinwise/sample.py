@@ -94,8 +94,10 @@ def sampling_permitted() -> tuple[bool, str]:
     return True, f"perf events are open to this user (kernel.perf_event_paranoid {paranoid})"
 
 
-def check_pid(pid: int) -> None:
-    """One clear line for a process that is not there to attach to."""
+def check_pid(pid: int) -> bool:
+    """One clear line for a process that is not there to attach to. True where its main thread has
+    ended (pthread_exit) while others run: those are sampled, numbered from 0 in the order they
+    started, as ``pin --pid`` numbers them (main_thread_gone says so)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -113,15 +115,22 @@ def check_pid(pid: int) -> None:
     state = stat_fields(f"/proc/{pid}/stat")[:1]
     if not state:
         raise PinwiseError(f"no process {pid}")
-    if state[0] in ("Z", "X"):
-        try:
-            others = len(os.listdir(f"/proc/{pid}/task")) - 1
-        except OSError:
-            others = 0
-        if others:
-            raise PinwiseError(f"process {pid}'s main thread has ended (pthread_exit) while {others} other threads run: "
-                               "pinwise cannot attach to such a process; start the program under pinwise instead")
+    if state[0] not in ("Z", "X"):
+        return False
+    try:
+        others = [tid for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid
+                  and stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1] not in (["Z"], ["X"], [])]
+    except OSError:
+        others = []
+    if not others:
         raise PinwiseError(f"process {pid} has exited (a zombie its parent has not reaped): nothing to sample")
+    return True
+
+
+def main_thread_gone(pid: int) -> str:
+    """The note for a process attached to after its main thread ended (:func:`check_pid`)."""
+    return (f"process {pid}'s main thread has ended (pthread_exit): its other threads are numbered from 0 in the "
+            "order they started, as `pinwise pin --pid` numbers them")
 
 
 def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None, duration: float | None = None,
@@ -147,8 +156,7 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
         raise PinwiseError(f"--window-ms for the sample backend is between 1 and {MAX_WINDOW_MS} (how long a watchpoint "
                            f"waits for another thread), not {window_ms}")
     sampler = check_sampler()
-    if pid is not None:
-        check_pid(pid)
+    main_gone = check_pid(pid) if pid is not None else False
     program = find_program(argv) if argv is not None else None
     show = sys.stderr.isatty() if progress is None else progress
     with temporary_folder("sample") as tmp:
@@ -195,13 +203,17 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
     what = (program, *argv[1:]) if argv is not None else (f"pid {pid}",)
     stopped = interrupted is not None and pid is None  # a started program was stopped; an attach just ends
     info = replace(comm.info, command=what, seconds=seconds, partial=comm.info.partial or stopped,
-                   unseen=_unseen(comm.info.sampling))
+                   unseen=_unseen(comm.info.sampling),
+                   # attached threads are taken for the main thread's (thread 0's); with it gone, unknown
+                   creators=None if main_gone else comm.info.creators)
     comm = replace(comm, info=info)
     failed = _failure(comm.info.exit_status) if argv is not None and not stopped else None
     if not stopped:
         _refuse_what_cannot_be_measured(comm, argv[0] if argv else f"process {pid}", one_thread,
                                         f" ({failed})" if failed else "")
     write_comm(comm, output)
+    if main_gone:
+        print(f"pinwise: note: {main_thread_gone(pid)}", file=sys.stderr)
     if failed:
         print(f"pinwise: warning: {argv[0]} {failed}: the matrix gathered so far is in {output}, marked partial",
               file=sys.stderr)

@@ -18,7 +18,8 @@ from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_session, signals_held
 from ..temporary import temporary_folder
 from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
-                      check_sampler, pass_stop, program_part, sampler_failure, start_sampler, traps_per_s)
+                      check_sampler, main_thread_gone, pass_stop, program_part, sampler_failure, start_sampler,
+                      traps_per_s)
 from .decide import Adapter, Move
 from .limits import INTERVAL, MAX_THREADS_FOLLOWED, TICKS_PER_INTERVAL
 from .windows import read_windows
@@ -98,8 +99,8 @@ def run_adaptive(argv: list[str] | None, topology, *, pid: int | None = None, po
     if policy is not None:
         policy = policies.lookup(policy).name
     check_sampler()
-    if pid is not None:
-        check_pid(pid)
+    if pid is not None and check_pid(pid):
+        say(f"pinwise: note: {main_thread_gone(pid)}")
     program = find_program(argv) if argv is not None else None
     log = JsonLinesLog(log_path, say) if log_path else None
     adapter = Adapter(topology, policy, log, say, memory, interval)
