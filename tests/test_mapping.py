@@ -498,6 +498,28 @@ def test_map_formats_and_compare(tmp_path):
             assert rows[name][2] == f"{cost / best:.2f}", name
 
 
+def test_compare_against_a_best_of_zero_says_inf_not_a_ratio(tmp_path):
+    """Eight threads in pairs on two PUs: the placements that keep each pair on one PU cost 0, and
+    the others are not "1.00" of that (the ratio was set to 1 for a best of 0) but inf."""
+    matrix = np.zeros((8, 8))
+    for a in range(0, 8, 2):
+        matrix[a, a + 1] = matrix[a + 1, a] = 100
+    csv = tmp_path / "pairs8.csv"
+    np.savetxt(csv, matrix, delimiter=",", fmt="%g")
+    machine = "pack:1 core:2 pu:1"
+    rows = table_rows(run_pinwise("map", str(csv), "-t", machine, "--compare", check=True,
+                                  env={**os.environ, "COLUMNS": "250"}).stdout)
+    topology = parse_synthetic(machine)
+    seen = set()
+    for name in REGISTRY:
+        if name == "os" or rows[name][3] == "stacked":
+            continue
+        cost = mapping_cost(matrix, topology, compute_mapping(name, matrix, topology, seed=1).pus).hops
+        assert rows[name][3] == ("1.00" if cost == 0 else "inf"), (name, cost, rows[name])
+        seen.add(cost == 0)
+    assert seen == {True, False}  # both kinds of row were there to check
+
+
 @pytest.mark.parametrize("content, words", [
     ("0,1\n1,0,2\n", ["different lengths"]),
     ("0,1,2\n1,0,2\n", ["not square"]),

@@ -22,6 +22,7 @@ from .bench import BenchOptions, build_candidates, open_db, run_bench
 from .comm import read_comm
 from .errors import PinwiseError
 from .mapping import compare
+from .mapping.cost import vs_best
 from .report import hyperfine_lines, save_plots, summarize, write_html
 from .report.html import heat_map_grid
 from .report.terminal import summary_table
@@ -111,8 +112,8 @@ def run_demo(out_dir: str, quick: bool = False, console: Console | None = None) 
         table.add_column(p, justify="right")
     for name, (comm, _) in analyses.items():
         rows = {r.policy: r for r in compare(comm.matrix, paper, policies)}
-        best = min(r.cost.hops for r in rows.values()) or 1
-        table.add_row(name, *[f"{rows[p].cost.hops / best:.2f}" if best else "-" for p in policies])
+        best = min(r.cost.hops for r in rows.values())
+        table.add_row(name, *[vs_best(rows[p].cost.hops, best) for p in policies])
     console.print(table)
     console.print(Text("  (1.00 is the best policy for that workload; all-flat rows mean no placement matters)"))
 

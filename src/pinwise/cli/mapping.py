@@ -150,6 +150,7 @@ def _print_comparison(rows, topology, recommended) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from ..mapping.cost import vs_best
     from ..policies import REGISTRY
 
     # A policy that stacks threads on a PU while others stay free (primary) has the lowest cost of
@@ -174,7 +175,7 @@ def _print_comparison(rows, topology, recommended) -> int:
             table.add_row(row.policy, mark(row), family, "-", "-", *["-"] * len(levels), f"{row.seconds * 1e3:.1f}",
                           "(not pinned)")
             continue
-        ratio = "stacked" if row.policy in stacked else f"{row.cost.hops / best if best else 1.0:.2f}"
+        ratio = "stacked" if row.policy in stacked else vs_best(row.cost.hops, best)
         cpus = format_cpulist(row.plan.pus)
         table.add_row(row.policy, mark(row), family, f"{row.cost.hops:,.0f}", ratio,
                       *[f"{row.cost.imbalance.get(t, 0):.2f}" for t in levels], f"{row.seconds * 1e3:.1f}",

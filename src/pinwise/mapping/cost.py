@@ -53,6 +53,15 @@ def mapping_cost(matrix, topology: Topology, pus, level_weights: dict[str, float
     return CostReport(hops, load_imbalance(tree, index, comm_v(matrix)))
 
 
+def vs_best(cost: float, best: float) -> str:
+    """A cost against the lowest of its comparison, as tables print it: "1.37"; where the lowest is 0
+    (pairs sharing a PU when threads outnumber PUs, or a matrix with no communication), "1.00" for
+    another 0 and "inf" for any cost above it, never a ratio made up."""
+    if best > 0:
+        return f"{cost / best:.2f}"
+    return "1.00" if cost <= 0 else "inf"
+
+
 def _depth_types(tree: SlotTree) -> dict[int, str]:
     node = tree.topology.pu(tree.pus[0])
     chain = [node, *node.ancestors()][::-1]
