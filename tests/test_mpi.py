@@ -428,6 +428,25 @@ def test_mpi_run_says_what_it_lacks(tmp_path):
                          "the job names its hosts (-H)", "--hostfile")
 
 
+def test_a_job_whose_own_hosts_leave_out_the_rankfile_s_is_told_why_mpirun_refused(tmp_path):
+    """The job names hosts of its own after -- (-H other) beside pinwise's --hostfile: mpirun
+    refuses the rankfile's host in its own words, and pinwise says which of the job's options
+    caused it; the same hostfile repeated after -- runs."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2\n")
+    env = {**{k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}, **ROOT_OK}
+    result = run_pinwise("mpi", "run", "--policy", "compact", "--hostfile", str(hostfile), "--", "mpirun", "-H",
+                         "otherhost", "-np", "2", "true", env=env, timeout=300)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # below mpirun's own message
+    for words in ("mpirun failed", "before any rank started", "the job names hosts of its own (-H)",
+                  "places ranks on localhost", "leave the job's hosts out after --"):
+        assert words in last, last
+    result = run_pinwise("mpi", "run", "--policy", "compact", "--hostfile", str(hostfile), "--", "mpirun",
+                         "--hostfile", str(hostfile), "-np", "2", "true", env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="Open MPI refuses root only to root")
 def test_the_launchers_refusal_is_passed_on_not_guessed_at(tmp_path, ring):
     """Open MPI refuses to run as root unless told: pinwise says so in the launcher's words, not

@@ -20,7 +20,8 @@ from ..topology.devices import numbered
 from ..topology.model import ObjType
 from .cluster import Cluster
 from .formats import rank_places
-from .launchers import job_mpi, job_ranks, launcher_environment, launcher_failed, launcher_kind, warn_mismatch
+from .launchers import (job_hosts, job_mpi, job_ranks, launcher_environment, launcher_failed, launcher_kind,
+                        warn_mismatch)
 
 
 def ranks_matrix(comm_file: str | None, policy: str, job: list[str] | None) -> CommMatrix:
@@ -201,7 +202,11 @@ def run_placed(argv: list[str], cluster: Cluster, per_rank: list[list[int]], ver
             status = run_in_group(command, argv[0], env=clean, stderr_tail=said)
         started = [rank for rank in range(len(per_rank)) if Path(f"{log}.rank{rank}").exists()]
         if status != 0 and not started:
-            raise PinwiseError(launcher_failed(argv[0], status, said, "before any rank started"))
+            named = job_hosts(argv) if kind == "openmpi" else None
+            raise PinwiseError(launcher_failed(argv[0], status, said, "before any rank started") + (
+                f"; the job names hosts of its own ({named}) beside pinwise's rankfile, which places ranks on "
+                f"{', '.join(sorted({p.host for p in places}))}: mpirun starts them only on hosts the job's list "
+                "has, so leave the job's hosts out after -- (pinwise gives mpirun its own)" if named else ""))
         found = {}
         if verify:
             for rank in range(len(per_rank)):
