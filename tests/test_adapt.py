@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -152,7 +153,9 @@ def test_a_programs_own_pinning_is_left_alone(tmp_path, build_dir):
     alone = [i for i, r in enumerate(records) if r.get("decision") == "left alone"]
     assert len({records[i]["thread"] for i in alone}) == 4, result.stderr
     assert not [r for r in records[alone[-1]:] if r.get("decision") in PLACED]
-    assert result.stderr.count("is the program's or taskset's, not pinwise's: left alone") == 4
+    assert len(re.findall(r"^  thread \d: its affinity \[\d\] was (narrowed before --adapt placed it \(by the "
+                          r"program, taskset or an earlier pinwise pin\)|set by the program or taskset after "
+                          r"--adapt placed it): left alone$", result.stderr, re.M)) == 4, result.stderr
 
 
 def _second_round(stdout: str, when: str) -> dict[int, set[int]]:
@@ -315,6 +318,31 @@ def test_a_running_process_is_adapted_then_left_running(tmp_path, build_dir):
         for k, tid in enumerate(last["tids"]):
             if tid > 0:
                 assert _affinity(tid) == {last["cpus"][k]}  # left where the last move put it
+    finally:
+        program.kill()
+        program.wait()
+
+
+def test_threads_an_earlier_pin_narrowed_are_left_alone_and_the_note_s_taskset_hands_them_back(tmp_path):
+    """`pin --pid` then `pin --pid --adapt`: every thread's affinity was narrowed before the attach,
+    so --adapt leaves each alone, naming an earlier pinwise pin among the causes, and its note's
+    taskset line, run as printed, gives them back every CPU, after which --adapt leaves none alone."""
+    program = subprocess.Popen([PATTERNS, "pairs", "-n", "4", "-i", "4000000000"], stdout=subprocess.DEVNULL)
+    try:
+        assert eventually(lambda: len(os.listdir(f"/proc/{program.pid}/task")) == 4, timeout=30)
+        pinned = run_pinwise("pin", "--pid", str(program.pid), "-p", "compact", timeout=60)
+        assert pinned.returncode == 0, pinned.stderr
+        result = _adapt_attached(program, 4, "1s", tmp_path / "first.jsonl")
+        assert result.stderr.count("was narrowed before --adapt placed it (by the program, taskset or an earlier "
+                                   "pinwise pin): left alone") == 4, result.stderr
+        note = next(line for line in result.stderr.splitlines() if line.startswith("pinwise: note: threads pinned"))
+        command = note.split(": ")[-1]
+        assert command.startswith("taskset -a -p -c "), note
+        subprocess.run(shlex.split(command), check=True, capture_output=True)
+        allowed = set(os.sched_getaffinity(0))
+        assert all(_affinity(int(tid)) == allowed for tid in os.listdir(f"/proc/{program.pid}/task"))
+        result = _adapt_attached(program, 4, "1s", tmp_path / "second.jsonl")
+        assert "left alone" not in result.stderr and "threads pinned" not in result.stderr, result.stderr
     finally:
         program.kill()
         program.wait()

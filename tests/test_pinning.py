@@ -394,7 +394,7 @@ def test_pin_running_process(threads_exe):
         pinned = run_pinwise("pin", "--pid", str(pid), "--cpus", "1,0", check=True)
         assert [read_allowed(pid, tid) for tid in tids] == [[1], [0], [1]]
         # each thread on its own CPU: a thread made later would inherit its maker's, and --adapt is named
-        assert f"`pinwise pin --pid {pid} --adapt` places new threads as they come" in pinned.stderr
+        assert f"`pinwise pin --pid {pid} --adapt`, in place of this pin, places new threads as they come" in pinned.stderr
         # a thread's id names no process: refused, nothing moved (not the whole process pinned)
         assert_clean_failure(run_pinwise("pin", "--pid", str(tids[1]), "--cpus", "0"),
                              f"{tids[1]} is a thread of process {pid}, not a process: give --pid {pid}")

@@ -475,7 +475,10 @@ class Adapter(Payoff):
             return None  # still starting with its creator's pin of pinwise's, before the library moves it
         expected = self.pinned.get(k)
         if (expected is None and not now >= self.allowed) or (expected is not None and now != expected):
-            self.left_alone[k] = f"its affinity {sorted(now)} is the program's or taskset's, not pinwise's: left alone"
+            self.left_alone[k] = (f"its affinity {sorted(now)} was narrowed before --adapt placed it (by the program, "
+                                  "taskset or an earlier pinwise pin): left alone" if expected is None else
+                                  f"its affinity {sorted(now)} was set by the program or taskset after --adapt placed "
+                                  "it: left alone")
             self._record(thread=k, decision="left alone", affinity=sorted(now))
             return None
         return now

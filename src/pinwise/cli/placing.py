@@ -338,6 +338,9 @@ def _adapt(adapt: Adaptation, topology, argv: list[str] | None, pid: int | None,
                           duration=adapt.duration, memory=memory, say=lambda text: print(text, file=sys.stderr))
     for line in summary_lines(result, memory):
         print(line, file=sys.stderr)
+    if pid is not None and any("before --adapt placed it" in why for why in result.left_alone.values()):
+        print(f"pinwise: note: threads pinned before the attach are left alone; to hand them to --adapt, give them "
+              f"every CPU first: taskset -a -p -c {format_cpulist(sorted(topology.allowed))} {pid}", file=sys.stderr)
     if result.exit_signal:  # as run says it
         from ..processes import how_it_ended
 
@@ -422,7 +425,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
               "the threads took the slots in turn from slot 0", file=sys.stderr)
     elif len(set(done.values())) > 1:  # each thread on its own CPUs: what a thread made later inherits matters
         print(f"pinwise: note: a thread the process makes from now on starts on the CPUs of the thread that makes "
-              f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt` places new threads as they come",
+              f"it (the OS copies them): `pinwise pin --pid {command.pid} --adapt`, in place of this pin, places new "
+              "threads as they come (threads pinned before it are left alone)",
               file=sys.stderr)
     return 0
 
