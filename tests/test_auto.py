@@ -249,6 +249,47 @@ def test_a_random_winner_is_reported_without_a_cpu_list(tmp_path):
                                 "no fixed CPU list won)")
 
 
+def test_adapt_is_a_candidate_benched_under_its_name_and_reused_as_run_adapt(tmp_path):
+    """--policies takes adapt as bench does (auto refused it as an unknown policy): the candidates
+    line says how it places, its runs are the database's under its name, and as the winner it is
+    reused as `pinwise run --adapt`, not as a CPU list or a random placement."""
+    from dataclasses import replace
+
+    from pinwise.auto import verdict_lines
+
+    said = []
+    program = FakeProgram({"os": 1.0, "other": 0.5}, 0.01)  # the fake runs adapt as the OS (no plan): compact wins
+    result = run_auto(PROGRAM, TOPOLOGY, db_path=str(tmp_path / "auto.db"), progress=False, say=said.append,
+                      tracer=lambda argv, path: contending_pairs(), runner=program, policies=["compact", "adapt"])
+    assert result.candidates == ["os", "compact", "adapt"] and result.plans["adapt"] is None
+    assert said[3] == ("2/3 candidates: os (baseline: no pinning), compact CPUs 0,1,0,1,0, adapt (placed while each "
+                       "run runs)")
+    assert len(sample(tmp_path, "adapt")) == len(sample(tmp_path, "os")) == result.runs
+    assert result.winner is not None and result.winner.name == "compact"
+    won = replace(result, winner=replace(result.winner, name="adapt"))
+    assert verdict_lines(won, PROGRAM)[-2:] == [
+        "reuse it:", "  pinwise run --adapt -- /bin/true   (placed while it runs; for a process already running: "
+        "pinwise pin --pid PID --adapt)"]
+
+
+def test_auto_benches_adapt_on_a_real_program(tmp_path):
+    """`pinwise auto --policies adapt` as a user types it: every adapt run ran under the sampler and
+    is recorded as adapt, beside the OS's."""
+    db_path = tmp_path / "auto.db"
+    command = workload_command("pairs", threads=4, iterations=200, shared_ratio=1.0)
+    result = run_pinwise("auto", "--db", str(db_path), "--policies", "adapt", "--budget", "0.5", "--time-regex",
+                         TIME_REGEX, "--", *command, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "adapt (placed while each run runs)" in result.stderr, result.stderr
+    connection = sqlite3.connect(db_path)
+    connection.row_factory = sqlite3.Row
+    rows = [dict(r) for r in connection.execute("SELECT * FROM runs WHERE warmup = 0")]
+    connection.close()
+    adapted = [r for r in rows if r["policy"] == "adapt"]
+    assert adapted and len(adapted) == sum(r["policy"] == "os" for r in rows), rows
+    assert all(r["placement"] == "adapt" and r["failure"] is None for r in adapted), adapted
+
+
 def test_a_placement_of_the_users_is_benched_beside_the_candidates(tmp_path):
     """--placement NAME=SPEC as bench takes it (an expression here); a bad one is refused before
     the trace."""

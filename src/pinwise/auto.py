@@ -26,7 +26,7 @@ from .pinning.launcher import find_program
 from .temporary import temporary_folder
 from . import policies as registry
 from .plan import Plan
-from .vocabulary import AUTO_BACKEND, BACKENDS, Pattern
+from .vocabulary import ADAPT, AUTO_BACKEND, BACKENDS, Pattern
 from .report import summarize
 from .report.summary import ExperimentSummary, PolicyResult
 from .stats import format_interval, format_level
@@ -208,11 +208,12 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
     if budget_minutes <= 0:
         raise PinwiseError(f"--budget must be positive, not {budget_minutes}")
     find_program(argv)
-    for name in policies or []:  # before the long trace, not after it
-        if name.strip().lower() != registry.AUTO:
-            registry.lookup(name)
-    if policies and not placements and all(name.strip().lower() != registry.AUTO and
-                                           registry.lookup(name).name == registry.BASELINE for name in policies):
+    named = [name.strip().lower() for name in policies or []]
+    for name in named:  # before the long trace, not after it
+        if name not in (registry.AUTO, ADAPT):
+            registry.lookup(name, f"or {ADAPT} (placed while each run runs, as run --adapt places it)")
+    if policies and not placements and all(name not in (registry.AUTO, ADAPT) and
+                                           registry.lookup(name).name == registry.BASELINE for name in named):
         raise PinwiseError(f"--policies {','.join(policies)} leaves nothing to compare with the OS placement: name a "
                            "policy beside it (e.g. --policies locality) or a --placement")
     if placements:  # checked before the long trace too
@@ -244,7 +245,9 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
         names = [c.name for c in unique]
         say("2/3 candidates: " + ", ".join(
             f"{c.name}" + (f" (= {', '.join(aliases[c.name])})" if c.name in aliases else "")
-            + (f" CPUs {c.plan.cpulist()}" if c.plan else " (baseline: no pinning)") for c in unique))
+            + (f" CPUs {c.plan.cpulist()}" if c.plan else " (placed while each run runs)" if c.adapt else
+               " (a new random placement each run)" if c.random_threads else " (baseline: no pinning)")
+            for c in unique))
         comparisons = max(1, len(unique) - 1)
         alpha = (1 - confidence) / (len(LOOKS) * comparisons)
         correction = (f"{format_level(confidence)} overall, Bonferroni over {len(LOOKS)} looks x {comparisons} "
@@ -338,6 +341,10 @@ def verdict_lines(result: AutoResult, argv: list[str], hw_threads: int | None = 
     lines.append("reuse it:")
     command_after = {"pinwise": f" -- {program}", "likwid-pin": f" {program}", "OpenMP": f" {program}"}
     plan = result.plans[winner.name]
+    if winner.name == ADAPT:
+        lines.append(f"  pinwise run --adapt -- {program}   (placed while it runs; for a process already running: "
+                     "pinwise pin --pid PID --adapt)")
+        return lines
     if plan is None:  # the random policy: a new placement every run, so no CPU list to hand on
         lines.append(f"  pinwise run --policy {winner.name} -- {program}   (a new random placement every run; "
                      "no fixed CPU list won)")

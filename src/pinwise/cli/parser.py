@@ -264,7 +264,8 @@ def add_measuring_commands(commands) -> None:
     auto.add_argument("--db", help="keep the runs in this results database (default: a temporary one)")
     auto.add_argument("--policies", metavar="LIST",
                       help="comma-separated candidates instead of those the analysis suggests (os is always the "
-                           "baseline); policies: " + policies.help_text("the trace's"))
+                           "baseline); policies: " + policies.help_text("the trace's")
+                           + f"; and {ADAPT}: placed while each run runs, as run --adapt places it")
     auto.add_argument("--simulate", metavar="T", nargs="?", const="",
                       help="for a machine you do not have: plan the candidates on topology T (a preset, XML file or "
                            "synthetic string; or give it with -t) and rank them by cache simulation (pinwise "
