@@ -22,6 +22,7 @@ from pinwise.comm import read_comm
 from pinwise.plan import Rounds
 from pinwise.pinning.launcher import NATIVE_DIR
 from pinwise.sample import SAMPLER
+from pinwise.phases import phase_change
 
 PATTERNS = str(NATIVE_DIR / "bin" / "patterns")
 
@@ -786,3 +787,18 @@ def test_thousands_of_threads_not_in_rounds_are_refused_before_a_file_pinwise_ca
                          timeout=300)
     assert_clean_failure(result, "made 4,201 threads", "nothing written")
     assert not out.exists()
+
+
+def test_a_real_program_whose_pairs_swap_is_found_within_a_block_of_the_swap(tmp_path, build_dir):
+    """tests/programs/phase_pairs.c says how long its phase 1 took; the sample's change is found in
+    the time block that holds that moment, or the one after it (the program's clock starts a
+    little after the sampler's)."""
+    exe = compile_program("phase_pairs.c", build_dir)
+    out = tmp_path / "phases.json"
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(exe), "4", "30000000", timeout=300)
+    assert result.returncode == 0, result.stderr
+    took = float(re.search(r"phase 1 took ([0-9.]+) s", result.stderr).group(1))
+    change = phase_change(read_comm(out))
+    assert change is not None, result.stderr
+    assert change.before == ((0, 1), (2, 3)) and change.after == ((0, 2), (1, 3)), change
+    assert took - 2 * change.block_s <= change.at_s <= took + 1.5 * change.block_s, (took, change)

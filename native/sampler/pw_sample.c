@@ -58,8 +58,8 @@
  * Output (--out FILE, written at the end through FILE.tmp): key value lines, "matrix-sparse N" and
  * N "a b value" lines (the entries that are not 0, a < b: a program that made thousands of threads
  * in rounds has a few per thread, where a T x T table would have millions of zeros), "hot-lines K"
- * records as the Valgrind tool writes them (pw_main.c), "blocks N NS" and N "block a b hits ..."
- * lines. Every count per pair of threads is kept only for the pairs that have one (tally.c).
+ * records as the Valgrind tool writes them (pw_main.c), "blocks N NS FIRST" (FIRST: ns from the start
+ * of sampling to the first block's, which begins at the first event) and N "block a b hits ..." lines. Every count per pair of threads is kept only for the pairs that have one (tally.c).
  * --status FILE is rewritten every second while it runs.
  *
  * Exit status: 0 (the result is written), 2 usage, 3 perf_event_open refused, 4 no such process,
@@ -1599,7 +1599,7 @@ static void write_result(int exit_status, int exit_signal, int partial)
             fprintf(out, "%d %d %.6g\n", pw_pair_first(&matrix, k), pw_pair_second(&matrix, k), matrix.count[k]);
     pw_pairs_free(&matrix);
     write_hot_lines(out);
-    pw_blocks_write(&blocks, out);
+    pw_blocks_write(&blocks, out, start_ns);
     if (fflush(out) != 0 || ferror(out)) {
         fclose(out);
         unlink(tmp);

@@ -129,9 +129,10 @@ int pw_blocks_add(struct pw_blocks *b, uint64_t time_ns, int a, int c, double we
     return pw_pairs_add(&b->block[at], a, c, weight);
 }
 
-void pw_blocks_write(const struct pw_blocks *b, FILE *out)
+void pw_blocks_write(const struct pw_blocks *b, FILE *out, uint64_t origin_ns)
 {
-    fprintf(out, "blocks %d %llu\n", b->count, (unsigned long long)b->length_ns);
+    uint64_t first = b->count && b->start_ns > origin_ns ? b->start_ns - origin_ns : 0;
+    fprintf(out, "blocks %d %llu %llu\n", b->count, (unsigned long long)b->length_ns, (unsigned long long)first);
     for (int i = 0; i < b->count; i++) {
         const struct pw_pairs *block = &b->block[i];
         fprintf(out, "block");

@@ -36,7 +36,8 @@ struct pw_blocks {
 };
 int pw_blocks_init(struct pw_blocks *b, int max, uint64_t length_ns);
 int pw_blocks_add(struct pw_blocks *b, uint64_t time_ns, int a, int c, double weight);
-void pw_blocks_write(const struct pw_blocks *b, FILE *out);
+/* origin_ns: the start of sampling, from which the first block's start is written */
+void pw_blocks_write(const struct pw_blocks *b, FILE *out, uint64_t origin_ns);
 void pw_blocks_free(struct pw_blocks *b);
 
 /* Lines that carried events: per thread, the samples that read and wrote them (since their first

@@ -13,6 +13,7 @@
  *   pipeline    i with i+1, and stage T/2 busy  (PARSEC ferret)
  *   all-to-all  everyone with everyone          (swaptions)
  *   private     nobody                          (NPB EP)
+ *   swap        i with i^1, then, after a barrier half way, i with i^2: two phases (pinwise.phases)
  * IMBALANCE (default 0; pipeline 1) gives thread 0 (pipeline: the middle stage) that much more work.
  * KIB (default 4) is the size of each thread's private working set. With -H (hand pinning, for
  * comparison) each thread pins itself with sched_setaffinity, pairs and far-pairs partners on one
@@ -36,8 +37,8 @@ struct line {
     char pad[64 - sizeof(atomic_long)];
 };
 
-enum pattern { PAIRS, NEIGHBOUR, FAR_PAIRS, MASTER, PIPELINE, ALL_TO_ALL, PRIVATE };
-static const char *names[] = {"pairs", "neighbour", "far-pairs", "master", "pipeline", "all-to-all", "private"};
+enum pattern { PAIRS, NEIGHBOUR, FAR_PAIRS, MASTER, PIPELINE, ALL_TO_ALL, PRIVATE, SWAP };
+static const char *names[] = {"pairs", "neighbour", "far-pairs", "master", "pipeline", "all-to-all", "private", "swap"};
 
 static enum pattern pattern;
 static int threads = 4;
@@ -47,14 +48,18 @@ static double imbalance = -1;
 static long private_lines_count = 64;  /* 4 KiB */
 static int hand = 0;
 static struct line *channels;   /* channel (a, b), a < b: channels[a * threads + b] */
-static pthread_barrier_t start;
+static pthread_barrier_t start, middle;
 
-static int partners(int self, int *out)
+/* The partners of thread ``self`` in the first half of the iterations (``later`` 0) or the second. */
+static int partners(int self, int later, int *out)
 {
     int n = 0;
     switch (pattern) {
     case PAIRS:
         if ((self ^ 1) < threads) out[n++] = self ^ 1;
+        break;
+    case SWAP:
+        if ((self ^ (later ? 2 : 1)) < threads) out[n++] = self ^ (later ? 2 : 1);
         break;
     case NEIGHBOUR:
     case PIPELINE:
@@ -106,24 +111,36 @@ static void *work(void *arg)
     if (mine == NULL || private_lines == NULL)
         abort();
     memset(private_lines, 0, sizeof(struct line) * (size_t)lines);
-    int n = partners(self, mine);
     double factor = self == busy_thread() ? 1.0 + imbalance : 1.0;
-    long shared = n ? (long)(ACCESSES * shared_ratio * factor) : 0;
-    long private_accesses = (long)(ACCESSES * factor) - shared;
     /* Everything the loop needs lives on this thread's stack or is its own: reading the globals
        in the loop would make every thread share their cache line, and show up as all-to-all. */
-    atomic_long *targets[1024];
-    for (int k = 0; k < n; k++) {
-        int a = self < mine[k] ? self : mine[k], b = self < mine[k] ? mine[k] : self;
-        targets[k] = &channels[a * threads + b].value;
-        if (self == a)  /* first touch by an owner, not by the main thread: no false "master" sharing */
-            atomic_store(targets[k], 0);
+    atomic_long *targets[2][1024];
+    int count[2];
+    for (int later = 0; later < 2; later++) {
+        count[later] = partners(self, later, mine);
+        for (int k = 0; k < count[later]; k++) {
+            int a = self < mine[k] ? self : mine[k], b = self < mine[k] ? mine[k] : self;
+            targets[later][k] = &channels[a * threads + b].value;
+            if (self == a)  /* first touch by an owner, not by the main thread: no false "master" sharing */
+                atomic_store(targets[later][k], 0);
+        }
     }
-    long rounds = iterations;
+    int n = count[0];
+    long shared = n ? (long)(ACCESSES * shared_ratio * factor) : 0;
+    long private_accesses = (long)(ACCESSES * factor) - shared;
+    long rounds = iterations, swap_at = pattern == SWAP ? iterations / 2 : -1;
+    int phase = 0;
     pthread_barrier_wait(&start);
     for (long it = 0; it < rounds; it++) {
+        if (it == swap_at) {  /* every thread at once: the phase changes at one moment */
+            pthread_barrier_wait(&middle);
+            phase = 1;
+            n = count[1];
+            shared = n ? (long)(ACCESSES * shared_ratio * factor) : 0;
+            private_accesses = (long)(ACCESSES * factor) - shared;
+        }
         for (long k = 0; k < shared; k++)
-            atomic_fetch_add_explicit(targets[k % n], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(targets[phase][k % n], 1, memory_order_relaxed);
         for (long k = 0; k < private_accesses; k++) {
             /* each iteration goes on where the last one stopped: the whole working set is used */
             struct line *line = &private_lines[(it * private_accesses + k) % lines];
@@ -138,7 +155,7 @@ static void *work(void *arg)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private} "
+    fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private|swap} "
                     "[-n THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]\n"
                     "  -n THREADS     threads, the main thread included (default 4)\n"
                     "  -i ITERATIONS  iterations of 1000 accesses per thread\n"
@@ -158,7 +175,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int found = -1;
-    for (int p = 0; p <= PRIVATE; p++)
+    for (int p = 0; p <= SWAP; p++)
         if (strcmp(argv[1], names[p]) == 0)
             found = p;
     if (found < 0) {
@@ -209,6 +226,7 @@ int main(int argc, char **argv)
     if (channels == NULL || ids == NULL)
         return 1;
     pthread_barrier_init(&start, NULL, (unsigned)threads);
+    pthread_barrier_init(&middle, NULL, (unsigned)threads);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int k = 1; k < threads; k++)

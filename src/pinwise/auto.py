@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from .patterns import Analysis, analyze
+from .phases import phase_change
 from .bench import BenchOptions, build_candidates, db, open_db, run_bench
 from .bench.candidates import Candidate, unique_candidates
 from .comm import CommMatrix
@@ -130,6 +131,12 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
         if backend == "sample" or (sureness is not None and sureness.sure):
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
+        if sureness is not None and sureness.pattern_agreement is not None and phase_change(comm) is not None:
+            # redraws that mix the phases' blocks disagree; Valgrind's one matrix would sum them as well
+            say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; {sureness.reason}, as redraws mixing "
+                "the phases' time blocks would: kept, since the sample's time blocks show the phases (a Valgrind "
+                "trace has none)")
+            return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
             + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead"
             + _valgrind_time(comm.info.seconds, smaller_input))
@@ -238,7 +245,12 @@ def run_auto(argv: list[str], topology: Topology, *, trace_argv: list[str] | Non
                 "no matrix")
         else:
             say(f"    recommended: {analysis.policy} ({analysis.reason})")
-        chosen = list(dict.fromkeys([registry.BASELINE, *policies])) if policies else candidate_policies(analysis)
+        change = phase_change(comm)
+        if change is not None:
+            say(f"    phases: {change.text()}" + ("" if policies is None or ADAPT in named else
+                                                   " (add adapt to --policies to bench it)"))
+        chosen = (list(dict.fromkeys([registry.BASELINE, *policies])) if policies else
+                  candidate_policies(analysis) + ([ADAPT] if change is not None else []))
         candidates = build_candidates(chosen, placements or [], topology, None, comm)
         candidates += creator_variants(candidates, comm, topology)
         unique, aliases = unique_candidates(candidates, topology)  # one placement under several names runs once

@@ -345,7 +345,7 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
         hot_count = int(rest[0].split()[1]) if rest and rest[0].startswith("hot-lines ") else 0
         hot = _hot_lines(rest, threads)
         block_lines = rest[1 + 7 * hot_count:]
-        count, block_ns = (int(v) for v in block_lines[0].split()[1:3])
+        count, block_ns, *first = (int(v) for v in block_lines[0].split()[1:4])  # first: older samplers wrote none
         blocks = [[float(v) if i % 3 == 2 else int(v) for i, v in enumerate(line.split()[1:])]
                   for line in block_lines[1:1 + count]]
         ints = {key: [int(v) for v in header[key]] for key in ("accv", "load", "load-together", "samples-per-thread",
@@ -372,7 +372,7 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
             "tids": ints["tids"],
             "switch_rates": [float(v) for v in header.get("switch-rates", [])],
             "pairs": [pairs[i:i + 5] for i in range(0, len(pairs), 5)],
-            "block_ns": block_ns, "blocks": blocks,
+            "block_ns": block_ns, "blocks": blocks, "blocks_from_ns": first[0] if first else 0,
             # samples decoded, and those in code with no function table, at the IP only (decode.c; confidence.blind)
             "decoded_samples": int(decoded.get("samples", 0)), "untabled": int(decoded.get("untabled", 0)),
         }

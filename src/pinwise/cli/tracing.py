@@ -154,8 +154,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     topology = topo_mod.load_topology(args.topology) if args.topology else None
     result = analyze(comm, topology)
     from ..confidence import SURE, pattern_confidence
+    from ..phases import phase_change
 
     sureness = pattern_confidence(comm, result)
+    change = phase_change(comm)
     if args.png:
         save_heat_map(result.comm.matrix, args.png, f"{Path(args.comm_file).name}: communication")
         print(f"wrote {args.png}", file=sys.stderr)
@@ -166,6 +168,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         document["backend"] = comm.info.backend or "valgrind"
         document["rounds"] = {"count": rounds.count, "size": rounds.size} if rounds is not None else None
         document["confidence"] = sureness.to_document() if sureness is not None else None
+        document["phases"] = change.to_document() if change is not None else None
         print(json.dumps(document, indent=1))
         return 0
     m = result.metrics
@@ -220,12 +223,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             unsure = " (uncertain: a sampled matrix whose sureness cannot be measured)"
         else:
             console.print(Text(f"how sure: {sureness.reason}" + ("" if sureness.sure else
+                               f"; below {SURE:.0%}, as redraws that mix the phases' time blocks give" if change else
                                f"; below {SURE:.0%}: the pattern rests on the luck of the draw, sample longer or at a "
                                "higher --watch-rate")))
             if not sureness.sure:
                 unsure = f" (uncertain: {sureness.policy_agreement:.0%} of redraws give this policy)"
     weak = " (a weak reading)" if result.doubt else ""
-    console.print(Text(f"recommended policy: {result.policy}{unsure or weak}: {result.reason}"))
+    if change is not None:
+        console.print(Text(f"phases: {change.text()}"))
+    whole = " (for the whole run, its phases summed)" if change is not None else ""
+    console.print(Text(f"recommended policy: {result.policy}{unsure or weak}{whole}: {result.reason}"))
     if result.costs is not None:
         compact = result.costs[policies.COMPACT]
         console.print(Text(f"cost on {result.costs.topology}: {result.policy} "

@@ -1,0 +1,141 @@
+"""Whether the threads of a sampled run change partners part way: a change-point test over its time
+blocks.
+
+One matrix for a whole run describes a program that keeps its partners. A program whose pairs swap
+half way (tests/programs/phase_pairs.c) sums into a matrix in which every thread has two partners
+of equal weight: its pattern is read with confidence (the bootstrap of pinwise.confidence redraws
+the time blocks as if their order did not matter), and no one placement serves both halves. The
+sampler keeps the traps of each time block apart (``TraceInfo.sampling["blocks"]``), so the order
+can be tested:
+
+- **When.** For each split of the blocks into a before and an after (each with at least MIN_SHARE
+  of the events), the total variation distance between the two halves' shares of communication per
+  pair of threads; the split with the largest is the candidate change.
+- **Not chance.** A permutation test: the same largest distance over PERMUTATIONS shuffles of the
+  blocks' order (under no change, any order is as likely); p-value (1 + shuffles at least as
+  far) / (1 + shuffles), a change when at most ALPHA.
+- **That placement cares.** The threads ran in a real program, which starts and ends its threads
+  one by one, so the blocks are rarely exchangeable: a planted stencil's last blocks, with fewer
+  threads left, read as "changed" at p = 0.005 in 3 of 5 traces on 2 vCPUs. What a placement keeps
+  together is a matching of partners, so a change is called only where each half's own exact
+  matching carries at least PAIRED of its communication and the other half's matching at most
+  CROSSED of that: the partners changed, not the amounts (an Intel Xeon guest, 2 vCPUs: none in 35
+  sampled traces of the seven planted programs, every one of 10 traces of phase_pairs).
+
+Valgrind's trace has no time blocks, and a run of a few blocks cannot be split: nothing is said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import CommMatrix
+from .mapping.pairing import max_weight_matching
+from .metrics import block_matrices
+
+PERMUTATIONS = 199
+ALPHA = 0.05
+#: Each side of a split holds at least this share of the events (the start and end of a run, with
+#: threads coming and going, are not a phase).
+MIN_SHARE = 0.2
+#: Fewer blocks with events, or fewer events, than these: no split is tested.
+MIN_BLOCKS = 8
+MIN_EVENTS = 100
+#: Each half's own matching carries at least this share of its communication ...
+PAIRED = 0.6
+#: ... and the other half's matching at most this fraction of what its own carries.
+CROSSED = 0.25
+
+
+@dataclass(frozen=True)
+class PhaseChange:
+    """A change of partners found in a sampled run: ``at_s`` seconds after sampling began (the
+    start of the first time block after the change, to within ``block_s``), the
+    pairs before and after, the share of each half's communication inside its own pairs and inside
+    the other half's, and the permutation test's p-value over ``blocks`` time blocks."""
+
+    at_s: float
+    block_s: float                  # the length of a time block: the change is found to within one
+    blocks: int
+    pvalue: float
+    before: tuple[tuple[int, int], ...]
+    after: tuple[tuple[int, int], ...]
+    kept: tuple[float, float]       # before, after: inside their own pairs
+    crossed: tuple[float, float]    # before, after: inside the other half's pairs
+
+    def text(self) -> str:
+        def pairs(found) -> str:
+            return " ".join(f"{a}-{b}" for a, b in found)
+
+        return (f"the threads change partners {self.at_s:.2f} s in (to a block of {self.block_s:g} s): pairs {pairs(self.before)} carry "
+                f"{self.kept[0]:.0%} of the communication before ({self.crossed[0]:.0%} inside the later pairs), "
+                f"pairs {pairs(self.after)} {self.kept[1]:.0%} after ({self.crossed[1]:.0%} inside the earlier); "
+                f"permutation test over {self.blocks} time blocks p={self.pvalue:.3f}: one placement serves one phase "
+                "at best, `pinwise run --adapt` places each")
+
+    def to_document(self) -> dict:
+        return {"at_s": self.at_s, "block_s": self.block_s, "blocks": self.blocks, "pvalue": self.pvalue,
+                "before": [list(p) for p in self.before], "after": [list(p) for p in self.after],
+                "kept": list(self.kept), "crossed": list(self.crossed)}
+
+
+def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int = 0) -> PhaseChange | None:
+    """The change of partners in ``comm``'s sampled run (module docstring), or None: no change
+    found, or a trace without time blocks (Valgrind's) or with too few to split."""
+    if comm.info.backend != "sample" or comm.threads < 4:
+        return None  # two or three threads have one matching of pairs at most: nothing to change to
+    blocks = block_matrices(comm)
+    if blocks is None:
+        return None
+    index = [k for k, block in enumerate(blocks) if block.any()]
+    if len(index) < MIN_BLOCKS or int(comm.info.sampling.get("events", 0)) < MIN_EVENTS:
+        return None
+    upper = np.triu_indices(comm.threads, 1)
+    shares = np.array([blocks[k][upper] for k in index])
+    distance, split = _largest_distance(shares)
+    if split is None:
+        return None
+    rng = np.random.default_rng(seed)
+    beyond = sum(_largest_distance(shares[rng.permutation(len(shares))])[0] >= distance for _ in range(permutations))
+    pvalue = (1 + beyond) / (1 + permutations)
+    if pvalue > ALPHA:
+        return None
+    before, after = sum(blocks[k] for k in index[:split]), sum(blocks[k] for k in index[split:])
+    pairs_before, pairs_after = _pairs(before), _pairs(after)
+    kept = (_inside(before, pairs_before), _inside(after, pairs_after))
+    crossed = (_inside(before, pairs_after), _inside(after, pairs_before))
+    if min(kept) < PAIRED or crossed[0] > CROSSED * kept[0] or crossed[1] > CROSSED * kept[1]:
+        return None
+    sampling = comm.info.sampling
+    at_ns = int(sampling.get("blocks_from_ns", 0)) + index[split] * int(sampling["block_ns"])
+    return PhaseChange(round(at_ns / 1e9, 3), round(int(sampling["block_ns"]) / 1e9, 3), len(index), pvalue,
+                       pairs_before, pairs_after, kept, crossed)
+
+
+def _largest_distance(shares: np.ndarray) -> tuple[float, int | None]:
+    """The largest total variation distance between the blocks before and after a split, over the
+    splits that leave MIN_SHARE of the events on each side, and the first block after it."""
+    running = np.cumsum(shares, axis=0)[:-1]
+    events = running.sum(axis=1)
+    total = float(shares.sum())
+    allowed = (events >= MIN_SHARE * total) & (total - events >= MIN_SHARE * total)
+    if not allowed.any():
+        return 0.0, None
+    first, rest = running[allowed], shares.sum(axis=0) - running[allowed]
+    distance = 0.5 * np.abs(first / events[allowed, None] - rest / (total - events[allowed])[:, None]).sum(axis=1)
+    best = int(np.argmax(distance))
+    return float(distance[best]), int(np.flatnonzero(allowed)[best]) + 1
+
+
+def _pairs(matrix: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The exact maximum-weight matching's pairs that communicate."""
+    return tuple(sorted((int(g[0]), int(g[1])) for g in max_weight_matching(matrix)
+                        if len(g) == 2 and matrix[g[0], g[1]] > 0))
+
+
+def _inside(matrix: np.ndarray, pairs) -> float:
+    """The share of ``matrix``'s communication between the threads of ``pairs``."""
+    total = float(np.triu(matrix, 1).sum())
+    return sum(float(matrix[a, b]) for a, b in pairs) / total if total > 0 else 0.0
