@@ -13,6 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 from conftest import assert_clean_failure, compile_program, eventually, run_pinwise
+from lstopo_facts import SHARED as TOPOLOGIES
 
 from pinwise.bench import build_candidates
 from pinwise.errors import PinwiseError
@@ -189,6 +190,27 @@ def test_machine_models_take_any_number_of_sets():
     odd = machine_model(load_topology("pack:1 l3:1(size=100000) core:2 pu:1"))  # not whole 16-way sets
     assert [level.size for level in odd.levels if level.name == "L3"] == [97 * 16 * 64]
     assert "97 sets" in next(level.note for level in odd.levels if level.name == "L3")
+
+
+def test_a_memory_side_l3_is_named_and_not_simulated_as_a_cpu_cache():
+    """hwloc 1's KNL XML writes its MCDRAM cache as an L3Cache of subtype MemorySideCache (2 GiB a
+    quadrant): topo names it so, and the simulator leaves it out, saying why (it was simulated as a
+    2 GiB L3 at an L3's latency); a machine whose L3 is an ordinary one keeps it, with no note."""
+    from pinwise.simulate import memory_side_notes
+    from pinwise.topology import render
+
+    knl = load_topology(str(TOPOLOGIES / "hwloc-tests" / "64intel64-fakeKNL-SNC4-hybrid.xml"))
+    assert "L3 0 MemorySideCache (2GiB)" in render(knl)
+    assert [level.name for level in machine_model(knl).levels] == ["L1d", "L2"]
+    assert memory_side_notes(knl) == [
+        "L3: 4 memory-side cache(s) of 2GiB (hwloc's MemorySideCache, as KNL's MCDRAM in cache mode) sit in front "
+        "of memory, not beside the cores: not simulated, an access that misses the caches above costs memory's "
+        "latency"]
+    again = load_topology(str(TOPOLOGIES / "hwloc-tests" / "64intel64-fakeKNL-SNC4-hybrid.v1tov2.xml"))
+    assert [level.name for level in machine_model(again).levels] == ["L1d", "L2"]
+    e5620 = load_topology("e5620")
+    assert [level.name for level in machine_model(e5620).levels] == ["L1d", "L2", "L3"]
+    assert memory_side_notes(e5620) == []
 
 
 def test_compact_waits_on_one_sockets_memory_where_scatter_uses_both(build_dir):

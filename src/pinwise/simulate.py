@@ -37,7 +37,7 @@ from .plan import Plan
 from .processes import how_it_ended, run_in_group
 from .temporary import temporary_folder
 from .topology import Topology
-from .topology.model import ObjType, format_size
+from .topology.model import MEMORY_SIDE_CACHE, ObjType, format_size
 
 #: Caches a topology does not describe: (size, associativity) by level, 64-byte lines (Intel
 #: Skylake-SP's L1d and L2, and a 2 MiB/16-way slice of L3 per core).
@@ -92,7 +92,7 @@ def machine_model(topology: Topology) -> MachineModel:
     position = {pu: i for i, pu in enumerate(pus)}
     levels = []
     for kind in (ObjType.L1, ObjType.L2, ObjType.L3):
-        objects = [o for o in topology.objects(kind) if o.cpuset]
+        objects = [o for o in topology.objects(kind) if o.cpuset and o.subtype != MEMORY_SIDE_CACHE]
         if not objects:
             if kind != ObjType.L1:
                 continue
@@ -153,6 +153,18 @@ def machine_model(topology: Topology) -> MachineModel:
                 row.append(len(levels) - 1 if package.get(p, 0) == package.get(q, 0) else len(levels))
         matrix.append(tuple(row))
     return MachineModel(pus, tuple(levels), tuple(nodes), classes, tuple(matrix))
+
+
+def memory_side_notes(topology: Topology) -> list[str]:
+    """What the simulator leaves out of a topology's caches: an L3 that is a memory-side cache
+    (hwloc 1's MemorySideCache: KNL's MCDRAM in cache mode) sits in front of memory, not beside
+    the cores, so it is not simulated as a CPU cache (machine_model)."""
+    side = [o for o in topology.objects(ObjType.L3) if o.subtype == MEMORY_SIDE_CACHE]
+    if not side:
+        return []
+    return [f"L3: {len(side)} memory-side cache(s) of {format_size(side[0].cache_size or 0)} (hwloc's "
+            f"{MEMORY_SIDE_CACHE}, as KNL's MCDRAM in cache mode) sit in front of memory, not beside the cores: not "
+            "simulated, an access that misses the caches above costs memory's latency"]
 
 
 def placement_notes(placements: list[tuple[str, Plan]]) -> list[str]:
@@ -425,6 +437,7 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     names = [name for name, _ in placements]
     plans = [plan for _, plan in placements]
     notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
+    notes += memory_side_notes(topology)
     notes += placement_notes(placements)
     with temporary_folder("simulate") as tmp:
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")

@@ -27,7 +27,8 @@ from ..files import read_input
 from ..numbers import whole_number
 from .devices import Device, devices_by_holder, hwloc2_osdev_type, important_pci_class, os_device_kinds
 from .model import (
-    MAX_OS_INDEX, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology, local_numa,
+    MAX_OS_INDEX, MEMORY_SIDE_CACHE, CpuKind, Distances, ObjectSpec, ObjType, Topology, TopoObject, build_topology,
+    local_numa,
 )
 
 #: hwloc type names (2.x and 1.x) -> our types; None means "not part of the placement tree".
@@ -262,7 +263,8 @@ class _Reader:
                 self.specs.append(ObjectSpec(ObjType.GROUP, cpuset, parent=parent, order=len(self.specs)))
                 parent = len(self.specs) - 1
         self.specs.append(ObjectSpec(type_, cpuset, os_index, _int_attr(element, "cache_size", source), memory,
-                                     subtype if type_ in (ObjType.NUMA, ObjType.GROUP, ObjType.MEMCACHE) else None,
+                                     subtype if type_ in (ObjType.NUMA, ObjType.GROUP, ObjType.MEMCACHE)
+                                     or (type_.is_cache and subtype == MEMORY_SIDE_CACHE) else None,
                                      parent if (type_.is_memory or not cpuset) else None, len(self.specs),
                                      self._complete(element), _cache_geometry(element, type_, source)))
         if type_ == ObjType.NUMA and element.get("gp_index") is not None:

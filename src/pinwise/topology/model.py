@@ -28,13 +28,13 @@ from functools import cached_property
 from ..cpulist import format_cpulist
 from ..errors import PinwiseError
 from ..vocabulary import KIND_PREFERENCES
-from .objects import (CACHE_TYPES, LEVEL_ORDER, LEVEL_RANK, MEMORY_TYPES, TYPE_LABEL, CpuKind, Distances, ObjectSpec,
-                      ObjType, TopoObject, all_children, format_size, local_numa, walk, walk_all)
+from .objects import (CACHE_TYPES, LEVEL_ORDER, LEVEL_RANK, MEMORY_SIDE_CACHE, MEMORY_TYPES, TYPE_LABEL, CpuKind,
+                      Distances, ObjectSpec, ObjType, TopoObject, all_children, format_size, local_numa, walk, walk_all)
 from .render import render
 
 #: The objects' names, which callers have always imported from here (pinwise.topology.objects).
-__all__ = ["CACHE_TYPES", "LEVEL_ORDER", "LEVEL_RANK", "MEMORY_TYPES", "TYPE_LABEL", "CpuKind", "Distances",
-           "ObjectSpec", "ObjType", "TopoObject", "Topology", "all_children", "build_topology", "format_size",
+__all__ = ["CACHE_TYPES", "LEVEL_ORDER", "LEVEL_RANK", "MEMORY_SIDE_CACHE", "MEMORY_TYPES", "TYPE_LABEL", "CpuKind",
+           "Distances", "ObjectSpec", "ObjType", "TopoObject", "Topology", "all_children", "build_topology", "format_size",
            "local_numa", "walk", "walk_all"]
 
 

@@ -62,6 +62,10 @@ LEVEL_ORDER: tuple[ObjType, ...] = tuple(ObjType)
 _RANK = {t: rank for rank, t in enumerate(LEVEL_ORDER)}
 LEVEL_RANK = {str(t): rank for t, rank in _RANK.items()}
 CACHE_TYPES = (ObjType.L3, ObjType.L2, ObjType.L1)
+#: hwloc 1's subtype of an L3Cache that is a memory-side cache (KNL's MCDRAM in cache mode): in
+#: front of memory, not beside the cores; hwloc 2 reads it as such an L3 too, and makes MemCache
+#: objects of the caches its own discovery finds.
+MEMORY_SIDE_CACHE = "MemorySideCache"
 MEMORY_TYPES = (ObjType.NUMA, ObjType.MEMCACHE)
 _LABEL = {ObjType.MACHINE: "Machine", ObjType.GROUP: "Group", ObjType.PACKAGE: "Package", ObjType.DIE: "Die",
           ObjType.NUMA: "NUMA", ObjType.MEMCACHE: "MemCache", ObjType.L3: "L3", ObjType.L2: "L2", ObjType.L1: "L1d", ObjType.CORE: "Core",
