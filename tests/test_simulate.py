@@ -213,6 +213,25 @@ def test_a_memory_side_l3_is_named_and_not_simulated_as_a_cpu_cache():
     assert memory_side_notes(e5620) == []
 
 
+def test_l3s_of_unlike_core_counts_are_given_the_first_ones_bandwidth_and_told_so():
+    """An L3's default bandwidth grows with its cores, and the tool takes one figure per level:
+    on a machine whose sockets lost cores (4 sockets of 2 cores, some offline) the first L3's is
+    given to all, said in a note, unless --bandwidth L3=N was given; cores are counted by their L1d,
+    whatever their online SMT siblings (the first core's once counted for all)."""
+    from pinwise.simulate import default_bandwidth, uneven_bandwidth_notes
+
+    machine = load_topology(str(TOPOLOGIES / "hwloc-tests" / "16em64t-4s2c2t-offlines.xml"))
+    model = machine_model(machine)
+    bandwidth = default_bandwidth(machine, model)
+    assert bandwidth["L3"] == 32.0  # 16 a core, the first L3's 2 cores
+    assert uneven_bandwidth_notes(model, bandwidth) == [
+        "L3: its instances hold 1, 2 cores; each is given the first's bandwidth (2 cores, 32 bytes a cycle): "
+        "--bandwidth L3=N sets another"]
+    regular = load_topology("pack:2 l3:1 core:4 pu:2")
+    assert default_bandwidth(regular, machine_model(regular))["L3"] == 64.0
+    assert uneven_bandwidth_notes(machine_model(regular), default_bandwidth(regular, machine_model(regular))) == []
+
+
 def test_compact_waits_on_one_sockets_memory_where_scatter_uses_both(build_dir):
     """tests/programs/stream_triad.c, four threads streaming 9 MiB each from memory they first
     touched, on the NPB study's two E5620s (10.7 bytes a cycle per socket's memory controller):

@@ -225,15 +225,32 @@ def default_bandwidth(topology: Topology, machine: MachineModel) -> dict[str, fl
     """Bytes per cycle per instance of each level (an L3's grows with the cores below it) and per
     memory controller, for ``topology``: DEFAULT_BANDWIDTH, the preset's memory figure where
     PRESET_DRAM_BANDWIDTH has one."""
-    cores_of = {}
-    for level in machine.levels:
-        cores = sum(1 for i in level.instance_of_pu if i == 0)
-        threads_per_core = max(1, sum(1 for i in machine.levels[0].instance_of_pu if i == 0))
-        cores_of[level.name] = max(1, cores // threads_per_core)
-    bandwidth = {level.name: DEFAULT_BANDWIDTH.get(level.name, 0.0) * (cores_of[level.name] if level.name == "L3" else 1)
+    bandwidth = {level.name: DEFAULT_BANDWIDTH.get(level.name, 0.0) * (_cores(machine, level)[0] if level.name == "L3"
+                                                                       else 1)
                  for level in machine.levels}
     bandwidth["dram"] = PRESET_DRAM_BANDWIDTH.get((topology.source or "").lower(), DEFAULT_BANDWIDTH["dram"])
     return bandwidth
+
+
+def _cores(machine: MachineModel, level: Level) -> list[int]:
+    """The cores below each instance of ``level``: the L1d's (one per core) of its PUs."""
+    cores: list[set[int]] = [set() for _ in range(level.instances)]
+    for instance, core in zip(level.instance_of_pu, machine.levels[0].instance_of_pu):
+        cores[instance].add(core)
+    return [max(1, len(found)) for found in cores]
+
+
+def uneven_bandwidth_notes(machine: MachineModel, bandwidth: dict[str, float]) -> list[str]:
+    """Where the L3s hold different numbers of cores, the one default per level (an L3's grows with
+    its cores) was read from the first: said, with how to give another."""
+    level = next((level for level in machine.levels if level.name == "L3"), None)
+    if level is None:
+        return []
+    cores = _cores(machine, level)
+    if len(set(cores)) < 2:
+        return []
+    return [f"L3: its instances hold {', '.join(map(str, sorted(set(cores))))} cores; each is given the first's "
+            f"bandwidth ({cores[0]} cores, {bandwidth.get('L3', 0):g} bytes a cycle): --bandwidth L3=N sets another"]
 
 
 #: The least bandwidth the simulator can take, in bytes per cycle: it counts bytes per thousand
@@ -432,12 +449,15 @@ def simulate(argv: list[str], topology: Topology, placements: list[tuple[str, Pl
     program = find_program(argv)
     latency = latency or dict(DEFAULT_LATENCY)
     machine = machine_model(topology)
+    defaults = default_bandwidth(topology, machine)
     if not isinstance(bandwidth, dict):
-        bandwidth = parse_bandwidth(bandwidth, default_bandwidth(topology, machine))
+        bandwidth = parse_bandwidth(bandwidth, defaults)
     names = [name for name, _ in placements]
     plans = [plan for _, plan in placements]
     notes = [f"{level.name}: {level.note}" for level in machine.levels if level.note]
     notes += memory_side_notes(topology)
+    if bandwidth.get("L3") == defaults.get("L3"):  # the default, not the user's
+        notes += uneven_bandwidth_notes(machine, bandwidth)
     notes += placement_notes(placements)
     with temporary_folder("simulate") as tmp:
         config, out = Path(tmp, "machine.txt"), Path(tmp, "result.txt")
