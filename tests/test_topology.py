@@ -537,6 +537,8 @@ def test_every_hwloc_test_machine_reads_into_the_tree_lstopo_builds(path, tmp_pa
     assert again["objects"] == expected["objects"] and again["pus"] == expected["pus"]
     assert again["numa"] == expected["numa"] and again["distances"] == expected["distances"]
     assert pinwise_view(parse_xml(exported.read_bytes()))["objects"] == expected["objects"]
+    # read back by pinwise, the same tree as drawn (a NUMA node of unknown memory came back with 0 bytes)
+    assert render(parse_xml(exported.read_bytes(), source=str(path))) == render(machine)
     again = from_json(to_json(machine))  # and pinwise's own JSON keeps all of it
     assert pinwise_view(again) == ours and again.cpukinds == machine.cpukinds
 
@@ -561,6 +563,8 @@ def test_hwloc_v3_machine_reads_into_the_tree_hwloc_3_builds(name):
     assert ours["allowed"] == (expected["allowed"] or frozenset(ours["pus"]))
     assert ours["distances"] == expected["distances"]
     assert pinwise_view(parse_xml(to_xml(machine).encode())) == ours
+    assert render(parse_xml(to_xml(machine).encode(), source=str(lstopo_facts.SHARED / "hwloc-tests-v3" / name))) \
+        == render(machine)
 
 
 def test_an_xml_version_beyond_3_is_refused_in_one_line(tmp_path):

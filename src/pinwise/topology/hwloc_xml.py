@@ -385,8 +385,8 @@ def to_xml(topology: Topology) -> str:
         if node.type == ObjType.MEMCACHE:
             attrs.update({"cache_size": str(node.cache_size or 0), "depth": "1", "cache_linesize": "64",
                           "cache_associativity": "0", "cache_type": "0"})
-        if node.type == ObjType.NUMA:
-            attrs["local_memory"] = str(node.local_memory or 0)
+        if node.type == ObjType.NUMA and node.local_memory is not None:  # unknown stays unknown (not 0 bytes)
+            attrs["local_memory"] = str(node.local_memory)
         if node.type == ObjType.GROUP:
             attrs["kind"] = "1001" if node.memory_children else "0"
         out = ET.Element("object", attrs)
