@@ -19,8 +19,8 @@ can be tested:
   threads left, read as "changed" at p = 0.005 in 3 of 5 traces on 2 vCPUs. What a placement keeps
   together is a matching of partners, so a change is called only where each half's own exact
   matching carries at least PAIRED of its communication and the other half's matching at most
-  CROSSED of that: the partners changed, not the amounts (an Intel Xeon guest, 2 vCPUs: none in 35
-  sampled traces of the seven planted programs, every one of 10 traces of phase_pairs).
+  CROSSED of that: the partners changed, not the amounts (benchmarks/phases.py, an Intel Xeon guest
+  of 2 vCPUs: none in 70 sampled traces of the seven planted programs, one in each of 10 of swap).
 
 Valgrind's trace has no time blocks, and a run of a few blocks cannot be split: nothing is said.
 """
