@@ -18,7 +18,7 @@ from lstopo_facts import SHARED as TOPOLOGIES
 from pinwise.bench import build_candidates
 from pinwise.errors import PinwiseError
 from pinwise.pinning.launcher import NATIVE_DIR
-from pinwise.simulate import machine_model
+from pinwise.simmachine import machine_model
 from pinwise.topology import load_topology
 from pinwise.trace import REP_MOVSB_TUNABLE, SIM_TOOL, tool_environment
 
@@ -196,7 +196,7 @@ def test_a_memory_side_l3_is_named_and_not_simulated_as_a_cpu_cache():
     """hwloc 1's KNL XML writes its MCDRAM cache as an L3Cache of subtype MemorySideCache (2 GiB a
     quadrant): topo names it so, and the simulator leaves it out, saying why (it was simulated as a
     2 GiB L3 at an L3's latency); a machine whose L3 is an ordinary one keeps it, with no note."""
-    from pinwise.simulate import memory_side_notes
+    from pinwise.simmachine import memory_side_notes
     from pinwise.topology import render
 
     knl = load_topology(str(TOPOLOGIES / "hwloc-tests" / "64intel64-fakeKNL-SNC4-hybrid.xml"))
@@ -218,7 +218,7 @@ def test_l3s_of_unlike_core_counts_are_given_the_first_ones_bandwidth_and_told_s
     on a machine whose sockets lost cores (4 sockets of 2 cores, some offline) the first L3's is
     given to all, said in a note, unless --bandwidth L3=N was given; cores are counted by their L1d,
     whatever their online SMT siblings (the first core's once counted for all)."""
-    from pinwise.simulate import default_bandwidth, uneven_bandwidth_notes
+    from pinwise.simmachine import default_bandwidth, uneven_bandwidth_notes
 
     machine = load_topology(str(TOPOLOGIES / "hwloc-tests" / "16em64t-4s2c2t-offlines.xml"))
     model = machine_model(machine)
