@@ -163,3 +163,16 @@ def test_a_sample_unsure_only_because_it_mixes_phases_is_kept_not_traced_again(m
         found = measure_sharing(["/bin/true"], "unused.json", say=said.append)
         assert (found is comm) == kept and (found is traced) != kept, said
         assert any("kept, since the sample's time blocks show the phases" in line for line in said) == kept, said
+
+
+def test_a_plan_made_from_a_phased_trace_says_it_serves_one_phase_at_best(tmp_path):
+    rng = np.random.default_rng(8)
+    phased, steady = tmp_path / "phased.json", tmp_path / "steady.json"
+    write_comm(sampled([noisy(FIRST, rng) for _ in range(10)] + [noisy(SECOND, rng) for _ in range(10)]), phased)
+    write_comm(sampled([noisy(FIRST, rng) for _ in range(20)]), steady)
+    note = "the threads change partners 0.50 s in (pinwise analyze {} shows it): one plan for the whole trace"
+    for command in (("map", "{}", "-p", "locality", "-t", "pack:1 core:2 pu:1"),
+                    ("run", "--comm", "{}", "-p", "locality", "--print", "--", "true")):
+        said = run_pinwise(*(part.format(phased) for part in command), check=True).stderr
+        assert note.format(phased) in said, said
+        assert "change partners" not in run_pinwise(*(part.format(steady) for part in command), check=True).stderr

@@ -68,7 +68,7 @@ class MapCommand:
         from ..mapping import by_role, check_threads
         from ..placement import near
 
-        comm = by_role(read_comm_file(args.comm_file))  # workers created in rounds: one thread per role
+        comm = by_role(read_comm_file(args.comm_file, planned=True))  # rounds: one thread per role
         topology = load_topology(args.topology)
         if args.near:  # every policy, compared or not, on the device's local PUs
             topology = near(args.near, topology)

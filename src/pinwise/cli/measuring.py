@@ -54,7 +54,7 @@ class BenchCommand:
         if not topo_mod.is_this_machine(args.topology):
             raise PinwiseError("bench runs the program here, so it plans on this machine: drop --topology")
         topology = topo_mod.load_topology(None)
-        comm = read_comm_file(args.comm) if args.comm else None
+        comm = read_comm_file(args.comm, planned=True) if args.comm else None
         run_all = args.policies.strip().lower() == "all"
         if run_all:  # those that read a matrix when there is one
             names = [p.name for p in REGISTRY.values() if comm is not None or not p.needs_matrix]
@@ -376,7 +376,7 @@ class SimulateCommand:
             raise no_program("simulate -t x7550")
         topology = topo_mod.load_topology(args.topology)
         latency = parse_latencies(args.latency)
-        comm = read_comm_file(args.comm) if args.comm else None
+        comm = read_comm_file(args.comm, planned=True) if args.comm else None
         names = [p for p in args.policies.split(",") if p.strip()]
         if any(p.strip().lower() == policies.BASELINE for p in names):
             raise PinwiseError("policy os places nothing, so it cannot be simulated: name the placements to compare")

@@ -20,10 +20,21 @@ if TYPE_CHECKING:
     from ..topology import Topology
 
 
-def read_comm_file(path: str):
+def read_comm_file(path: str, planned: bool = False):
+    """The matrix of a comm file; ``planned``: one plan is made from it, so a sampled trace whose
+    threads change partners part way (pinwise.phases) is noted: the plan serves one phase at best."""
     from ..comm import read_comm
 
-    return read_comm(path)
+    comm = read_comm(path)
+    if planned and comm.info.backend == "sample":
+        from ..phases import phase_change
+
+        change = phase_change(comm)
+        if change is not None:
+            print(f"pinwise: note: in {path} the threads change partners {change.at_s:.2f} s in (pinwise analyze "
+                  f"{path} shows it): one plan for the whole trace serves one phase at best; --adapt places each",
+                  file=sys.stderr)
+    return comm
 
 
 def _load_topology(spec):
@@ -66,7 +77,7 @@ def _resolve_plan(args: argparse.Namespace, topology):
                      skip=args.skip, seed=args.seed, creator=args.creator, repeat_from=getattr(args, "repeat_from", 0),
                      any_machine=getattr(args, "any_machine", False), cpu_kinds=args.cpu_kinds,
                      places=getattr(args, "places", None), near=getattr(args, "near", None))
-    return resolve(spec, topology, read_comm_file(args.comm) if args.comm else None)
+    return resolve(spec, topology, read_comm_file(args.comm, planned=True) if args.comm else None)
 
 
 def _memory_policy(args, topology):
