@@ -84,7 +84,8 @@ def test_patterns_without_pairs_that_change_are_no_phase():
     rng = np.random.default_rng(2)
     flat = {(a, b): 4.0 for a in range(4) for b in range(a + 1, 4)}
     master = {(0, b): 8.0 for b in range(1, 4)}
-    assert phase_change(sampled([noisy(flat, rng) for _ in range(10)] + [noisy(master, rng) for _ in range(10)])) is None
+    blocks = [noisy(flat, rng) for _ in range(10)] + [noisy(master, rng) for _ in range(10)]
+    assert phase_change(sampled(blocks)) is None
 
 
 def test_blocks_in_random_order_are_no_phase():
