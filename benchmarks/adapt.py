@@ -44,8 +44,14 @@ PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "programs"
 
 
 def program_time(command: list[str]) -> float:
-    result = subprocess.run(command, capture_output=True, text=True, check=True)
-    return float(re.search(r"Time in seconds = ([0-9.]+)", result.stdout).group(1))
+    """The time the program prints; a run that fails ends the benchmark with its command and why,
+    in one message (the rounds printed so far stay on the screen)."""
+    result = subprocess.run(command, capture_output=True, text=True)
+    found = re.search(r"Time in seconds = ([0-9.]+)", result.stdout)
+    if result.returncode != 0 or found is None:
+        why = (result.stderr.strip().splitlines() or ["no 'Time in seconds = T' in its output"])[-1]
+        raise SystemExit(f"a run failed (exit status {result.returncode}): {' '.join(command)}: {why}")
+    return float(found.group(1))
 
 
 def interleaved(placements: dict[str, list[str]], runs: int) -> dict[str, list[float]]:
