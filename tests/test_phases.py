@@ -102,6 +102,9 @@ def test_too_few_blocks_or_events_and_traces_without_blocks_say_nothing():
     assert phase_change(sampled([{(0, 1): 3.0, (2, 3): 3.0}] * 8 + [{(0, 2): 3.0, (1, 3): 3.0}] * 8)) is None  # 96
     traced = sampled([noisy(FIRST, rng) for _ in range(10)] + [noisy(SECOND, rng) for _ in range(10)])
     assert phase_change(replace(traced, info=replace(traced.info, backend=None, sampling=None))) is None
+    for damage in ({"block_ns": "x"}, {"blocks_from_ns": None}, {"events": []}):  # a hand-edited file: no verdict
+        record = MappingProxyType({**traced.info.sampling, **damage})
+        assert phase_change(replace(traced, info=replace(traced.info, sampling=record))) is None
 
 
 def test_analyze_names_the_phases_and_says_its_recommendation_sums_them(tmp_path):

@@ -91,8 +91,14 @@ def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int =
     blocks = block_matrices(comm)
     if blocks is None:
         return None
+    sampling = comm.info.sampling
+    try:  # a hand-edited or damaged record says nothing of phases, rather than fail the analysis
+        events, block_ns, from_ns = (int(sampling.get("events", 0)), int(sampling["block_ns"]),
+                                     int(sampling.get("blocks_from_ns", 0)))
+    except (KeyError, TypeError, ValueError):
+        return None
     index = [k for k, block in enumerate(blocks) if block.any()]
-    if len(index) < MIN_BLOCKS or int(comm.info.sampling.get("events", 0)) < MIN_EVENTS:
+    if len(index) < MIN_BLOCKS or events < MIN_EVENTS or block_ns <= 0:
         return None
     upper = np.triu_indices(comm.threads, 1)
     shares = np.array([blocks[k][upper] for k in index])
@@ -113,10 +119,8 @@ def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int =
     crossed = (_inside(before, pairs_after), _inside(after, pairs_before))
     if min(kept) < PAIRED or crossed[0] > CROSSED * kept[0] or crossed[1] > CROSSED * kept[1]:
         return None
-    sampling = comm.info.sampling
-    at_ns = int(sampling.get("blocks_from_ns", 0)) + index[split] * int(sampling["block_ns"])
-    return PhaseChange(round(at_ns / 1e9, 3), round(int(sampling["block_ns"]) / 1e9, 3), len(index), pvalue,
-                       pairs_before, pairs_after, kept, crossed)
+    return PhaseChange(round((from_ns + index[split] * block_ns) / 1e9, 3), round(block_ns / 1e9, 3), len(index),
+                       pvalue, pairs_before, pairs_after, kept, crossed)
 
 
 def _largest_distance(shares: np.ndarray) -> tuple[float, int | None]:
