@@ -35,6 +35,7 @@ from .plan import Rounds
 from .rounds import FOLD_ABOVE, fold_hot_lines, fold_sampling, rounds_in, rounds_to_write, summed_by
 from .errors import PinwiseError
 from .pinning.launcher import NATIVE_DIR, find_program, preload_environment
+from .pinning.live import ended
 from .processes import GroupGuard, die_with_parent, how_it_ended, kill_session, not_a_program, signals_held, \
     stat_fields, user_environment
 from .temporary import temporary_folder
@@ -118,8 +119,7 @@ def check_pid(pid: int) -> bool:
     if state[0] not in ("Z", "X"):
         return False
     try:
-        others = [tid for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid
-                  and stat_fields(f"/proc/{pid}/task/{tid}/stat")[:1] not in (["Z"], ["X"], [])]
+        others = [tid for tid in map(int, os.listdir(f"/proc/{pid}/task")) if tid != pid and not ended(pid, tid)]
     except OSError:
         others = []
     if not others:
