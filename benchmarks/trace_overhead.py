@@ -16,7 +16,8 @@ application (benchmarks/programs/table_lookup.c, XSBench's kernel: binary search
 
 The sampling backend (issue 36) runs beside the program, so its cost is the program's own time
 under it: each program prints its wall time, measured natively and under `pinwise trace --backend
-sample` at the default rate in interleaved pairs (--sample-runs of each, order drawn per pair);
+sample` at the default rate (quiet sampling included: a quarter as often or less while no
+watchpoint traps) in interleaved pairs (--sample-runs of each, order drawn per pair);
 the median ratio is the figure (target <= 1.05 on the tests' programs and a compute-bound program
 of two threads), with the whole Valgrind command's ratio to native beside it (one run).
 

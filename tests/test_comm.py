@@ -158,3 +158,18 @@ def test_creator_is_idle_below_a_tenth_of_a_worker(main_work, idle):
     # What it executed while its workers lived counts, not the program's start-up.
     comm = replace(comm, info=replace(comm.info, instructions_together=(10,) + (10_000,) * 4))
     assert idle_creator(comm)
+
+
+def test_the_samplers_quiet_record_is_read_and_said_in_words():
+    """pw_sample.c's "quiet" line: how long the clock sampled slower while nothing trapped, read
+    into the sampling record; said only from a tenth of a second, in periods of the base one."""
+    from pinwise.sample import _quiet_fields, quiet_words
+
+    fields = _quiet_fields("period-ns 4000000 deepest-ns 16000000 seconds 0.487 spells 1".split())
+    assert fields == {"quiet_s": 0.487, "quiet_period_ns": 4_000_000, "quiet_deepest_ns": 16_000_000}
+    assert quiet_words({"period_ns": 1_000_000, **fields}) == "4x to 16x less often for 0.5 s"
+    assert quiet_words({"period_ns": 1_000_000, **fields, "quiet_deepest_ns": 4_000_000}) == "4x less often for 0.5 s"
+    assert quiet_words({"period_ns": 1_000_000, **fields, "quiet_s": 0.05}) is None
+    assert _quiet_fields("off (per-task: the threads' inherited events keep the period they were made with)".split()) \
+        == {"quiet_off": True}
+    assert _quiet_fields([]) == {} and quiet_words({"period_ns": 1_000_000}) is None

@@ -66,6 +66,12 @@ def test_planted_patterns_are_found_at_the_programs_speed(tmp_path, workload, th
     assert 0 < comm.info.sampling["cpu_s"] < comm.info.seconds
     if pattern != "none":
         assert found["confidence"]["pattern_agreement"] >= 0.9, found["confidence"]
+    elif comm.info.sampling["mode"] == "system-wide":
+        # nothing shared: after its first 30 ms the clock samples a quarter as often or less (quiet
+        # sampling), the counts still in 1 ms periods, and the summary says so from a tenth of a second
+        quiet = comm.info.sampling["quiet_s"]
+        assert quiet > 0 and comm.info.sampling["quiet_period_ns"] == 4_000_000, comm.info.sampling
+        assert ("less often for" in result.stderr) == (quiet >= 0.1), result.stderr
     assert "a statistical estimate" in result.stderr
 
 

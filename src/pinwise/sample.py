@@ -48,9 +48,18 @@ WINDOW_MS = 20
 ARMS_PER_S = 1000
 #: The longest a watchpoint waits (the sampler's bound on --window-ms).
 MAX_WINDOW_MS = 100_000
-#: ``pinwise run --adapt``'s sampling period before the first trap and while none has trapped for a while (quiet
-#: sampling in pw_sample.c): a program whose threads share nothing pays for a quarter of the samples.
-QUIET_PERIOD_US = 4 * PERIOD_US
+#: The sampling period, in periods, before the first trap and while none has trapped for a while
+#: (quiet sampling in pw_sample.c, doubled after each further 100 ms without one, up to 4 times it):
+#: a program whose threads share nothing pays for a quarter of the samples or fewer. ``pinwise trace
+#: --backend sample`` and ``run --adapt`` both sample so (benchmarks/trace_overhead.py: a compute-bound
+#: 2-thread program on an AMD EPYC guest ran 1.033x its native time at the base period throughout,
+#: 1.008x so; private work 1.033x and 1.001x). The sample counts stay in base periods (each sample
+#: taken slower weighs its periods), the matrix in the same units.
+QUIET_FACTOR = 4
+QUIET_PERIOD_US = QUIET_FACTOR * PERIOD_US
+#: The sampler's longest quiet period (its bound on --quiet-period-us): a --period above a quarter of
+#: it samples at that period throughout.
+MAX_QUIET_US = 10_000_000
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
 #: for each CPU the program may use and each live thread of it, whichever are fewer
 #: (--traps-per-s and --traps-per-thread in pw_sample.c, at the share that trapped lately, never
@@ -138,14 +147,16 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
            sharing: str = "write", readonly: bool = False, stack: bool = False, quiet: bool = False,
            progress: bool | None = None, seed: int | None = None,
            extra_env: dict[str, str] | None = None, one_thread: bool = False,
-           per_task: bool = False) -> CommMatrix:
+           per_task: bool = False, quiet_sampling: bool = True) -> CommMatrix:
     """Sample ``argv`` (or attach to process ``pid`` for ``duration`` seconds, None: until it ends
     or Ctrl-C) and write its communication matrix to ``output``. ``sharing`` as in
     :func:`pinwise.trace.trace`; ``quiet`` discards the program's standard output. A program that
     ran one thread, or whose threads never ran while sampled, is refused (nothing to measure) unless
     ``one_thread`` (the caller judges such a sample itself, as auto does); its child processes'
     work is named either way. ``per_task`` samples the program's threads even where per-CPU events
-    over every process are permitted (what an unprivileged user gets: for tests)."""
+    over every process are permitted (what an unprivileged user gets: for tests). ``quiet_sampling``:
+    the clock samples QUIET_FACTOR times less often (and slower still) while no watchpoint traps,
+    where the sampler can change its events' period (per-CPU events; the record says when not)."""
     if (argv is None) == (pid is None):
         raise PinwiseError("sample a program (argv) or a running process (pid), not both")
     if sharing not in ("write", "any"):
@@ -167,6 +178,8 @@ def sample(argv: list[str] | None, output: str | Path, *, pid: int | None = None
                    str(arms_per_s), "--sharing", sharing, *(["--readonly"] if readonly else []),
                    *(["--stack"] if stack else []), *(["--seed", str(seed)] if seed is not None else []),
                    *(["--per-task"] if per_task else []),
+                   *(["--quiet-period-us", str(QUIET_FACTOR * period_us)]
+                     if quiet_sampling and QUIET_FACTOR * period_us <= MAX_QUIET_US else []),
                    *(["--duration-ms", str(max(1, round(duration * 1000)))] if duration else [])]
         # the preload library observes (pins nothing) in the program only, not in the sampler: its
         # log gives the threads' numbering and the main thread's create and join calls
@@ -375,6 +388,7 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
             "block_ns": block_ns, "blocks": blocks, "blocks_from_ns": first[0] if first else 0,
             # samples decoded, and those in code with no function table, at the IP only (decode.c; confidence.blind)
             "decoded_samples": int(decoded.get("samples", 0)), "untabled": int(decoded.get("untabled", 0)),
+            **_quiet_fields(header.get("quiet", [])),
         }
         # as subprocess and the Valgrind backend give it: negative for the signal that killed it (the
         # sampler writes the shell's 128 + N and the signal apart: a program may exit with 139 itself)
@@ -392,6 +406,30 @@ def parse_sample(text: str, source: str, log_text: str = "", name: str = "the pr
         return _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name, attached)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the sampler's output {source} is damaged ({err}); sample again") from None
+
+
+def _quiet_fields(words: list[str]) -> dict:
+    """The sampler's "quiet" record (pw_sample.c, write_result): how long it sampled at the quiet
+    period or slower (``quiet_s``) and its slowest period (``quiet_deepest_ns``); ``quiet_off`` where
+    it was asked to and could not (a per-task launch's inherited events keep their period)."""
+    if words[:1] == ["off"]:
+        return {"quiet_off": True}
+    fields = dict(zip(words[0::2], words[1::2]))
+    if "seconds" not in fields:
+        return {}
+    return {"quiet_s": float(fields["seconds"]), "quiet_period_ns": int(fields.get("period-ns", 0)),
+            "quiet_deepest_ns": int(fields.get("deepest-ns", 0))}
+
+
+def quiet_words(sampling) -> str | None:
+    """How much less often the sampler sampled while no thread shared data, in words ("4x less
+    often for 0.4 s", "4x to 16x ..."); None where it never did, or for under a tenth of a second."""
+    seconds, period = sampling.get("quiet_s", 0.0), sampling.get("period_ns", 0)
+    if seconds < 0.1 or not period:
+        return None
+    first = sampling.get("quiet_period_ns", 0) // period
+    deepest = max(first, sampling.get("quiet_deepest_ns", 0) // period)
+    return f"{first}x{f' to {deepest}x' if deepest > first else ''} less often for {seconds:.1f} s"
 
 
 def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name,

@@ -82,7 +82,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def _sample_trace(command: TraceCommand) -> int:
     from ..confidence import blind
-    from ..sample import RATIONED_ABOVE, SWITCH_LIMIT, sample, unwatched_threads
+    from ..sample import RATIONED_ABOVE, SWITCH_LIMIT, quiet_words, sample, unwatched_threads
 
     comm = sample(command.argv or None, command.output, pid=command.pid, **command.settings)
     s = comm.info.sampling
@@ -94,6 +94,10 @@ def _sample_trace(command: TraceCommand) -> int:
     print(f"wrote {command.output}: {_threads_written(comm)}, {s['samples']:,} samples in {span} "
           f"({s['address_samples']:,} with an address), {s['events']:,} events from {s['arms']:,} watchpoints "
           f"[sampled: a statistical estimate]" + (" [partial]" if comm.info.partial else ""), file=sys.stderr)
+    slower = quiet_words(s)
+    if slower:
+        print(f"  sampled {slower}, while no watchpoint trapped (the counts are in {s['period_ns'] / 1e6:g} ms periods)",
+              file=sys.stderr)
     if skipped:
         print("  samples without a shared address: " + ", ".join(f"{v:,} {k}" for k, v in skipped.items()),
               file=sys.stderr)
