@@ -405,8 +405,12 @@ def weak_reading(comm: CommMatrix, found: Metrics, pattern: str, policy: str) ->
         return "", ()
     why = "; ".join(f"{_near(name, comm, found)}: read across it, {other} -> {chosen}"
                     for (other, chosen), names in readings.items() for name in dict.fromkeys(names))
-    return (f"weak: {why}. A trace of another length or input (more or fewer events) can read either way: bench "
-            "both (pinwise auto does)"), tuple(readings)
+    return f"weak: {why}. {WEAK_ADVICE}", tuple(readings)
+
+
+#: What a weak reading advises (:func:`weak_reading`); where a sampled trace shows its threads
+#: changing partners (pinwise.phases), its mixture of two phases is why, and analyze says so instead.
+WEAK_ADVICE = "A trace of another length or input (more or fewer events) can read either way: bench both (pinwise auto does)"
 
 
 def _aims_at_locality(policy: str) -> bool:

@@ -158,6 +158,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     topology = topo_mod.load_topology(args.topology) if args.topology else None
     result = analyze(comm, topology)
     from ..confidence import SURE, pattern_confidence
+    from ..patterns import WEAK_ADVICE
     from ..phases import phase_change
 
     sureness = pattern_confidence(comm, result)
@@ -230,13 +231,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                f"; below {SURE:.0%}, as redraws that mix the phases' time blocks give" if change else
                                f"; below {SURE:.0%}: the pattern rests on the luck of the draw, sample longer or at a "
                                "higher --watch-rate")))
+            agree = sureness.policy_agreement
             if not sureness.sure:
-                unsure = f" (uncertain: {sureness.policy_agreement:.0%} of redraws give this policy)"
+                unsure = (f" (uncertain: {agree:.0%} of redraws give this policy)" if agree is None or agree < SURE else
+                          f" ({agree:.0%} of redraws give this policy, whichever pattern they read)")
     weak = " (a weak reading)" if result.doubt else ""
+    reason = result.reason
     if change is not None:
         console.print(Text(f"phases: {change.text()}"))
+        # the sum of two phases sits between their patterns: that, not the trace's length, is why
+        reason = reason.replace(WEAK_ADVICE, "Its two phases summed read as neither: each phase's own pattern is "
+                                             "named above")
     whole = " (for the whole run, its phases summed)" if change is not None else ""
-    console.print(Text(f"recommended policy: {result.policy}{unsure or weak}{whole}: {result.reason}"))
+    console.print(Text(f"recommended policy: {result.policy}{unsure or weak}{whole}: {reason}"))
     if result.costs is not None:
         compact = result.costs[policies.COMPACT]
         console.print(Text(f"cost on {result.costs.topology}: {result.policy} "
