@@ -58,9 +58,33 @@ def test_pairs_that_swap_partners_are_a_phase_change_found_when_and_between_whom
     assert change.at_s == pytest.approx(0.007 + 12 * 0.05) and change.block_s == 0.05 and change.blocks == 20
     assert change.before == ((0, 1), (2, 3)) and change.after == ((0, 2), (1, 3))
     assert change.kept == (1.0, 1.0) and change.crossed == (0.0, 0.0) and change.pvalue <= 0.05
-    assert change.text().startswith("the threads change partners 0.61 s in (to a block of 0.05 s): pairs 0-1 2-3 "
-                                    "carry 100% of the communication before (0% inside the later pairs), pairs 0-2 "
-                                    "1-3 100% after (0% inside the earlier); permutation test over 20 time blocks p=")
+    # each half's pattern read alone: four threads' pairs 0-2 1-3 are i with i + T/2
+    assert change.kind == "pairs" and change.patterns == ("pairs", "far pairs")
+    assert change.text().startswith("the threads change partners 0.61 s in (to a block of 0.05 s) (pairs before, far "
+                                    "pairs after): pairs 0-1 2-3 carry 100% of the communication before (0% inside "
+                                    "the later pairs), pairs 0-2 1-3 100% after (0% inside the earlier); permutation "
+                                    "test over 20 time blocks p=")
+
+
+CHAIN = {(k, k + 1): 6.0 for k in range(7)}     # 8 threads, neighbours: a matching carries 4 links of 7
+FAR = {(k, k + 4): 10.0 for k in range(4)}      # then far pairs
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_neighbour_chain_that_turns_into_far_pairs_is_a_phase_change_between_partners(seed):
+    """A thread of a chain has two partners: each half's matching carries about half of its
+    communication, and says nothing; each half's core (its heaviest links, to 80%) does."""
+    rng = np.random.default_rng(seed)
+    comm = sampled([noisy(CHAIN, rng) for _ in range(10)] + [noisy(FAR, rng) for _ in range(10)], threads=8)
+    change = phase_change(comm)
+    assert change is not None and change.at_s == pytest.approx(0.5) and change.kind == "partners"
+    assert change.patterns == ("neighbour", "far pairs") and change.after == tuple(FAR)
+    assert set(change.before) <= set(CHAIN) and change.kept[0] >= 0.8 and max(change.crossed) == 0.0
+    assert "(neighbour before, far pairs after): partners " in change.text()
+    # the same chain throughout, its last blocks with half the threads (the others ended): no phase
+    tail = {pair: events for pair, events in CHAIN.items() if pair[1] < 4}
+    assert phase_change(sampled([noisy(CHAIN, rng) for _ in range(14)] + [noisy(tail, rng) for _ in range(6)],
+                                threads=8)) is None
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -112,9 +136,9 @@ def test_analyze_names_the_phases_and_says_its_recommendation_sums_them(tmp_path
     path = tmp_path / "phased.json"
     write_comm(sampled([noisy(FIRST, rng) for _ in range(10)] + [noisy(SECOND, rng) for _ in range(10)]), path)
     text = run_pinwise("analyze", str(path), check=True).stdout
-    assert re.search(r"^phases: the threads change partners 0\.50 s in \(to a block of 0\.05 s\): pairs 0-1 2-3 ", text,
-                     re.M), text
     flat = " ".join(text.split())  # as printed, wrapped at the terminal's width
+    assert re.search(r"phases: the threads change partners 0\.50 s in \(to a block of 0\.05 s\) \(pairs before, far "
+                     r"pairs after\): pairs 0-1 2-3 ", flat), text
     assert re.search(r"recommended policy: \S+ .*\(for the whole run, its phases summed\): ", flat), text
     # the sum of two phases reads weak (its pairs' spread near flat): the phases say why, not the
     # trace's length; and a policy every redraw gives is not called uncertain for its pattern's sake

@@ -14,6 +14,7 @@
  *   all-to-all  everyone with everyone          (swaptions)
  *   private     nobody                          (NPB EP)
  *   swap        i with i^1, then, after a barrier half way, i with i^2: two phases (pinwise.phases)
+ *   shift       i with i-1 and i+1, then, after a barrier half way, i with i+T/2: neighbours, then far pairs
  * IMBALANCE (default 0; pipeline 1) gives thread 0 (pipeline: the middle stage) that much more work.
  * KIB (default 4) is the size of each thread's private working set. With -H (hand pinning, for
  * comparison) each thread pins itself with sched_setaffinity, pairs and far-pairs partners on one
@@ -37,8 +38,9 @@ struct line {
     char pad[64 - sizeof(atomic_long)];
 };
 
-enum pattern { PAIRS, NEIGHBOUR, FAR_PAIRS, MASTER, PIPELINE, ALL_TO_ALL, PRIVATE, SWAP };
-static const char *names[] = {"pairs", "neighbour", "far-pairs", "master", "pipeline", "all-to-all", "private", "swap"};
+enum pattern { PAIRS, NEIGHBOUR, FAR_PAIRS, MASTER, PIPELINE, ALL_TO_ALL, PRIVATE, SWAP, SHIFT };
+static const char *names[] = {"pairs", "neighbour", "far-pairs", "master", "pipeline", "all-to-all", "private", "swap",
+                              "shift"};
 
 static enum pattern pattern;
 static int threads = 4;
@@ -61,12 +63,17 @@ static int partners(int self, int later, int *out)
     case SWAP:
         if ((self ^ (later ? 2 : 1)) < threads) out[n++] = self ^ (later ? 2 : 1);
         break;
+    case SHIFT:
+        if (later)
+            goto far;
+        /* fall through: neighbours first */
     case NEIGHBOUR:
     case PIPELINE:
         if (self > 0) out[n++] = self - 1;
         if (self + 1 < threads) out[n++] = self + 1;
         break;
     case FAR_PAIRS:
+    far:
         if (threads >= 2) out[n++] = (self + threads / 2) % threads == self ? (self + 1) % threads : (self + threads / 2) % threads;
         break;
     case MASTER:
@@ -128,7 +135,7 @@ static void *work(void *arg)
     int n = count[0];
     long shared = n ? (long)(ACCESSES * shared_ratio * factor) : 0;
     long private_accesses = (long)(ACCESSES * factor) - shared;
-    long rounds = iterations, swap_at = pattern == SWAP ? iterations / 2 : -1;
+    long rounds = iterations, swap_at = pattern == SWAP || pattern == SHIFT ? iterations / 2 : -1;
     int phase = 0;
     pthread_barrier_wait(&start);
     for (long it = 0; it < rounds; it++) {
@@ -155,7 +162,7 @@ static void *work(void *arg)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private|swap} "
+    fprintf(stderr, "usage: patterns {pairs|neighbour|far-pairs|master|pipeline|all-to-all|private|swap|shift} "
                     "[-n THREADS] [-i ITERATIONS] [-s SHARED_RATIO] [-m IMBALANCE] [-z KIB]\n"
                     "  -n THREADS     threads, the main thread included (default 4)\n"
                     "  -i ITERATIONS  iterations of 1000 accesses per thread\n"
@@ -175,7 +182,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int found = -1;
-    for (int p = 0; p <= SWAP; p++)
+    for (int p = 0; p <= SHIFT; p++)
         if (strcmp(argv[1], names[p]) == 0)
             found = p;
     if (found < 0) {

@@ -22,6 +22,13 @@ can be tested:
   matching carries at least PAIRED of its communication and the other half's matching at most
   CROSSED of that: the partners changed, not the amounts (benchmarks/phases.py, an Intel Xeon guest
   of 2 vCPUs: none in 70 sampled traces of the seven planted programs, one in each of 10 of swap).
+  A thread may have more partners than one (a neighbour chain: its matching carries about half of
+  it), so each half's core is tried first: its heaviest pairs, taken until they carry CORE of its
+  communication, no more of them than there are threads (a chain, a star, pairs: a structure a
+  placement can follow; a flat all-to-all's core holds most pairs, and says nothing), most of their
+  threads in both cores (one pair busy, then another, changed amounts, not partners), and the other
+  half's communication inside it at most CROSSED of its own (a neighbour chain that turns into far
+  pairs: `pinwise-patterns shift`); the matchings where the cores fail.
 
 Valgrind's trace has no time blocks, and a run of a few blocks cannot be split: nothing is said.
 """
@@ -48,6 +55,8 @@ MIN_EVENTS = 100
 PAIRED = 0.6
 #: ... and the other half's matching at most this fraction of what its own carries.
 CROSSED = 0.25
+#: A half's core: its heaviest pairs, taken until they carry this share of its communication.
+CORE = 0.8
 
 
 @dataclass(frozen=True)
@@ -65,22 +74,28 @@ class PhaseChange:
     after: tuple[tuple[int, int], ...]
     kept: tuple[float, float]       # before, after: inside their own pairs
     crossed: tuple[float, float]    # before, after: inside the other half's pairs
+    kind: str = "pairs"             # pairs (no thread in two of them, before or after) or partners
+    patterns: tuple[str, str] = ("", "")  # each half's pattern read alone (pinwise.patterns.classify)
 
     def text(self) -> str:
         def pairs(found) -> str:
             return " ".join(f"{a}-{b}" for a, b in found)
 
-        return (f"the threads change partners {self.at_s:.2f} s in (to a block of {self.block_s:g} s): pairs "
+        read = (f" ({self.patterns[0]} before, {self.patterns[1]} after)" if all(self.patterns) and
+                self.patterns[0] != self.patterns[1] else "")
+        word = self.kind  # "pairs 0-1 2-3", or "partners 0-1 1-2 2-3" (a core)
+        return (f"the threads change partners {self.at_s:.2f} s in (to a block of {self.block_s:g} s){read}: {word} "
                 f"{pairs(self.before)} carry {self.kept[0]:.0%} of the communication before "
-                f"({self.crossed[0]:.0%} inside the later pairs), "
-                f"pairs {pairs(self.after)} {self.kept[1]:.0%} after ({self.crossed[1]:.0%} inside the earlier); "
+                f"({self.crossed[0]:.0%} inside the later {word}), "
+                f"{word} {pairs(self.after)} {self.kept[1]:.0%} after ({self.crossed[1]:.0%} inside the earlier); "
                 f"permutation test over {self.blocks} time blocks p={self.pvalue:.3f}: one placement serves one phase "
                 "at best, `pinwise run --adapt` places each")
 
     def to_document(self) -> dict:
         return {"at_s": self.at_s, "block_s": self.block_s, "blocks": self.blocks, "pvalue": self.pvalue,
                 "before": [list(p) for p in self.before], "after": [list(p) for p in self.after],
-                "kept": list(self.kept), "crossed": list(self.crossed)}
+                "kept": list(self.kept), "crossed": list(self.crossed), "kind": self.kind,
+                "patterns": list(self.patterns)}
 
 
 def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int = 0) -> PhaseChange | None:
@@ -114,13 +129,26 @@ def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int =
     if pvalue > ALPHA:
         return None
     before, after = sum(blocks[k] for k in index[:split]), sum(blocks[k] for k in index[split:])
-    pairs_before, pairs_after = _pairs(before), _pairs(after)
-    kept = (_inside(before, pairs_before), _inside(after, pairs_after))
-    crossed = (_inside(before, pairs_after), _inside(after, pairs_before))
-    if min(kept) < PAIRED or crossed[0] > CROSSED * kept[0] or crossed[1] > CROSSED * kept[1]:
-        return None
-    return PhaseChange(round((from_ns + index[split] * block_ns) / 1e9, 3), round(block_ns / 1e9, 3), len(index),
-                       pvalue, pairs_before, pairs_after, kept, crossed)
+    for found in (_core, _pairs):  # the cores say more (a chain's every link); the matchings where they fail
+        pairs_before, pairs_after = found(before), found(after)
+        kept = (_inside(before, pairs_before), _inside(after, pairs_after))
+        crossed = (_inside(before, pairs_after), _inside(after, pairs_before))
+        # a core carries CORE of its own half by construction, and is a structure where it has a pair
+        # for each thread at most and where most of its threads are the other core's too (not one pair
+        # busy, then another: their amounts changed, not their partners); a matching is one where it
+        # carries PAIRED
+        if found is _core:
+            threads = [{t for pair in pairs for t in pair} for pairs in (pairs_before, pairs_after)]
+            enough = max(len(pairs_before), len(pairs_after)) <= comm.threads and \
+                len(threads[0] & threads[1]) >= 0.5 * len(threads[0] | threads[1])
+        else:
+            enough = min(kept) >= PAIRED
+        if enough and crossed[0] <= CROSSED * kept[0] and crossed[1] <= CROSSED * kept[1]:
+            disjoint = all(len({t for pair in pairs for t in pair}) == 2 * len(pairs) for pairs in (pairs_before, pairs_after))
+            return PhaseChange(round((from_ns + index[split] * block_ns) / 1e9, 3), round(block_ns / 1e9, 3),
+                               len(index), pvalue, pairs_before, pairs_after, kept, crossed,
+                               "pairs" if disjoint else "partners", (_pattern(before), _pattern(after)))
+    return None
 
 
 def _largest_distance(shares: np.ndarray) -> tuple[float, int | None]:
@@ -142,6 +170,25 @@ def _pairs(matrix: np.ndarray) -> tuple[tuple[int, int], ...]:
     """The exact maximum-weight matching's pairs that communicate."""
     return tuple(sorted((int(g[0]), int(g[1])) for g in max_weight_matching(matrix)
                         if len(g) == 2 and matrix[g[0], g[1]] > 0))
+
+
+def _core(matrix: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The heaviest pairs of ``matrix``, taken until they carry CORE of its communication."""
+    a, b = np.triu_indices(matrix.shape[0], 1)
+    weights = matrix[a, b]
+    order = np.argsort(-weights, kind="stable")
+    total = float(weights.sum())
+    taken = int(np.searchsorted(np.cumsum(weights[order]), CORE * total - 1e-9 * total)) + 1
+    return tuple(sorted((int(a[k]), int(b[k])) for k in order[:taken] if weights[k] > 0))
+
+
+def _pattern(matrix: np.ndarray) -> str:
+    """The pattern of one half read alone, as an exact matrix (its shares, not its noise)."""
+    from .metrics import metrics
+    from .patterns import classify
+
+    half = CommMatrix(matrix)
+    return classify(half, metrics(half))[0]
 
 
 def _inside(matrix: np.ndarray, pairs) -> float:
