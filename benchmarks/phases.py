@@ -9,7 +9,10 @@ shift), and for those two where the change was found against half the sampled ru
 do the same work; shift's first half makes twice the accesses to shared lines per thread that its
 second does, as many in all, so its barrier comes near half way too).
 
-    python benchmarks/phases.py [--runs 10] [--threads 4] [--iterations 200000]
+With --backend valgrind each is traced under Valgrind instead (its time blocks are of the run's
+memory accesses: where the change was found is then a share of them, against half).
+
+    python benchmarks/phases.py [--runs 10] [--threads 8] [--iterations 60000] [--backend sample|valgrind]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from common import console, cpu_model, native_dir, table
 
 from pinwise.phases import phase_change
 from pinwise.sample import sample
+from pinwise.trace import trace
 
 ONE_PHASE = ("pairs", "neighbour", "far-pairs", "master", "pipeline", "all-to-all", "private")
 TWO_PHASES = ("swap", "shift")
@@ -37,10 +41,13 @@ def main() -> int:
     parser.add_argument("--swap-iterations", type=int, default=200000)
     parser.add_argument("--shift-threads", type=int, default=8)
     parser.add_argument("--shift-iterations", type=int, default=200000)
+    parser.add_argument("--backend", choices=("sample", "valgrind"), default="sample")
     args = parser.parse_args()
+    valgrind = args.backend == "valgrind"
     patterns = str(native_dir() / "bin" / "patterns")
-    out = table(f"phase changes named in {args.runs} sampled traces each ({cpu_model()})",
-                ["program", "named", "right", "found at, against half the run (s): median (range)"])
+    out = table(f"phase changes named in {args.runs} {'Valgrind' if valgrind else 'sampled'} traces each ({cpu_model()})",
+                ["program", "named", "right", f"found at, against half the run ({'share of its accesses' if valgrind else 's'}):"
+                                              " median (range)"])
     wrong = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in (*ONE_PHASE, *TWO_PHASES):
@@ -49,13 +56,14 @@ def main() -> int:
                                        name, (args.threads, args.iterations))
             named, errors = 0, []
             for run in range(args.runs):
-                console.print(f"[dim]{name}: sampled trace {run + 1}/{args.runs}[/dim]")
-                comm = sample([patterns, name, "-n", str(threads), "-i", str(iterations)], Path(tmp, "s.json"),
-                              quiet=True, progress=False, seed=run + 1)
+                console.print(f"[dim]{name}: {args.backend} trace {run + 1}/{args.runs}[/dim]")
+                command = [patterns, name, "-n", str(threads), "-i", str(iterations)]
+                comm = (trace(command, Path(tmp, "v.json"), quiet=True, progress=False) if valgrind else
+                        sample(command, Path(tmp, "s.json"), quiet=True, progress=False, seed=run + 1))
                 change = phase_change(comm)
                 named += change is not None
                 if change is not None and name in TWO_PHASES:
-                    errors.append(change.at_s - comm.info.seconds / 2)
+                    errors.append(change.at_s - (0.5 if valgrind else comm.info.seconds / 2))
                 if change is not None:
                     console.print(f"[dim]  {change.text()}[/dim]")
             right = named if name in TWO_PHASES else args.runs - named

@@ -173,3 +173,36 @@ def test_the_samplers_quiet_record_is_read_and_said_in_words():
     assert _quiet_fields("off (per-task: the threads' inherited events keep the period they were made with)".split()) \
         == {"quiet_off": True}
     assert _quiet_fields([]) == {} and quiet_words({"period_ns": 1_000_000}) is None
+
+
+def test_the_valgrind_tracers_time_blocks_are_read_kept_in_the_file_and_folded(tmp_path):
+    """pw_main.c's "blocks N LEN" record: each block's events per pair a < b, read into
+    TraceInfo.time_blocks, written and read back with the matrix, summed where rounds fold threads
+    into roles; a damaged record is refused."""
+    import numpy as np
+
+    from pinwise.comm import TraceInfo, read_comm, write_comm
+    from pinwise.metrics import time_block_matrices
+    from pinwise.rounds import fold_time_blocks
+    from pinwise.trace import _time_blocks
+
+    blocks = _time_blocks(["blocks 2 1048576", "block 0 1 5 2 3 7", "block 0 2 4"], 4)
+    assert blocks["accesses"] == 1048576 and blocks["blocks"] == [[0, 1, 5.0, 2, 3, 7.0], [0, 2, 4.0]]
+    for damaged in (["blocks 2 1048576", "block 0 1 5"], ["blocks 1 1048576", "block 0 9 5"], ["blocks 1 0", "block"],
+                    ["blocks 1 10", "block 0 1"], ["blocks 1 10", "hot 0 1 2"]):
+        with pytest.raises(ValueError):
+            _time_blocks(damaged, 4)
+    assert _time_blocks([], 4) is None and _time_blocks(["something else"], 4) is None
+    matrix = np.zeros((4, 4))
+    for a, b, events in ((0, 1, 5.0), (2, 3, 7.0), (0, 2, 4.0)):
+        matrix[a, b] = matrix[b, a] = events
+    comm = CommMatrix(matrix, np.full(4, 100.0), info=TraceInfo(time_blocks=blocks))
+    assert np.array_equal(sum(time_block_matrices(comm)), matrix)
+    write_comm(comm, tmp_path / "c.json")
+    again = read_comm(tmp_path / "c.json")
+    assert dict(again.info.time_blocks) == dict(blocks)
+    assert fold_time_blocks(blocks, np.array([0, 1, 1, 2]))["blocks"] == [[0, 1, 5.0, 1, 2, 7.0], [0, 1, 4.0]]
+    document = json.loads((tmp_path / "c.json").read_text())
+    document["time_blocks"]["accesses"] = 0
+    with pytest.raises(PinwiseError, match='"time_blocks" has an unexpected value'):
+        parse_comm(json.dumps(document), "c.json")

@@ -14,6 +14,8 @@ import pytest
 from conftest import assert_clean_failure, compile_program, need, run_pinwise
 
 from pinwise.comm import Rounds, read_comm
+from pinwise.metrics import time_block_matrices
+from pinwise.phases import phase_change
 from pinwise.rounds import find_rounds
 from pinwise.mapping import by_role
 from pinwise.pinning.launcher import NATIVE_DIR
@@ -56,6 +58,29 @@ def test_neighbour_gives_a_band(tmp_path):
     comm = traced(tmp_path, PATTERNS, "neighbour", "-n", "6", "-i", TRACE_ITERATIONS)
     assert share(comm.matrix, [(i, i + 1) for i in range(5)]) > 0.95
     assert all(comm.matrix[i, i + 1] > 0 for i in range(5))
+    # its time blocks add up to the matrix, event for event; one phase: none is named
+    assert np.array_equal(sum(time_block_matrices(comm)), comm.matrix)
+    assert phase_change(comm) is None
+
+
+def test_pairs_that_swap_partners_are_a_phase_change_in_the_tracers_time_blocks(tmp_path):
+    """The tool keeps each pair's events per block of accesses (pw_main.c, time blocks): a program
+    whose pairs swap partners half way is named as one under Valgrind too, about half way through
+    its accesses, and analyze and map say so."""
+    comm = traced(tmp_path, PATTERNS, "swap", "-n", "4", "-i", "6000")
+    blocks = comm.info.time_blocks
+    assert blocks is not None and blocks["accesses"] > 0 and len(blocks["blocks"]) >= 16
+    assert np.array_equal(sum(time_block_matrices(comm)), comm.matrix)
+    change = phase_change(comm)
+    # half way, or a little after: counts pending in the tool's line cache land in the block that
+    # settles them (seen: 0.52-0.54)
+    assert change is not None and change.unit == "accesses" and 0.45 <= change.at_s <= 0.65, change
+    assert change.before == ((0, 1), (2, 3)) and change.after == ((0, 2), (1, 3))
+    text = " ".join(run_pinwise("analyze", str(tmp_path / "comm.json"), check=True).stdout.split())
+    assert "phases: the threads change partners " in text and "% of the way through the run's accesses" in text
+    mapped = run_pinwise("map", str(tmp_path / "comm.json"), "--policy", "locality", "-o", str(tmp_path / "m.json"),
+                         check=True)
+    assert "one plan for the whole trace serves one phase at best" in mapped.stderr
 
 
 def test_master_gives_one_heavy_row(tmp_path):
@@ -313,6 +338,7 @@ def test_progress_line_shows_on_a_terminal_and_never_shares_a_line_with_the_prog
 def test_many_threads(tmp_path):
     comm = traced(tmp_path, PATTERNS, "neighbour", "-n", "600", "-i", "3")
     assert comm.threads == 600 and comm.matrix.shape == (600, 600)
+    assert comm.info.time_blocks is None  # kept up to 64 threads: a table of every pair each block
     assert comm.info.memory_bytes > 600 * 600 * 8  # the matrix itself is counted
     assert all(comm.matrix[i, i + 1] > 0 for i in range(599))
 

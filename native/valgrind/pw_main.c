@@ -88,6 +88,9 @@
       hot-reads r0 r1 ...         (reads per thread since the line became hot)
       hot-writes w0 w1 ...
       hot-pairs i j n ...         (events per pair i < j since then; only up to 256 threads)
+      blocks N LEN                (time blocks, --pw-model=diener and up to BLOCK_THREADS threads:
+      N lines block a b n ...      LEN accesses each, the last one cut short by the end; the events
+                                   of each pair i < j that had any in it, for pinwise.phases)
 */
 
 #include "pub_tool_basics.h"
@@ -713,6 +716,8 @@ static void write_hot_lines(void)
    }
 }
 
+static void write_blocks(void);
+
 static void write_result(Bool partial)
 {
    HChar tmp[4096];
@@ -769,10 +774,111 @@ static void write_result(Bool partial)
       }
    }
    if (!clo_mazouz) write_hot_lines();
+   write_blocks();
    out_flush();
    VG_(close)(out_fd);
    out_fd = -1;
    VG_(rename)(tmp, clo_out);
+}
+
+/*------------------------------------------------------------*/
+/*--- Time blocks                                          ---*/
+/*------------------------------------------------------------*/
+
+/* The events of each pair of threads in blocks of the run's accesses, for pinwise.phases (a
+   program whose threads change partners half way sums into one matrix that no placement serves).
+   A block ends at the first window check past its length, and each pair's events counted since
+   the block before are kept, for the pairs that had any: the counts pending in the line cache land
+   in the block that settles them (a swap of partners half way was placed at 52% of the accesses,
+   not 50%; settled at each block's end, they changed which lines became hot). At most MAX_BLOCKS blocks: when
+   they are full, each two neighbours become one, twice as long. Only up to BLOCK_THREADS threads
+   (a T x T table each block), and not under --pw-model=mazouz (its matrix is made at the end). */
+#define BLOCK_THREADS 64
+#define MAX_BLOCKS 64
+#define FIRST_BLOCK (1ULL << 20)   /* accesses */
+
+typedef struct {
+   UInt block;
+   UShort a, b;
+   ULong events;
+} BlockEvents;
+
+static BlockEvents* block_events = NULL;
+static SizeT n_block_events = 0, cap_block_events = 0;
+static ULong block_seen[BLOCK_THREADS * BLOCK_THREADS];  /* pair_value(a, b) at the last block's end */
+static ULong block_len = FIRST_BLOCK;
+static ULong block_end_at = FIRST_BLOCK;
+static UInt n_blocks = 0;           /* blocks closed */
+static Bool blocks_off = False;     /* more threads than BLOCK_THREADS, or the mazouz model */
+
+static ULong pair_value(Int t, Int u);
+
+static void keep_block_event(UInt block, Int a, Int b, ULong events)
+{
+   if (n_block_events == cap_block_events) {
+      cap_block_events = cap_block_events ? 2 * cap_block_events : 1024;
+      block_events = VG_(realloc)("pw.blocks", block_events, cap_block_events * sizeof(BlockEvents));
+   }
+   block_events[n_block_events++] = (BlockEvents){block, (UShort)a, (UShort)b, events};
+}
+
+static void close_block(void)
+{
+   if (!blocks_off && (clo_mazouz || n_threads > BLOCK_THREADS)) {
+      blocks_off = True;
+      if (block_events) VG_(free)(block_events);
+      block_events = NULL;
+      n_block_events = cap_block_events = 0;
+   }
+   if (blocks_off) {
+      block_end_at = ~0ULL;
+      return;
+   }
+   /* the counts as settled: those pending in the line cache land in the block that settles them
+      (settling them here would change which lines become hot, and so what the tool reports) */
+   for (Int a = 0; a < n_threads; a++)
+      for (Int b = a + 1; b < n_threads; b++) {
+         ULong now = pair_value(a, b), *seen = &block_seen[a * BLOCK_THREADS + b];
+         if (now > *seen) keep_block_event(n_blocks, a, b, now - *seen);
+         *seen = now;
+      }
+   n_blocks++;
+   if (n_blocks == MAX_BLOCKS) {
+      for (SizeT i = 0; i < n_block_events; i++) block_events[i].block /= 2;
+      n_blocks /= 2;
+      block_len *= 2;
+   }
+   block_end_at = (ULong)(n_blocks + 1) * block_len;
+   if (block_end_at <= total_accesses) block_end_at = total_accesses + block_len;
+}
+
+/* The blocks closed and the one running (its events so far, as settled now). */
+static void write_blocks(void)
+{
+   if (blocks_off || clo_mazouz || n_threads > BLOCK_THREADS) return;
+   out_printf("blocks %llu", (ULong)n_blocks + 1);
+   out_printf(" %llu\n", block_len);
+   SizeT i = 0;
+   for (UInt k = 0; k < n_blocks; k++) {
+      out_text("block");
+      for (; i < n_block_events && block_events[i].block == k; i++) {
+         out_printf(" %llu", (ULong)block_events[i].a);
+         out_printf(" %llu", (ULong)block_events[i].b);
+         out_printf(" %llu", block_events[i].events);
+      }
+      out_text("\n");
+   }
+   out_text("block");
+   for (Int a = 0; a < n_threads; a++)
+      for (Int b = a + 1; b < n_threads; b++) {
+         ULong now = pair_value(a, b), seen = block_seen[a * BLOCK_THREADS + b];
+         if (now > seen) {
+            out_printf(" %llu", (ULong)a);
+            out_printf(" %llu", (ULong)b);
+            out_printf(" %llu", now - seen);
+         }
+      }
+   out_text("\n");
 }
 
 /*------------------------------------------------------------*/
@@ -1247,7 +1353,9 @@ static void advance_window(void)
          window_end_at = total_accesses + CLOCK_CHECK_ACCESSES;
       }
    }
+   if (total_accesses >= block_end_at) close_block();
    next_window_at = window_end_at < settle_at ? window_end_at : settle_at;
+   if (block_end_at < next_window_at) next_window_at = block_end_at;
 }
 
 /* The accesses an instrumented lookup stands for, packed into one argument: reads, writes,
@@ -1764,6 +1872,7 @@ static void pw_post_clo_init(void)
    window_end_at = clo_mazouz ? ~0ULL : clo_window_ms > 0 ? CLOCK_CHECK_ACCESSES : (ULong)clo_window;
    settle_at = (ULong)clo_settle_every;
    next_window_at = window_end_at < settle_at ? window_end_at : settle_at;
+   if (block_end_at < next_window_at) next_window_at = block_end_at;
    last_dump_ms = VG_(read_millisecond_timer)();
 }
 

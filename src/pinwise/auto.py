@@ -132,10 +132,9 @@ def measure_sharing(argv: list[str], path: str, backend: str = AUTO_BACKEND, *, 
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; " + (sureness.reason if sureness else ""))
             return comm
         if sureness is not None and sureness.pattern_agreement is not None and phase_change(comm) is not None:
-            # redraws that mix the phases' blocks disagree; Valgrind's one matrix would sum them as well
+            # redraws that mix the phases' blocks disagree: the sample shows the phases, at the program's speed
             say(f"    sampled: {events:,} events in {comm.info.seconds:.2f} s; {sureness.reason}, as redraws mixing "
-                "the phases' time blocks would: kept, since the sample's time blocks show the phases (a Valgrind "
-                "trace has none)")
+                "the phases' time blocks would: kept, since the sample's time blocks show the phases")
             return comm
         say(f"    the sample is too thin to be sure of ({events:,} events in {comm.info.seconds:.2f} s"
             + (f"; {sureness.reason}" if sureness else "") + "): tracing every access under Valgrind instead"

@@ -119,6 +119,13 @@ def _hot_lines(value) -> tuple[HotLine, ...]:
                  for v in value)
 
 
+def _time_blocks(value) -> MappingProxyType:
+    blocks = [[int(v) if i % 3 < 2 else float(v) for i, v in enumerate(block)] for block in value["blocks"]]
+    if int(value["accesses"]) <= 0 or any(len(block) % 3 for block in blocks):
+        raise ValueError("time blocks of (a, b, events) triples, a positive length")
+    return MappingProxyType({"accesses": int(value["accesses"]), "blocks": blocks})
+
+
 def _environment(value) -> MappingProxyType:
     return MappingProxyType({str(k): str(v) for k, v in value.items()})
 
@@ -133,7 +140,7 @@ _FIELD_READERS = {
     "lifetimes_traced": (list, _pairs), "instructions_together": (list, _ints), "rounds": (dict, _rounds),
     "sharing": (str, str), "hot_lines": (list, _hot_lines), "environment": (dict, _environment),
     "backend": (str, str), "sampling": (dict, lambda v: MappingProxyType(dict(v))),
-    "unseen": (str, str),
+    "time_blocks": (dict, _time_blocks), "unseen": (str, str),
 }
 
 
@@ -180,6 +187,11 @@ class TraceInfo:
     #: The sampling backend's own record: clock period, samples, events, skipped samples by
     #: reason, events per time block (for the bootstrap of pinwise.confidence).
     sampling: MappingProxyType | None = None
+    #: The Valgrind tracer's time blocks: {"accesses": the accesses in each, "blocks": per block, flat
+    #: (a, b, events) triples of the pairs a < b that had any}; the last block is cut short by the
+    #: end. None: a sampled trace (its blocks are in ``sampling``), or more threads than the tracer
+    #: keeps blocks for. pinwise.phases reads them.
+    time_blocks: MappingProxyType | None = None
     #: What a native run showed that the trace did not see (fewer threads under Valgrind, work in
     #: forked copies or in programs it started), in words; None when it saw it all or was not compared.
     unseen: str | None = None

@@ -133,6 +133,27 @@ def block_matrices(comm: CommMatrix) -> list[np.ndarray] | None:
     return found if all(np.all(np.isfinite(m)) for m in found) else None
 
 
+def time_block_matrices(comm: CommMatrix) -> list[np.ndarray] | None:
+    """The events per time block of a sampled trace (:func:`block_matrices`) or of a Valgrind
+    trace (TraceInfo.time_blocks: exact counts, blocks of accesses); None without them."""
+    if comm.info.sampling is not None:
+        return block_matrices(comm)
+    kept = comm.info.time_blocks
+    if kept is None:
+        return None
+    t = comm.threads
+    found = []
+    try:
+        for block in kept["blocks"]:
+            m = np.zeros((t, t))
+            for k in range(0, len(block) - 2, 3):
+                m[int(block[k]), int(block[k + 1])] += float(block[k + 2])
+            found.append(m + m.T)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return found
+
+
 #: Time blocks from which a sample's own spread is read (fewer: its variance is itself too noisy).
 SPREAD_BLOCKS = 8
 

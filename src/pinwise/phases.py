@@ -30,7 +30,10 @@ can be tested:
   half's communication inside it at most CROSSED of its own (a neighbour chain that turns into far
   pairs: `pinwise-patterns shift`); the matchings where the cores fail.
 
-Valgrind's trace has no time blocks, and a run of a few blocks cannot be split: nothing is said.
+The Valgrind tracer keeps its events in blocks of the run's memory accesses (pw_main.c, up to 64
+threads): the same test reads them, the change placed in the run's accesses rather than its
+seconds (Valgrind runs the threads one at a time, at its own pace). A run of a few blocks cannot
+be split: nothing is said.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import numpy as np
 
 from .comm import CommMatrix
 from .mapping.pairing import max_weight_matching
-from .metrics import block_matrices
+from .metrics import time_block_matrices
 
 PERMUTATIONS = 199
 ALPHA = 0.05
@@ -61,8 +64,9 @@ CORE = 0.8
 
 @dataclass(frozen=True)
 class PhaseChange:
-    """A change of partners found in a sampled run: ``at_s`` seconds after sampling began (the
-    start of the first time block after the change, to within ``block_s``), the
+    """A change of partners found in a run: ``at_s`` seconds after sampling began (the start of
+    the first time block after the change, to within ``block_s``; a Valgrind trace's blocks are of
+    accesses: ``at_s`` and ``block_s`` are then shares of the run's accesses, ``unit`` "accesses"), the
     pairs before and after, the share of each half's communication inside its own pairs and inside
     the other half's, and the permutation test's p-value over ``blocks`` time blocks."""
 
@@ -76,6 +80,15 @@ class PhaseChange:
     crossed: tuple[float, float]    # before, after: inside the other half's pairs
     kind: str = "pairs"             # pairs (no thread in two of them, before or after) or partners
     patterns: tuple[str, str] = ("", "")  # each half's pattern read alone (pinwise.patterns.classify)
+    unit: str = "s"                 # "s" (a sampled run) or "accesses" (a Valgrind trace: shares of them)
+
+    def when(self, block: bool = True) -> str:
+        """Where the change came, in words: "1.12 s in", or "48% of the way through the run's
+        accesses", with ``block`` to within what."""
+        if self.unit == "s":
+            return f"{self.at_s:.2f} s in" + (f" (to a block of {self.block_s:g} s)" if block else "")
+        return f"{self.at_s:.0%} of the way through the run's accesses" + \
+            (f" (to a block of {self.block_s:.0%})" if block else "")
 
     def text(self) -> str:
         def pairs(found) -> str:
@@ -84,7 +97,7 @@ class PhaseChange:
         read = (f" ({self.patterns[0]} before, {self.patterns[1]} after)" if all(self.patterns) and
                 self.patterns[0] != self.patterns[1] else "")
         word = self.kind  # "pairs 0-1 2-3", or "partners 0-1 1-2 2-3" (a core)
-        return (f"the threads change partners {self.at_s:.2f} s in (to a block of {self.block_s:g} s){read}: {word} "
+        return (f"the threads change partners {self.when()}{read}: {word} "
                 f"{pairs(self.before)} carry {self.kept[0]:.0%} of the communication before "
                 f"({self.crossed[0]:.0%} inside the later {word}), "
                 f"{word} {pairs(self.after)} {self.kept[1]:.0%} after ({self.crossed[1]:.0%} inside the earlier); "
@@ -95,25 +108,29 @@ class PhaseChange:
         return {"at_s": self.at_s, "block_s": self.block_s, "blocks": self.blocks, "pvalue": self.pvalue,
                 "before": [list(p) for p in self.before], "after": [list(p) for p in self.after],
                 "kept": list(self.kept), "crossed": list(self.crossed), "kind": self.kind,
-                "patterns": list(self.patterns)}
+                "patterns": list(self.patterns), "unit": self.unit}
 
 
 def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int = 0) -> PhaseChange | None:
-    """The change of partners in ``comm``'s sampled run (module docstring), or None: no change
-    found, or a trace without time blocks (Valgrind's) or with too few to split."""
-    if comm.info.backend != "sample" or comm.threads < 4:
+    """The change of partners in ``comm``'s run (module docstring), or None: no change found, or a
+    trace without time blocks or with too few to split."""
+    if comm.threads < 4:
         return None  # two or three threads have one matching of pairs at most: nothing to change to
-    blocks = block_matrices(comm)
+    blocks = time_block_matrices(comm)
     if blocks is None:
         return None
     sampling = comm.info.sampling
     try:  # a hand-edited or damaged record says nothing of phases, rather than fail the analysis
-        events, block_ns, from_ns = (int(sampling.get("events", 0)), int(sampling["block_ns"]),
-                                     int(sampling.get("blocks_from_ns", 0)))
+        if sampling is not None:
+            events, block, start, scale = (int(sampling.get("events", 0)), int(sampling["block_ns"]),
+                                           int(sampling.get("blocks_from_ns", 0)), 1e9)
+        else:  # exact counts, in blocks of accesses: where in the run, as a share of its accesses
+            block, start = int(comm.info.time_blocks["accesses"]), 0
+            events, scale = int(sum(np.triu(m, 1).sum() for m in blocks)), max(comm.info.total_accesses, 1)
     except (KeyError, TypeError, ValueError):
         return None
-    index = [k for k, block in enumerate(blocks) if block.any()]
-    if len(index) < MIN_BLOCKS or events < MIN_EVENTS or block_ns <= 0:
+    index = [k for k, found in enumerate(blocks) if found.any()]
+    if len(index) < MIN_BLOCKS or events < MIN_EVENTS or block <= 0:
         return None
     upper = np.triu_indices(comm.threads, 1)
     shares = np.array([blocks[k][upper] for k in index])
@@ -145,9 +162,10 @@ def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int =
             enough = min(kept) >= PAIRED
         if enough and crossed[0] <= CROSSED * kept[0] and crossed[1] <= CROSSED * kept[1]:
             disjoint = all(len({t for pair in pairs for t in pair}) == 2 * len(pairs) for pairs in (pairs_before, pairs_after))
-            return PhaseChange(round((from_ns + index[split] * block_ns) / 1e9, 3), round(block_ns / 1e9, 3),
+            return PhaseChange(round((start + index[split] * block) / scale, 3), round(block / scale, 3),
                                len(index), pvalue, pairs_before, pairs_after, kept, crossed,
-                               "pairs" if disjoint else "partners", (_pattern(before), _pattern(after)))
+                               "pairs" if disjoint else "partners", (_pattern(before), _pattern(after)),
+                               "s" if sampling is not None else "accesses")
     return None
 
 

@@ -130,7 +130,8 @@ def fold_rounds(comm: CommMatrix, rounds: Rounds) -> CommMatrix:
                    rounds=Rounds(rounds.size, rounds.count, comm.threads),
                    instructions_together=None if together is None else tuple(summed_by(together, roles, size)),
                    hot_lines=fold_hot_lines(comm.info.hot_lines, roles, size),
-                   sampling=fold_sampling(comm.info.sampling, roles, size))
+                   sampling=fold_sampling(comm.info.sampling, roles, size),
+                   time_blocks=fold_time_blocks(comm.info.time_blocks, roles))
     return CommMatrix(matrix, None if comm.accesses is None else fold @ comm.accesses,
                       None if comm.instructions is None else fold @ comm.instructions, info,
                       None if comm.other is None else fold @ comm.other @ fold.T)
@@ -172,6 +173,23 @@ def fold_hot_lines(lines, index: np.ndarray, size: int):
     return tuple(folded)
 
 
+def _blocks_summed(blocks, index: np.ndarray) -> list[list]:
+    """Time blocks of flat (a, b, events) triples with the threads renumbered by ``index``, the
+    events of the triples that become one pair added up (a pair that becomes one thread is on the
+    diagonal, which mapping and pinwise.phases ignore)."""
+    return [[v for (a, b), (events,) in sorted(_pairs_summed((block[k:k + 3] for k in range(0, len(block) - 2, 3)),
+                                                              index, 1).items()) for v in (a, b, events)]
+            for block in blocks]
+
+
+def fold_time_blocks(time_blocks, index: np.ndarray):
+    """The Valgrind tracer's time blocks (:attr:`TraceInfo.time_blocks`) with thread k counted as
+    thread ``index[k]``."""
+    if time_blocks is None:
+        return None
+    return MappingProxyType({**time_blocks, "blocks": _blocks_summed(time_blocks["blocks"], index)})
+
+
 def fold_sampling(sampling, index: np.ndarray, size: int):
     """A sampled trace's own fields (:attr:`TraceInfo.sampling`) with thread k counted as thread
     ``index[k]`` of ``size``: a permutation renumbers them, a folding sums them (samples, reads,
@@ -196,9 +214,5 @@ def fold_sampling(sampling, index: np.ndarray, size: int):
         folded["switch_rates"] = rates
     pairs = _pairs_summed(sampling.get("pairs", ()), index, 3)
     folded["pairs"] = [[a, b, int(round(o)), int(round(m)), h] for (a, b), (o, m, h) in sorted(pairs.items())]
-    blocks = []
-    for block in sampling.get("blocks", ()):  # flat (a, b, hits) triples
-        summed = _pairs_summed((block[k:k + 3] for k in range(0, len(block) - 2, 3)), index, 1)
-        blocks.append([v for (a, b), (hits,) in sorted(summed.items()) for v in (a, b, hits)])
-    folded["blocks"] = blocks
+    folded["blocks"] = _blocks_summed(sampling.get("blocks", ()), index)  # flat (a, b, hits) triples
     return MappingProxyType(folded)

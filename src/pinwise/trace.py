@@ -155,6 +155,8 @@ def parse_trace(text: str, source: str) -> CommMatrix:
         instructions = np.array([float(v) for v in header["load"]])
         info = _header_info(header)
         info["hot_lines"] = _hot_lines(rest, threads)
+        info["time_blocks"] = _time_blocks(rest[1 + 7 * len(info["hot_lines"]):] if info["hot_lines"] is not None else
+                                           rest, threads)
     except (IndexError, KeyError, ValueError) as err:
         raise PinwiseError(f"the tracer's output {source} is damaged ({err}); run the trace again") from None
     return CommMatrix(matrix, accesses, instructions, TraceInfo(**info), other)
@@ -184,6 +186,29 @@ def _hot_lines(lines: list[str], threads: int):
         if len(found[-1].reads) != threads:
             raise ValueError(f"hot line {address} has {len(found[-1].reads)} threads, not {threads}")
     return tuple(found)
+
+
+def _time_blocks(lines: list[str], threads: int):
+    """The time-block record after the hot lines (format in pw_main.c): TraceInfo.time_blocks, or
+    None where the tool kept none (more threads than it keeps blocks for, the mazouz model, older
+    tools)."""
+    from types import MappingProxyType
+
+    if not lines or not lines[0].startswith("blocks "):
+        return None
+    count, length = (int(v) for v in lines[0].split()[1:3])
+    blocks = []
+    for line in lines[1:1 + count]:
+        words = line.split()
+        if words[:1] != ["block"] or len(words) % 3 != 1:
+            raise ValueError(f"'{line[:40]}' where a time block belongs")
+        block = [int(v) if i % 3 < 2 else float(v) for i, v in enumerate(words[1:])]
+        if any(not 0 <= v < threads for v in block[0::3] + block[1::3]):
+            raise ValueError("a time block names a thread the header does not have")
+        blocks.append(block)
+    if len(blocks) != count or length <= 0:
+        raise ValueError(f"{len(blocks)} time blocks where the record says {count}")
+    return MappingProxyType({"accesses": length, "blocks": blocks})
 
 
 def _header_info(header: dict[str, list[str]]) -> dict:

@@ -21,17 +21,17 @@ if TYPE_CHECKING:
 
 
 def read_comm_file(path: str, planned: bool = False):
-    """The matrix of a comm file; ``planned``: one plan is made from it, so a sampled trace whose
-    threads change partners part way (pinwise.phases) is noted: the plan serves one phase at best."""
+    """The matrix of a comm file; ``planned``: one plan is made from it, so a trace whose threads
+    change partners part way (pinwise.phases) is noted: the plan serves one phase at best."""
     from ..comm import read_comm
 
     comm = read_comm(path)
-    if planned and comm.info.backend == "sample":
+    if planned and (comm.info.backend == "sample" or comm.info.time_blocks is not None):
         from ..phases import phase_change
 
         change = phase_change(comm)
         if change is not None:
-            print(f"pinwise: note: in {path} the threads change partners {change.at_s:.2f} s in (pinwise analyze "
+            print(f"pinwise: note: in {path} the threads change partners {change.when(block=False)} (pinwise analyze "
                   f"{path} shows it): one plan for the whole trace serves one phase at best; --adapt places each",
                   file=sys.stderr)
     return comm
