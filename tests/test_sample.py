@@ -803,7 +803,10 @@ def test_a_real_program_whose_pairs_swap_is_found_within_a_block_of_the_swap(tmp
     little after the sampler's)."""
     exe = compile_program("phase_pairs.c", build_dir)
     out = tmp_path / "phases.json"
-    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(exe), "4", "30000000", timeout=300)
+    # about a second on any host (30 M rounds a phase took 0.3 s in all on an AMD EPYC guest: 6
+    # blocks with events, fewer than a split needs)
+    rounds = str(_lasting([str(exe), "4"], 30_000_000, 1.0))
+    result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(exe), "4", rounds, timeout=300)
     assert result.returncode == 0, result.stderr
     took = float(re.search(r"phase 1 took ([0-9.]+) s", result.stderr).group(1))
     change = phase_change(read_comm(out))

@@ -179,6 +179,7 @@ OTHER_VOCABULARIES = {
     ("pinwise.rounds", "pairs"): "a field of the sampler's records",
     ("pinwise.adapt.windows", "pairs"): "a field of the sampler's stream records",
     ("pinwise.metrics", "pairs"): "a field of the sampler's records",
+    ("pinwise.phases", "pairs"): "the pairs of threads a phase change names (PhaseChange.kind), a matching's",
     ("pinwise.stats", "none"): "no test was possible (MeanTest.test)",
     ("pinwise.pinning.likwid", "scatter"): "likwid-pin's scatter method",
     ("pinwise.mpi.recording", "scatter"): "MPI_Scatter, a collective",

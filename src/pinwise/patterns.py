@@ -73,12 +73,13 @@ class Limits:
 
 
 LIMITS = Limits()
-#: How far each threshold is moved, both ways, to see whether the reading holds (a factor, or
-#: for the lift an amount): a matrix whose quantity lies within that of a threshold reads the
-#: other way in a trace of another length or input (sysbench's share of communicating accesses
-#: crossed 1% with the number of events), so its recommendation is weak and says so.
+#: How far each threshold is moved, both ways, to see whether the reading holds (a factor, or for the lift an
+#: amount): a matrix whose quantity lies within that of a threshold reads the other way in a trace of another length
+#: or input (sysbench's share of communicating accesses crossed 1% with its events), so its recommendation is weak.
 MARGINS = {"comm_share_low": ("factor", 2.0), "structure_lift": ("amount", 0.1), "flat_cv": ("factor", 1.5),
            "heterogeneity_high": ("factor", 1.5), "bcomm_high": ("factor", 1.5)}
+#: A weak reading's advice (analyze words it otherwise where the trace's phases explain the mixture: pinwise.phases).
+WEAK_ADVICE = "A trace of another length or input (more or fewer events) can read either way: bench both (pinwise auto does)"
 #: How much above compact's cost a recommendation may be before it is replaced (rounding).
 COST_TOLERANCE = 1.02
 
@@ -406,11 +407,6 @@ def weak_reading(comm: CommMatrix, found: Metrics, pattern: str, policy: str) ->
     why = "; ".join(f"{_near(name, comm, found)}: read across it, {other} -> {chosen}"
                     for (other, chosen), names in readings.items() for name in dict.fromkeys(names))
     return f"weak: {why}. {WEAK_ADVICE}", tuple(readings)
-
-
-#: What a weak reading advises (:func:`weak_reading`); where a sampled trace shows its threads
-#: changing partners (pinwise.phases), its mixture of two phases is why, and analyze says so instead.
-WEAK_ADVICE = "A trace of another length or input (more or fewer events) can read either way: bench both (pinwise auto does)"
 
 
 def _aims_at_locality(policy: str) -> bool:

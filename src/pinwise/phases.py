@@ -161,7 +161,8 @@ def phase_change(comm: CommMatrix, permutations: int = PERMUTATIONS, seed: int =
         else:
             enough = min(kept) >= PAIRED
         if enough and crossed[0] <= CROSSED * kept[0] and crossed[1] <= CROSSED * kept[1]:
-            disjoint = all(len({t for pair in pairs for t in pair}) == 2 * len(pairs) for pairs in (pairs_before, pairs_after))
+            disjoint = all(len({t for pair in pairs for t in pair}) == 2 * len(pairs)
+                           for pairs in (pairs_before, pairs_after))
             return PhaseChange(round((start + index[split] * block) / scale, 3), round(block / scale, 3),
                                len(index), pvalue, pairs_before, pairs_after, kept, crossed,
                                "pairs" if disjoint else "partners", (_pattern(before), _pattern(after)),
