@@ -614,13 +614,15 @@ static UShort approximate_add(UShort v, ULong n)
    return (UShort)((exponent << 11) | ((sum >> (exponent - 1)) - 2048));
 }
 
+static ULong block_bytes(void);
+
 static ULong tracer_bytes(void)
 {
    ULong per_page = sizeof(PageLines) + (clo_mazouz ? LINES_PER_PAGE * sizeof(UInt[SHARERS]) : 0);
    ULong hot_bytes = (ULong)n_hot * cap * 2 * sizeof(ULong)
                      + (cap <= HOT_PAIR_THREADS ? (ULong)n_hot * cap * cap * sizeof(ULong) : 0);
    return sizeof directory + directory_bytes + pages_used * per_page + (ULong)cap * cap * sizeof(ULong) * (comm_other ? 2 : 1)
-          + hot_bytes;
+          + hot_bytes + block_bytes();
 }
 
 /*------------------------------------------------------------*/
@@ -850,6 +852,12 @@ static void close_block(void)
    }
    block_end_at = (ULong)(n_blocks + 1) * block_len;
    if (block_end_at <= total_accesses) block_end_at = total_accesses + block_len;
+}
+
+/* What the time blocks take: their events and the pairs' counts at the last block's end. */
+static ULong block_bytes(void)
+{
+   return (ULong)cap_block_events * sizeof(BlockEvents) + sizeof block_seen;
 }
 
 /* The blocks closed and the one running (its events so far, as settled now). */
