@@ -791,10 +791,11 @@ static void write_result(Bool partial)
    program whose threads change partners half way sums into one matrix that no placement serves).
    A block ends at the first window check past its length, and each pair's events counted since
    the block before are kept, for the pairs that had any: the counts pending in the line cache land
-   in the block that settles them (a swap of partners half way was placed at 52% of the accesses,
-   not 50%; settled at each block's end, they changed which lines became hot). At most MAX_BLOCKS blocks: when
-   they are full, each two neighbours become one, twice as long. Only up to BLOCK_THREADS threads
-   (a T x T table each block), and not under --pw-model=mazouz (its matrix is made at the end). */
+   in the block that settles them (a short swap of partners half way was placed at 52-54% of the
+   accesses; settled at each block's end, they changed which lines became hot). At most MAX_BLOCKS
+   blocks: when they are full, each two neighbours become one, twice as long. Only up to
+   BLOCK_THREADS threads (a T x T table each block), and not under --pw-model=mazouz (its matrix
+   is made at the end). */
 #define BLOCK_THREADS 64
 #define MAX_BLOCKS 64
 #define FIRST_BLOCK (1ULL << 20)   /* accesses */
