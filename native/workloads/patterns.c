@@ -63,17 +63,20 @@ static int partners(int self, int later, int *out)
     case SWAP:
         if ((self ^ (later ? 2 : 1)) < threads) out[n++] = self ^ (later ? 2 : 1);
         break;
-    case SHIFT:
-        if (later)
-            goto far;
-        /* fall through: neighbours first */
+    case SHIFT:  /* neighbours, then far pairs */
+        if (later) {
+            if (threads >= 2) out[n++] = (self + threads / 2) % threads == self ? (self + 1) % threads : (self + threads / 2) % threads;
+        } else {
+            if (self > 0) out[n++] = self - 1;
+            if (self + 1 < threads) out[n++] = self + 1;
+        }
+        break;
     case NEIGHBOUR:
     case PIPELINE:
         if (self > 0) out[n++] = self - 1;
         if (self + 1 < threads) out[n++] = self + 1;
         break;
     case FAR_PAIRS:
-    far:
         if (threads >= 2) out[n++] = (self + threads / 2) % threads == self ? (self + 1) % threads : (self + threads / 2) % threads;
         break;
     case MASTER:
