@@ -56,9 +56,8 @@ def analysis(tmp_path, name="comm.json") -> dict:
     ("private", 4, "60000", "none")])
 def test_planted_patterns_are_found_at_the_programs_speed(tmp_path, workload, threads, iterations, pattern):
     """Each long enough for a few hundred traps at the default rate, well above the 100 below which
-    no pattern is called sure (master on 6 threads: about 2.5 per 1,000 iterations on an Intel Xeon
-    guest, 1.2-2 on an AMD EPYC one, where at 100,000 a third of one trace's 140 were a spin-wait
-    set aside, and 90 left could not say)."""
+    no pattern is called sure (master on 6 threads: 1.2-2.5 per 1,000 iterations, by host; at
+    100,000 a third of one trace's 140 were a spin-wait set aside, and the 90 left could not say)."""
     comm, result = sampled(tmp_path, PATTERNS, workload, "-n", str(threads), "-i", iterations)
     found = analysis(tmp_path)
     assert found["pattern"] == pattern, found
@@ -803,8 +802,8 @@ def test_a_real_program_whose_pairs_swap_is_found_within_a_block_of_the_swap(tmp
     little after the sampler's)."""
     exe = compile_program("phase_pairs.c", build_dir)
     out = tmp_path / "phases.json"
-    # about a second on any host (30 M rounds a phase took 0.3 s in all on an AMD EPYC guest: 6
-    # blocks with events, fewer than a split needs)
+    # about a second on any host (30 M rounds a phase took 0.3 s in all on a fast one: 6 blocks
+    # with events, fewer than a split needs)
     rounds = str(_lasting([str(exe), "4"], 30_000_000, 1.0))
     result = run_pinwise("trace", "--backend", "sample", "-o", str(out), "--", str(exe), "4", rounds, timeout=300)
     assert result.returncode == 0, result.stderr
