@@ -95,7 +95,7 @@ def test_a_program_with_nothing_to_gain_is_moved_once_at_most(tmp_path):
     assert result.returncode == 0, result.stderr
     assert len([r for r in _records(log) if r.get("decision") in PLACED]) <= 1
     # no thread touches another's data: quiet sampling, slower after 300 ms without a trap (a run of
-    # 1.3 s on the AMD guest: long enough on a host twice as fast)
+    # 1.3 s on one guest: long enough on a host twice as fast)
     assert "sampling 4x to 16x less often" in result.stderr, result.stderr
 
 
