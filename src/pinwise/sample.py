@@ -421,15 +421,20 @@ def _quiet_fields(words: list[str]) -> dict:
             "quiet_deepest_ns": int(fields.get("deepest-ns", 0))}
 
 
+def fewer(first: int, deepest: int) -> str:
+    """How much less often the sampler sampled while quiet, ``first`` and at most ``deepest`` times
+    less: "4x", or "4x to 16x" when it went deeper (trace's summary, and run --adapt's)."""
+    return f"{first}x" if deepest <= first else f"{first}x to {deepest}x"
+
+
 def quiet_words(sampling) -> str | None:
     """How much less often the sampler sampled while no thread shared data, in words ("4x less
     often for 0.4 s", "4x to 16x ..."); None where it never did, or for under a tenth of a second."""
     seconds, period = sampling.get("quiet_s", 0.0), sampling.get("period_ns", 0)
     if seconds < 0.1 or not period:
         return None
-    first = sampling.get("quiet_period_ns", 0) // period
-    deepest = max(first, sampling.get("quiet_deepest_ns", 0) // period)
-    return f"{first}x{f' to {deepest}x' if deepest > first else ''} less often for {seconds:.1f} s"
+    first, deepest = sampling.get("quiet_period_ns", 0) // period, sampling.get("quiet_deepest_ns", 0) // period
+    return f"{fewer(first, deepest)} less often for {seconds:.1f} s"
 
 
 def _assembled(header, entries, ints, sampling, hot, creators, lifetimes, fields, log_text, name,

@@ -17,7 +17,7 @@ from ..errors import PinwiseError
 from ..pinning.launcher import find_program, program_environment
 from ..processes import GroupGuard, kill_session, signals_held
 from ..temporary import temporary_folder
-from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid,
+from ..sample import (ARMS_PER_S, PERIOD_US, QUIET_PERIOD_US, SAMPLER, TRAPS_PER_CPU, WINDOW_MS, check_pid, fewer,
                       check_sampler, main_thread_gone, pass_stop, program_part, sampler_failure, start_sampler,
                       traps_per_s)
 from .decide import Adapter, Move
@@ -289,12 +289,6 @@ def _result_facts(out_path: Path) -> dict:
     return facts
 
 
-def _fewer(deepest: int) -> str:
-    """How much less often the sampler sampled while quiet: "4x", or "4x to 16x" when it went deeper."""
-    first = QUIET_PERIOD_US // PERIOD_US
-    return f"{first}x" if deepest <= first else f"{first}x to {deepest}x"
-
-
 def shortcomings(result: AdaptResult) -> list[str]:
     """What kept an adaptive run from placing the program's threads by what they share, in words:
     code it could not decode, work in child processes it does not follow, more threads than it
@@ -325,7 +319,8 @@ def summary_lines(result: AdaptResult, memory=None) -> list[str]:
              f"{sum(m.moved for m in result.moves)} thread move(s); "
              f"the sampler used {result.sampler_cpu_s:.2f} s of CPU, pinwise {result.pinwise_cpu_s:.2f} s"]
     lines += [f"warning: {why}" for why in shortcomings(result)]
-    saved = [f"sampling {_fewer(result.quiet_deepest)} less often for {result.quiet_s:.1f} s, while no watchpoint "
+    slower = fewer(QUIET_PERIOD_US // PERIOD_US, result.quiet_deepest)
+    saved = [f"sampling {slower} less often for {result.quiet_s:.1f} s, while no watchpoint "
              "saw a thread touch another's data"] if result.quiet_s >= 0.05 else []
     if result.rationed_s >= 0.05:
         saved.append(f"sampling {QUIET_PERIOD_US // PERIOD_US}x less often for {result.rationed_s:.1f} s, "
