@@ -57,9 +57,7 @@ MAX_WINDOW_MS = 100_000
 #: taken slower weighs its periods), the matrix in the same units.
 QUIET_FACTOR = 4
 QUIET_PERIOD_US = QUIET_FACTOR * PERIOD_US
-#: The sampler's longest quiet period (its bound on --quiet-period-us): a --period above a quarter of
-#: it samples at that period throughout.
-MAX_QUIET_US = 10_000_000
+MAX_QUIET_US = 10_000_000  # the sampler's bound on --quiet-period-us: a slower --period is never quiet
 #: ``pinwise run --adapt``'s watchpoints: armed no faster than gives about this many traps a second
 #: for each CPU the program may use and each live thread of it, whichever are fewer
 #: (--traps-per-s and --traps-per-thread in pw_sample.c, at the share that trapped lately, never
